@@ -1,0 +1,237 @@
+package model
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+)
+
+// ClusterNode is one host of a job: its ranks and the System NCCL builds
+// there (trimmed to the ranks it can reach without the network, with paths
+// computed and search bounds set).
+type ClusterNode struct {
+	Index  int
+	Ranks  []int
+	System *System
+}
+
+// Cluster is a whole job's topology: one System per node, ranks node-major.
+type Cluster struct {
+	File   string
+	NRanks int
+	MNNVL  bool
+	Nodes  []*ClusterNode
+}
+
+// LoadOptions controls how a topology XML becomes a Cluster.
+type LoadOptions struct {
+	// Nodes replicates a single-host XML into that many identical hosts
+	// (ranks node-major, like a multi-node job). 0 or 1: one host.
+	Nodes  int
+	Params Params
+}
+
+// MaxClusterNodes bounds --nodes so that a typo cannot exhaust memory.
+const MaxClusterNodes = 4096
+
+// LoadCluster builds the per-node Systems of a job from a topology XML.
+//
+// A file whose cpus carry one host_hash (or none) describes one host; with
+// opts.Nodes = N it stands for N identical hosts, node k holding ranks
+// k*n .. k*n+n-1 where n is the number of ranked GPUs in the file. A file
+// with several host_hash values describes several hosts: when GPUs of
+// different hosts share the NVLink fabric (an MNNVL dump), every node sees
+// the fused system as NCCL does for an MNNVL clique; otherwise each node
+// sees only its own host's part.
+func LoadCluster(root *Element, file string, opts LoadOptions) (*Cluster, error) {
+	if opts.Nodes < 0 || opts.Nodes > MaxClusterNodes {
+		return nil, fmt.Errorf("%s: --nodes %d out of range 1..%d", file, opts.Nodes, MaxClusterNodes)
+	}
+	hosts := hostHashes(root)
+	c := &Cluster{File: file}
+	switch {
+	case len(hosts) > 1 && opts.Nodes > 1:
+		return nil, fmt.Errorf("%s: describes %d hosts already; --nodes applies to single-host files", file, len(hosts))
+	case len(hosts) > 1:
+		return c, c.loadMultiHost(root, hosts, opts.Params)
+	}
+	nodes := max(opts.Nodes, 1)
+	local, err := rankedGPUs(root, file)
+	if err != nil {
+		return nil, err
+	}
+	c.NRanks = nodes * local
+	var hash uint64
+	if len(hosts) == 1 {
+		hash = hosts[0]
+	}
+	for k := 0; k < nodes; k++ {
+		xml := root
+		if k > 0 {
+			xml = root.Clone()
+			offsetRanks(xml, k*local)
+		}
+		s, err := BuildSystem(xml, file, hash, opts.Params)
+		if err != nil {
+			return nil, err
+		}
+		if err := c.addNode(s); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+func (c *Cluster) addNode(s *System) error {
+	s.NRanks = c.NRanks
+	s.MNNVL = c.MNNVL
+	if err := checkUnique(s, c.File); err != nil {
+		return err
+	}
+	if err := s.ComputePaths(); err != nil {
+		return fmt.Errorf("%s: %w", c.File, err)
+	}
+	node := &ClusterNode{Index: len(c.Nodes), System: s}
+	for _, g := range s.Nodes[GPU] {
+		if SystemIDOf(g.ID) == s.SystemID {
+			node.Ranks = append(node.Ranks, g.GPU.Rank)
+		}
+	}
+	sort.Ints(node.Ranks)
+	if len(node.Ranks) == 0 {
+		return fmt.Errorf("%s: node %d has no GPU with a rank", c.File, node.Index)
+	}
+	if err := s.Trim(node.Ranks[0]); err != nil {
+		return fmt.Errorf("%s: %w", c.File, err)
+	}
+	s.SearchInit()
+	c.Nodes = append(c.Nodes, node)
+	return nil
+}
+
+func (c *Cluster) loadMultiHost(root *Element, hosts []uint64, params Params) error {
+	full, err := BuildSystem(root, c.File, hosts[0], params)
+	if err != nil {
+		return err
+	}
+	c.MNNVL = sharedNVSwitch(full)
+	total, err := rankedGPUs(root, c.File)
+	if err != nil {
+		return err
+	}
+	c.NRanks = total
+	for _, h := range hosts {
+		xml := root
+		if !c.MNNVL {
+			xml = hostOnly(root, h)
+		}
+		s, err := BuildSystem(xml, c.File, h, params)
+		if err != nil {
+			return err
+		}
+		if err := c.addNode(s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sharedNVSwitch reports whether GPUs of more than one host link to the
+// NVSwitch fabric.
+func sharedNVSwitch(s *System) bool {
+	if len(s.Nodes[NVS]) == 0 {
+		return false
+	}
+	seen := map[int]bool{}
+	for _, l := range s.Nodes[NVS][0].Links {
+		if l.Remote.Type == GPU {
+			seen[SystemIDOf(l.Remote.ID)] = true
+		}
+	}
+	return len(seen) > 1
+}
+
+func hostHashes(root *Element) []uint64 {
+	var out []uint64
+	for _, cpu := range root.ChildrenNamed("cpu") {
+		var h uint64
+		if v, ok := cpu.Get("host_hash"); ok {
+			h = cStrtoull(v, 16)
+		}
+		found := false
+		for _, x := range out {
+			found = found || x == h
+		}
+		if !found {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+func hostOnly(root *Element, hash uint64) *Element {
+	out := &Element{Name: root.Name, Attrs: append([]Attr(nil), root.Attrs...), Line: root.Line}
+	for _, c := range root.Children {
+		v, _ := c.Get("host_hash")
+		if c.Name != "cpu" || cStrtoull(v, 16) == hash {
+			out.Children = append(out.Children, c)
+		}
+	}
+	return out
+}
+
+// walk calls f for e and every element below it.
+func walk(e *Element, f func(*Element)) {
+	f(e)
+	for _, c := range e.Children {
+		walk(c, f)
+	}
+}
+
+// rankedGPUs counts the <gpu> elements with a rank.
+func rankedGPUs(root *Element, file string) (int, error) {
+	n := 0
+	walk(root, func(e *Element) {
+		if _, ok := e.Get("rank"); ok && e.Name == "gpu" {
+			n++
+		}
+	})
+	if n == 0 {
+		return 0, fmt.Errorf("%s: no <gpu> element with a rank attribute", file)
+	}
+	return n, nil
+}
+
+func offsetRanks(root *Element, offset int) {
+	walk(root, func(e *Element) {
+		if v, ok := e.Get("rank"); ok && e.Name == "gpu" {
+			e.Set("rank", strconv.Itoa(cStrtol(v)+offset))
+		}
+	})
+}
+
+// checkUnique rejects systems where two GPUs share a rank or an id, or two
+// NETs share a device index on one host: NCCL's behaviour there is undefined.
+func checkUnique(s *System, file string) error {
+	ranks := map[int]*Node{}
+	ids := map[[2]uint64]*Node{}
+	for _, t := range []NodeType{GPU, NET} {
+		for _, n := range s.Nodes[t] {
+			key := [2]uint64{uint64(t), n.ID}
+			if o := ids[key]; o != nil {
+				return fmt.Errorf("%s: two %s nodes with id %s", file, t, n.Name())
+			}
+			ids[key] = n
+			if t == GPU {
+				if o := ranks[n.GPU.Rank]; o != nil {
+					return fmt.Errorf("%s: GPUs %s and %s both have rank %d", file, o.Name(), n.Name(), n.GPU.Rank)
+				}
+				ranks[n.GPU.Rank] = n
+				if n.GPU.Rank < 0 || n.GPU.Rank >= s.NRanks {
+					return fmt.Errorf("%s: GPU %s has rank %d, outside 0..%d", file, n.Name(), n.GPU.Rank, s.NRanks-1)
+				}
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,128 @@
+package model
+
+import (
+	"math"
+	"strconv"
+	"strings"
+)
+
+// NCCL reads numeric attributes with C's strtol/strtoull/strtof: leading
+// spaces skipped, an optional sign, base prefix (0x hex, 0 octal, else
+// decimal), the longest valid prefix parsed, and 0 when nothing parses. The
+// helpers below reproduce that so that odd files load exactly as in NCCL.
+
+// cStrtoll parses like strtoll(s, NULL, 0), saturating on overflow.
+func cStrtoll(s string) int64 {
+	s = strings.TrimLeft(s, " \t\n\v\f\r")
+	neg := false
+	if s != "" && (s[0] == '+' || s[0] == '-') {
+		neg = s[0] == '-'
+		s = s[1:]
+	}
+	u, overflow := cParseUint(s, 0)
+	if neg {
+		if overflow || u > 1<<63 {
+			return math.MinInt64
+		}
+		return -int64(u)
+	}
+	if overflow || u > math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return int64(u)
+}
+
+// cStrtol parses like NCCL's xmlGetAttrInt: strtol(s, NULL, 0) truncated to
+// a C int.
+func cStrtol(s string) int {
+	return int(int32(cStrtoll(s)))
+}
+
+// cStrtoull parses like strtoull(s, NULL, base) (base 0 or 16).
+func cStrtoull(s string, base int) uint64 {
+	s = strings.TrimLeft(s, " \t\n\v\f\r")
+	neg := false
+	if s != "" && (s[0] == '+' || s[0] == '-') {
+		neg = s[0] == '-'
+		s = s[1:]
+	}
+	u, overflow := cParseUint(s, base)
+	if overflow {
+		return math.MaxUint64
+	}
+	if neg {
+		return -u
+	}
+	return u
+}
+
+func cParseUint(s string, base int) (uint64, bool) {
+	if (base == 0 || base == 16) && len(s) >= 3 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X') && isHexDigit(s[2]) {
+		s, base = s[2:], 16
+	} else if base == 0 && len(s) >= 1 && s[0] == '0' {
+		base = 8
+	} else if base == 0 {
+		base = 10
+	}
+	var u uint64
+	overflow := false
+	for i := 0; i < len(s); i++ {
+		d := digitVal(s[i])
+		if d < 0 || d >= base {
+			break
+		}
+		if u > (math.MaxUint64-uint64(d))/uint64(base) {
+			overflow = true
+		}
+		u = u*uint64(base) + uint64(d)
+	}
+	return u, overflow
+}
+
+func isHexDigit(c byte) bool { return digitVal(c) >= 0 && digitVal(c) < 16 }
+
+func digitVal(c byte) int {
+	switch {
+	case c >= '0' && c <= '9':
+		return int(c - '0')
+	case c >= 'a' && c <= 'z':
+		return int(c-'a') + 10
+	case c >= 'A' && c <= 'Z':
+		return int(c-'A') + 10
+	}
+	return -1
+}
+
+// cStrtof parses like strtof(s, NULL): the longest decimal prefix, 0 if none.
+func cStrtof(s string) float32 {
+	s = strings.TrimLeft(s, " \t\n\v\f\r")
+	end := 0
+	seenDigit, seenDot, seenExp := false, false, false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= '0' && c <= '9':
+			seenDigit = true
+			end = i + 1
+		case (c == '+' || c == '-') && (i == 0 || s[i-1] == 'e' || s[i-1] == 'E'):
+		case c == '.' && !seenDot && !seenExp:
+			seenDot = true
+			if seenDigit {
+				end = i + 1
+			}
+		case (c == 'e' || c == 'E') && seenDigit && !seenExp:
+			seenExp = true
+		default:
+			i = len(s)
+		}
+	}
+	if !seenDigit {
+		return 0
+	}
+	f, err := strconv.ParseFloat(strings.TrimRight(s[:end], "eE+-"), 32)
+	if err != nil {
+		// Out of range: strtof saturates to +-HUGE_VALF.
+		return float32(f)
+	}
+	return float32(f)
+}

@@ -1,0 +1,127 @@
+package model
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// Params are the NCCL environment settings that change topology and path
+// decisions. The zero value is not meaningful; use DefaultParams or
+// ParamsFromEnv.
+type Params struct {
+	// P2PLevel is the highest path type allowed for P2P (NCCL_P2P_LEVEL,
+	// NCCL_P2P_DISABLE); -1 means NCCL's default (PXB, SYS on AMD <=2 GPUs).
+	P2PLevel PathType
+	// GDRLevel is the highest GPU->NIC path type for GPUDirect RDMA
+	// (NCCL_NET_GDR_LEVEL); -1 means the default (P2C, or PXB when
+	// NetGDRC2C is off).
+	GDRLevel   PathType
+	NetGDRRead int  // NCCL_NET_GDR_READ: -2 unset, 0 off, 1 on
+	NetGDRC2C  bool // NCCL_NET_GDR_C2C (default on)
+	NVBDisable bool // NCCL_NVB_DISABLE
+	PXNDisable bool // NCCL_PXN_DISABLE
+	PXNC2C     bool // NCCL_PXN_C2C (default on)
+	// NetDisableIntra forbids using the NIC between GPUs of one node
+	// (NCCL_NET_DISABLE_INTRA).
+	NetDisableIntra bool
+	SHMDisable      bool // NCCL_SHM_DISABLE
+}
+
+// DefaultParams returns NCCL 2.28.9's defaults.
+func DefaultParams() Params {
+	return Params{P2PLevel: -1, GDRLevel: -1, NetGDRRead: -2, NetGDRC2C: true, PXNC2C: true}
+}
+
+// ParamEnvNames lists the environment variables ParamsFromEnv reads.
+var ParamEnvNames = []string{
+	"NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL", "NCCL_NET_GDR_LEVEL", "NCCL_NET_GDR_READ", "NCCL_NET_GDR_C2C",
+	"NCCL_NVB_DISABLE", "NCCL_PXN_DISABLE", "NCCL_PXN_C2C", "NCCL_NET_DISABLE_INTRA", "NCCL_SHM_DISABLE",
+}
+
+// ParamsFromEnv reads the settings from lookup (os.LookupEnv when nil).
+// Values NCCL would not understand are errors naming the variable.
+func ParamsFromEnv(lookup func(string) (string, bool)) (Params, error) {
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	p := DefaultParams()
+	intVar := func(name string, dst *int) error {
+		v, ok := lookup(name)
+		if !ok || v == "" {
+			return nil
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 0, 64)
+		if err != nil {
+			return fmt.Errorf("%s=%q: not an integer", name, v)
+		}
+		*dst = int(n)
+		return nil
+	}
+	boolVar := func(name string, dst *bool) error {
+		n := 0
+		if *dst {
+			n = 1
+		}
+		if err := intVar(name, &n); err != nil {
+			return err
+		}
+		*dst = n != 0
+		return nil
+	}
+	if err := intVar("NCCL_NET_GDR_READ", &p.NetGDRRead); err != nil {
+		return p, err
+	}
+	for _, b := range []struct {
+		name string
+		dst  *bool
+	}{
+		{"NCCL_NET_GDR_C2C", &p.NetGDRC2C}, {"NCCL_NVB_DISABLE", &p.NVBDisable}, {"NCCL_PXN_DISABLE", &p.PXNDisable},
+		{"NCCL_PXN_C2C", &p.PXNC2C}, {"NCCL_NET_DISABLE_INTRA", &p.NetDisableIntra}, {"NCCL_SHM_DISABLE", &p.SHMDisable},
+	} {
+		if err := boolVar(b.name, b.dst); err != nil {
+			return p, err
+		}
+	}
+	disable := 0
+	if err := intVar("NCCL_P2P_DISABLE", &disable); err != nil {
+		return p, err
+	}
+	if disable == 1 {
+		p.P2PLevel = PathLOC
+	} else if v, ok := lookup("NCCL_P2P_LEVEL"); ok && v != "" {
+		l, err := parseLevel("NCCL_P2P_LEVEL", v)
+		if err != nil {
+			return p, err
+		}
+		p.P2PLevel = l
+	}
+	if v, ok := lookup("NCCL_NET_GDR_LEVEL"); ok && v != "" {
+		l, err := parseLevel("NCCL_NET_GDR_LEVEL", v)
+		if err != nil {
+			return p, err
+		}
+		p.GDRLevel = l
+	}
+	return p, nil
+}
+
+// parseLevel reads a path level as NCCL's ncclGetLevel does: a path type name
+// up to SYS, or a legacy integer 0..5 mapped to LOC, PIX, PXB, PHB, SYS, SYS.
+func parseLevel(name, v string) (PathType, error) {
+	for i := PathLOC; i <= PathSYS; i++ {
+		if v == PathTypeNames[i] {
+			return i, nil
+		}
+	}
+	if v[0] >= '0' && v[0] <= '9' {
+		old := []PathType{PathLOC, PathPIX, PathPXB, PathPHB, PathSYS, PathSYS}
+		n := cStrtol(v)
+		if n >= len(old) {
+			n = len(old) - 1
+		}
+		return old[n], nil
+	}
+	return 0, fmt.Errorf("%s=%q: expected one of %s or a number 0-5", name, v, strings.Join(PathTypeNames[:PathSYS+1], ", "))
+}
