@@ -1,0 +1,160 @@
+// Command replay inspects recorded NCCL topologies offline and, as the
+// simulator lands, replays collectives on them. It never needs a GPU.
+//
+// Usage:
+//
+//	replay topo [FILE.xml] [--nodes N] [--json OUT]
+//
+// Run "replay help" for the full text.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+)
+
+// command is one subcommand of replay.
+type command struct {
+	name    string
+	summary string
+	run     func(args []string, stdout, stderr io.Writer) error
+}
+
+var commands = []command{
+	{"topo", "print a topology's system graph and paths as NCCL does (and as JSON)", runTopo},
+}
+
+const usageHeader = `replay: inspect and replay NCCL topologies offline (no GPU needed).
+
+Usage:
+  replay <command> [arguments]
+
+Commands:
+`
+
+const usageFooter = `
+Run "replay <command> -h" for a command's flags.
+Environment: NCCL_P2P_LEVEL, NCCL_P2P_DISABLE, NCCL_NET_GDR_LEVEL, NCCL_NET_GDR_READ,
+NCCL_NET_GDR_C2C, NCCL_NVB_DISABLE, NCCL_PXN_DISABLE, NCCL_PXN_C2C,
+NCCL_NET_DISABLE_INTRA and NCCL_SHM_DISABLE change path decisions as in NCCL 2.28.9.
+`
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, usageHeader)
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+	}
+	fmt.Fprint(w, usageFooter)
+}
+
+// errUsage marks a command-line mistake: the message is printed with a hint.
+var errUsage = errors.New("usage")
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{
+		Level: slog.LevelInfo,
+		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey && len(groups) == 0 {
+				return slog.Attr{} // a CLI's messages need no timestamp
+			}
+			return a
+		},
+	})))
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		usage(stdout)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	for _, c := range commands {
+		if c.name != args[0] {
+			continue
+		}
+		err := c.run(args[1:], stdout, stderr)
+		switch {
+		case err == nil:
+			return 0
+		case errors.Is(err, flag.ErrHelp):
+			return 0
+		case errors.Is(err, errUsage):
+			fmt.Fprintf(stderr, "replay %s: %v\nRun \"replay %s -h\" for help.\n", c.name, err, c.name)
+			return 2
+		default:
+			fmt.Fprintf(stderr, "replay %s: %v\n", c.name, err)
+			return 1
+		}
+	}
+	fmt.Fprintf(stderr, "replay: unknown command %q\n\n", args[0])
+	usage(stderr)
+	return 2
+}
+
+// parseInterspersed parses flags that may come before or after the
+// positional arguments, and returns the positionals.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, fmt.Errorf("%w: %v", errUsage, err)
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		if args[0] == "--" {
+			return append(pos, args[1:]...), nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+// writeFileAtomic writes data produced by fill to path through a temporary
+// file in the same directory and a rename, so that a failure leaves no
+// half-written file. path "-" means stdout.
+func writeFileAtomic(path string, stdout io.Writer, fill func(io.Writer) error) error {
+	if path == "-" {
+		return fill(stdout)
+	}
+	dir, base := splitDir(path)
+	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	tmp := f.Name()
+	if err := fill(f); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+func splitDir(path string) (string, string) {
+	for i := len(path) - 1; i >= 0; i-- {
+		if path[i] == '/' {
+			return path[:i+1], path[i+1:]
+		}
+	}
+	return ".", path
+}
