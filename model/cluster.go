@@ -20,7 +20,10 @@ type Cluster struct {
 	File   string
 	NRanks int
 	MNNVL  bool
-	Nodes  []*ClusterNode
+	// Replicated is set when the nodes are copies of one single-host file
+	// (--nodes N): their systems differ only in ranks.
+	Replicated bool
+	Nodes      []*ClusterNode
 }
 
 // LoadOptions controls how a topology XML becomes a Cluster.
@@ -61,6 +64,7 @@ func LoadCluster(root *Element, file string, opts LoadOptions) (*Cluster, error)
 		return nil, err
 	}
 	c.NRanks = nodes * local
+	c.Replicated = nodes > 1
 	var hash uint64
 	if len(hosts) == 1 {
 		hash = hosts[0]

@@ -93,9 +93,29 @@ func digitVal(c byte) int {
 	return -1
 }
 
-// cStrtof parses like strtof(s, NULL): the longest decimal prefix, 0 if none.
+// cStrtof parses like strtof(s, NULL): the longest prefix that is a decimal
+// or hexadecimal (0x) float, inf, infinity or nan; 0 if none.
 func cStrtof(s string) float32 {
 	s = strings.TrimLeft(s, " \t\n\v\f\r")
+	body := s
+	if body != "" && (body[0] == '+' || body[0] == '-') {
+		body = body[1:]
+	}
+	sign := s[:len(s)-len(body)]
+	switch {
+	case hasPrefixFold(body, "inf"):
+		if sign == "-" {
+			return float32(math.Inf(-1))
+		}
+		return float32(math.Inf(1))
+	case hasPrefixFold(body, "nan"):
+		return float32(math.NaN())
+	case len(body) >= 2 && body[0] == '0' && (body[1] == 'x' || body[1] == 'X'):
+		if hex, ok := cHexFloat(body[2:]); ok {
+			f, _ := strconv.ParseFloat(sign+hex, 32) // +-Inf on overflow, like strtof
+			return float32(f)
+		}
+	}
 	end := 0
 	seenDigit, seenDot, seenExp := false, false, false
 	for i := 0; i < len(s); i++ {
@@ -125,4 +145,41 @@ func cStrtof(s string) float32 {
 		return float32(f)
 	}
 	return float32(f)
+}
+
+func hasPrefixFold(s, prefix string) bool {
+	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
+}
+
+// cHexFloat returns the longest hexadecimal float at the start of s (the
+// part after "0x") in a form strconv.ParseFloat accepts, and false when s
+// starts with no hex digit.
+func cHexFloat(s string) (string, bool) {
+	i, digits := 0, 0
+	for ; i < len(s) && isHexDigit(s[i]); i++ {
+		digits++
+	}
+	if i < len(s) && s[i] == '.' {
+		for i++; i < len(s) && isHexDigit(s[i]); i++ {
+			digits++
+		}
+	}
+	if digits == 0 {
+		return "", false
+	}
+	mant, exp := s[:i], "p0"
+	if i < len(s) && (s[i] == 'p' || s[i] == 'P') {
+		j := i + 1
+		if j < len(s) && (s[j] == '+' || s[j] == '-') {
+			j++
+		}
+		k := j
+		for k < len(s) && s[k] >= '0' && s[k] <= '9' {
+			k++
+		}
+		if k > j {
+			exp = s[i:k]
+		}
+	}
+	return "0x" + mant + exp, true
 }

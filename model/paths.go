@@ -496,6 +496,9 @@ func (s *System) Trim(rank int) error {
 		s.removeNode(gpu)
 	}
 	s.Inter = len(s.Nodes[GPU]) != s.NRanks
+	if len(drop) == 0 {
+		return nil // NCCL recomputes here; the graph is unchanged, so are the paths
+	}
 	return s.ComputePaths()
 }
 

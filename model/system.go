@@ -699,7 +699,11 @@ func (s *System) flattenBcmSwitches() error {
 			kept = append(kept, l)
 		}
 		sw.Links = kept
-		for _, sub := range subs {
+		for k, sub := range subs {
+			if containsNode(subs[:k], sub) {
+				// NCCL looks the sub-switch up again by id and fails.
+				return fmt.Errorf("flattening PCI switch %s: linked twice to sub-switch %s", sw.Name(), sub.Name())
+			}
 			for _, l := range sub.Links {
 				rem := l.Remote
 				if rem == sw {

@@ -20,6 +20,7 @@ const (
 	MaxTopologyXMLNodes = 256     // elements in a topology XML (NCCL_TOPO_XML_MAX_NODES)
 	MaxGraphXMLNodes    = 65536   // elements in a graph XML (NCCL_GRAPH_XML_MAX_NODES)
 	maxXMLFileBytes     = 8 << 20 // refuse files larger than this before parsing
+	maxXMLWarnings      = 1000    // warnings kept per file; one more says the rest were dropped
 )
 
 // Attr is one attribute of an Element, kept in document order.
@@ -243,7 +244,21 @@ func (p *xmlParser) errorf(line int, format string, args ...any) error {
 }
 
 func (p *xmlParser) warnf(line int, format string, args ...any) {
-	p.warnings = append(p.warnings, Warning{File: p.file, Line: line, Msg: fmt.Sprintf(format, args...)})
+	switch {
+	case len(p.warnings) < maxXMLWarnings:
+		p.warnings = append(p.warnings, Warning{File: p.file, Line: line, Msg: fmt.Sprintf(format, args...)})
+	case len(p.warnings) == maxXMLWarnings:
+		p.warnings = append(p.warnings, Warning{File: p.file, Line: line, Msg: fmt.Sprintf("more than %d warnings; no more warnings reported for this file", maxXMLWarnings)})
+	}
+}
+
+// lastLine is the line of the last character read: a newline belongs to the
+// line it ends.
+func (p *xmlParser) lastLine() int {
+	if p.pos > 0 && p.data[p.pos-1] == '\n' {
+		return p.line - 1
+	}
+	return p.line
 }
 
 func (p *xmlParser) next() (byte, bool) {
@@ -279,7 +294,7 @@ func (p *xmlParser) word(what string) (string, byte, error) {
 		case ' ', '>', '/', '\n', '\r', '=':
 			w := string(p.data[start : p.pos-1])
 			if len(w) > MaxXMLStrLen {
-				return "", 0, p.errorf(p.line, "%s %.40q... is longer than %d characters", what, w, MaxXMLStrLen)
+				return "", 0, p.errorf(p.lastLine(), "%s %.40q... is longer than %d characters", what, w, MaxXMLStrLen)
 			}
 			return w, c, nil
 		case '\t':
@@ -414,7 +429,7 @@ func (p *xmlParser) token() (xmlToken, error) {
 			last = c
 		}
 		if last != '>' {
-			return xmlToken{}, p.errorf(p.line, "<%s>: expected '>', got %q (attributes must stay on one line, separated by single spaces)", name, last)
+			return xmlToken{}, p.errorf(p.lastLine(), "<%s>: expected '>', got %q (attributes must stay on one line, separated by single spaces)", name, last)
 		}
 		return tok, nil
 	}
@@ -528,20 +543,23 @@ func (p *xmlParser) skip(tok xmlToken) error {
 // WriteXML writes root in NCCL's dump format: two spaces of indentation per
 // level, attributes in stored order, childless elements as <tag .../>, no
 // XML declaration. It refuses values NCCL could not read back.
+// Nothing is written when some part of the tree cannot be.
 func WriteXML(w io.Writer, root *Element) error {
-	bw := bufio.NewWriter(w)
-	if err := writeElement(bw, root, 0); err != nil {
+	if err := checkElement(root); err != nil {
 		return err
 	}
+	bw := bufio.NewWriter(w)
+	writeElement(bw, root, 0)
 	return bw.Flush()
 }
 
-func writeElement(w *bufio.Writer, e *Element, indent int) error {
+func checkElement(e *Element) error {
+	if e == nil {
+		return errors.New("write XML: nil element")
+	}
 	if err := checkWritable("element name", e.Name, true); err != nil {
 		return err
 	}
-	w.WriteString(strings.Repeat(" ", indent))
-	w.WriteString("<" + e.Name)
 	for _, a := range e.Attrs {
 		if err := checkWritable("attribute name in <"+e.Name+">", a.Key, true); err != nil {
 			return err
@@ -549,20 +567,30 @@ func writeElement(w *bufio.Writer, e *Element, indent int) error {
 		if err := checkWritable("value of "+e.Name+"."+a.Key, a.Value, false); err != nil {
 			return err
 		}
+	}
+	for _, c := range e.Children {
+		if err := checkElement(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func writeElement(w *bufio.Writer, e *Element, indent int) {
+	w.WriteString(strings.Repeat(" ", indent))
+	w.WriteString("<" + e.Name)
+	for _, a := range e.Attrs {
 		fmt.Fprintf(w, " %s=\"%s\"", a.Key, a.Value)
 	}
 	if len(e.Children) == 0 {
 		w.WriteString("/>\n")
-		return nil
+		return
 	}
 	w.WriteString(">\n")
 	for _, c := range e.Children {
-		if err := writeElement(w, c, indent+2); err != nil {
-			return err
-		}
+		writeElement(w, c, indent+2)
 	}
 	w.WriteString(strings.Repeat(" ", indent) + "</" + e.Name + ">\n")
-	return nil
 }
 
 func checkWritable(what, s string, isName bool) error {

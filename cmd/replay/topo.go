@@ -112,33 +112,22 @@ func logWarnings(warns []model.Warning) {
 }
 
 // printCluster prints each node's system as NCCL logs it on that node's
-// first rank. Nodes identical to node 0 (replicated hosts) are summarised.
+// first rank. Replicated nodes (--nodes N) are summarised after node 0.
 func printCluster(w io.Writer, cl *model.Cluster) error {
 	fmt.Fprintf(w, "# %s: %d rank(s) on %d node(s)", cl.File, cl.NRanks, len(cl.Nodes))
 	if cl.MNNVL {
 		fmt.Fprint(w, ", one NVLink fabric across hosts (MNNVL)")
 	}
 	fmt.Fprintln(w)
-	var first bytes.Buffer
-	for i, n := range cl.Nodes {
-		prefix := fmt.Sprintf("[%d] NCCL INFO ", n.Ranks[0])
-		var b bytes.Buffer
-		if err := model.PrintSystem(&b, n.System, prefix); err != nil {
-			return err
-		}
-		plain := strings.ReplaceAll(b.String(), prefix, "")
-		if i > 0 && plain == first.String() {
-			if i == 1 {
-				fmt.Fprintf(w, "# nodes 1..%d: same system as node 0 (ranks %d..%d)\n", len(cl.Nodes)-1, n.Ranks[0], cl.NRanks-1)
-			}
-			continue
-		}
-		if i == 0 {
-			first.WriteString(plain)
-		}
+	for _, n := range cl.Nodes {
 		fmt.Fprintf(w, "# node %d, ranks %s\n", n.Index, rankList(n.Ranks))
-		if _, err := w.Write(b.Bytes()); err != nil {
+		if err := model.PrintSystem(w, n.System, fmt.Sprintf("[%d] NCCL INFO ", n.Ranks[0])); err != nil {
 			return err
+		}
+		if cl.Replicated {
+			per := len(n.Ranks)
+			fmt.Fprintf(w, "# nodes 1..%d: same system as node 0, node k holding ranks k*%d..k*%d+%d\n", len(cl.Nodes)-1, per, per, per-1)
+			break
 		}
 	}
 	return nil

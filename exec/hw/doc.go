@@ -16,10 +16,11 @@
 //
 // How each attribute is obtained, and where it may differ from NCCL:
 //
-//   - <cpu host_hash>: NCCL's getHostHash: DJB2a (h = h*33 ^ c, starting at
-//     5381, over signed chars) of the host name followed by the first word of
-//     /proc/sys/kernel/random/boot_id, or of $NCCL_HOSTID alone when set.
-//     The value therefore changes at every boot.
+//   - <cpu host_hash>: NCCL's getHostHash: NCCL's 64-bit getHash (the
+//     eatHash/digestHash mix of utils.h) of the host name followed by the
+//     first word of /proc/sys/kernel/random/boot_id, or of $NCCL_HOSTID
+//     alone when set. It changes at every boot; on the nvidia-h200-x2
+//     machine it matched NCCL 2.28.9's own dump of the same boot.
 //   - <cpu numaid affinity>: numa_node of the topmost PCI device under the
 //     root complex, and /sys/devices/system/node/node<N>/cpumap when readable.
 //   - <cpu vendor familyid modelid>: NCCL executes CPUID; we read
@@ -51,5 +52,17 @@
 //     otherwise "ib" interfaces, then anything but docker* and lo, then
 //     docker*, then lo; at most 16; speed from /sys/class/net/X/speed (10000
 //     when unknown); a NIC whose device is not a PCI device (virtio, none)
-//     goes under the first <cpu>.
+//     goes under the first <cpu> created.
+//
+// Element order follows NCCL's procedure rather than a sort: each rank's
+// XML is built on its own (its GPU first, then every NIC; new PCI children
+// inserted in bus-id order; a PCI switch is represented by its upstream
+// port), trimmed, and the ranks' XMLs are then fused in rank order, where
+// anything rank 0 did not have is appended at the end of its parent. That is
+// why, in the H200 VM dump, the <nic> sits between the two GPUs' <pci>
+// elements.
+//
+// Not verified on real hardware yet: RDMA NICs (no machine here has one;
+// the IB path follows NCCL's current sources, including the PCI ordering of
+// devices), multi-socket machines and Grace C2C links.
 package hw

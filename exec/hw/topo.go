@@ -181,10 +181,7 @@ func (d *Discoverer) Discover() (*model.Element, error) {
 	if err != nil {
 		return nil, err
 	}
-	hostHash, err := d.hostHash()
-	if err != nil {
-		return nil, err
-	}
+	hostHash := d.hostHash()
 	nets, plugin, err := d.netDevices()
 	if err != nil {
 		return nil, err

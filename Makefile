@@ -1,0 +1,44 @@
+# twinccl — build, test, benchmark, lint and fuzz.
+GO        ?= go
+BIN       ?= bin
+FUZZTIME  ?= 20s
+# go-nvml binds NVML symbols lazily; binaries that link it must allow that.
+LAZY      := -ldflags=-extldflags=-Wl,-z,lazy
+# nvml.h marks some declarations deprecated; keep the build log readable.
+export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
+PURE_PKGS := ./model/... ./search/... ./exec/sim/... ./traces/... ./cmd/replay/...
+
+.PHONY: all build demo test unit lint bench fuzz clean
+
+all: build
+
+build:
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/replay ./cmd/replay
+	$(GO) build $(LAZY) -o $(BIN)/run ./cmd/run
+
+# The main job on the embedded default topology (our 2x H200 machine).
+demo:
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/replay ./cmd/replay
+	./$(BIN)/replay topo
+
+# Everything CI runs: lint, the unit tests, and a short fuzzing budget.
+test: lint unit
+	$(MAKE) fuzz FUZZTIME=$(FUZZTIME)
+
+unit:
+	$(GO) test $(LAZY) -count=1 ./...
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	CGO_ENABLED=0 $(GO) build $(PURE_PKGS)
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./model/...
+
+fuzz:
+	$(GO) test ./model -run '^$$' -fuzz '^FuzzParseTopology$$' -fuzztime $(FUZZTIME)
+
+clean:
+	rm -rf $(BIN)

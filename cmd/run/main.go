@@ -1,0 +1,133 @@
+// Command run runs twinccl on real hardware.
+//
+// Usage:
+//
+//	run [-v] <command> [flags]
+//
+// Commands:
+//
+//	topo    discover this machine's topology and print it as NCCL topology XML
+//
+// Build it with lazy binding, which go-nvml needs:
+//
+//	go build -ldflags=-extldflags=-Wl,-z,lazy ./cmd/run
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+)
+
+// command is one subcommand of run.
+type command struct {
+	name    string
+	summary string
+	// run executes the command with its own arguments (after the name).
+	run func(env *env, args []string) error
+}
+
+// commands lists the subcommands in the order the help text shows them.
+// Add new ones here.
+var commands = []command{
+	{name: "topo", summary: "discover this machine's topology and print or dump it as NCCL topology XML", run: runTopo},
+}
+
+// env is what a command gets from main: output streams and a logger.
+type env struct {
+	stdout, stderr io.Writer
+	log            *slog.Logger
+}
+
+// usageError marks errors that are the user's invocation (exit status 2).
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintf(w, `run: run twinccl on real hardware (GPUs through NVML and CUDA).
+
+Usage:
+  run [-v] <command> [flags]
+
+Commands:
+`)
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintf(w, `
+Global flags:
+  -v    log diagnostics (debug level) to stderr
+
+Run "run <command> -h" for a command's flags.
+`)
+}
+
+// run is main without the process exit: it returns the exit status.
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	verbose := fs.Bool("v", false, "log diagnostics (debug level) to stderr")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			usage(stdout)
+			return 0
+		}
+		fmt.Fprintf(stderr, "run: %v\n\n", err)
+		usage(stderr)
+		return 2
+	}
+	if fs.NArg() == 0 {
+		usage(stderr)
+		return 2
+	}
+	name, rest := fs.Arg(0), fs.Args()[1:]
+	if name == "help" {
+		usage(stdout)
+		return 0
+	}
+	level := slog.LevelInfo
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	e := &env{
+		stdout: stdout,
+		stderr: stderr,
+		log:    slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})),
+	}
+	for _, c := range commands {
+		if c.name != name {
+			continue
+		}
+		err := c.run(e, rest)
+		switch {
+		case err == nil:
+			return 0
+		case errors.Is(err, flag.ErrHelp):
+			return 0
+		}
+		var ue *usageError
+		if errors.As(err, &ue) {
+			fmt.Fprintf(stderr, "run %s: %v\n", name, err)
+			return 2
+		}
+		fmt.Fprintf(stderr, "run %s: %s\n", name, oneLine(err.Error()))
+		return 1
+	}
+	fmt.Fprintf(stderr, "run: unknown command %q\n\n", name)
+	usage(stderr)
+	return 2
+}
+
+// oneLine folds a multi-line message onto one line.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", " ")), " ")
+}
