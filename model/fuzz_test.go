@@ -3,8 +3,6 @@ package model
 import (
 	"bytes"
 	"errors"
-	"fmt"
-	"math"
 	"os"
 	"strings"
 	"testing"
@@ -175,8 +173,8 @@ func checkTopologyInput(t *testing.T, data []byte) {
 		return
 	}
 	for _, node := range cl.Nodes {
-		if msg := fuzzCheckPaths(node.System); msg != "" {
-			t.Fatalf("node %d: %s", node.Index, msg)
+		if err := CheckPathInvariants(node.System); err != nil {
+			t.Fatalf("node %d: %v", node.Index, err)
 		}
 	}
 }
@@ -195,119 +193,6 @@ func xmlUnwritable(e *Element) bool {
 	}
 	for _, c := range e.Children {
 		if xmlUnwritable(c) {
-			return true
-		}
-	}
-	return false
-}
-
-// fuzzCheckPaths checks every stored path of s: its links form a walk from
-// the owner to the destination; an empty path is the node itself (LOC) or
-// DIS; and the bandwidth is the bottleneck of the walk. It returns "" or
-// the first violation.
-//
-// NCCL (ncclTopoSetPaths) computes a path's bandwidth while walking outward
-// from the destination, so it is the minimum of LOC_BW and the bandwidths
-// of the links opposite to the stored ones (same type, reverse direction).
-// Links are not always symmetric (an inter-CPU link takes the bandwidth of
-// its source CPU's kind; GPU-to-GPU NVLinks come from each GPU's own
-// <nvlink count>), so "the minimum of the stored links' bandwidths" holds
-// only when every link of the path is symmetric and at most LOC_BW; the
-// check below is the exact rule, and checks the simpler one in that case.
-func fuzzCheckPaths(s *System) string {
-	for t := range s.Nodes {
-		for _, n := range s.Nodes[t] {
-			for t2 := range n.Paths {
-				paths := n.Paths[t2]
-				if paths != nil && len(paths) != len(s.Nodes[t2]) {
-					return fmt.Sprintf("%s has %d paths to %s nodes, system has %d", n.Name(), len(paths), NodeType(t2), len(s.Nodes[t2]))
-				}
-				for i := range paths {
-					if msg := fuzzCheckPath(n, s.Nodes[t2][i], &paths[i]); msg != "" {
-						return msg
-					}
-				}
-			}
-		}
-	}
-	return ""
-}
-
-func fuzzCheckPath(from, to *Node, p *Path) string {
-	name := fmt.Sprintf("path %s#%d -> %s#%d (%s, %d hops, bw %v)", from.Name(), from.Index, to.Name(), to.Index, p.Type, p.Count(), p.BW)
-	if p.Count() != len(p.Links) {
-		return name + ": Count() != len(Links)"
-	}
-	if p.Count() == 0 {
-		if p.Type == PathDIS || (p.Type == PathLOC && from == to) {
-			return ""
-		}
-		return name + ": empty path that is neither LOC to itself nor DIS"
-	}
-	if !fuzzContainsLink(from.Links, p.Links[0]) {
-		return name + ": first link does not start at the source"
-	}
-	// For each hop, the links that lead back from its remote to its owner
-	// with the same type: the one NCCL walked outward is among them (after
-	// Broadcom switch flattening two nodes may be joined by parallel links
-	// of the same type, as in NCCL).
-	owner := from
-	fwd := float32(math.Inf(1))
-	var minBack, maxBack []float32
-	symmetric := true
-	for i, l := range p.Links {
-		if i > 0 && !fuzzContainsLink(owner.Links, l) {
-			return fmt.Sprintf("%s: link %d (%s to %s) does not start where link %d ends (%s)", name, i,
-				l.Type, l.Remote.Name(), i-1, owner.Name())
-		}
-		lo, hi, n := float32(math.Inf(1)), float32(0), 0
-		for _, b := range l.Remote.Links {
-			if b.Remote == owner && b.Type == l.Type {
-				lo, hi, n = min(lo, b.BW), max(hi, b.BW), n+1
-			}
-		}
-		if n == 0 {
-			return fmt.Sprintf("%s: link %d (%s to %s) has no reverse link", name, i, l.Type, l.Remote.Name())
-		}
-		minBack, maxBack = append(minBack, lo), append(maxBack, hi)
-		fwd = min(fwd, l.BW)
-		symmetric = symmetric && n == 1 && lo == l.BW && l.BW <= LocBW
-		owner = l.Remote
-	}
-	if owner != to {
-		return fmt.Sprintf("%s: walk ends at %s#%d", name, owner.Name(), owner.Index)
-	}
-	// p.BW must be min(LOC_BW, one reverse link per hop): every hop offers
-	// a link at least as wide, and the bottleneck is one of them or LOC_BW.
-	reached := p.BW == LocBW
-	for i := range minBack {
-		if maxBack[i] < p.BW {
-			return fmt.Sprintf("%s: bw exceeds every reverse link of hop %d (%v)", name, i, maxBack[i])
-		}
-		reached = reached || fuzzHasReverseBW(p.Links[i], p.BW)
-	}
-	if p.BW > LocBW || !reached {
-		return fmt.Sprintf("%s: bw is not the bottleneck of the reverse links (%v..%v)", name, minBack, maxBack)
-	}
-	if symmetric && p.BW != fwd {
-		return fmt.Sprintf("%s: bw is not the bottleneck of its (symmetric) links (%v)", name, fwd)
-	}
-	return ""
-}
-
-// fuzzHasReverseBW reports whether a link back along l has bandwidth bw.
-func fuzzHasReverseBW(l *Link, bw float32) bool {
-	for _, b := range l.Remote.Links {
-		if b.Type == l.Type && b.BW == bw && fuzzContainsLink(b.Remote.Links, l) {
-			return true
-		}
-	}
-	return false
-}
-
-func fuzzContainsLink(links []*Link, l *Link) bool {
-	for _, x := range links {
-		if x == l {
 			return true
 		}
 	}

@@ -116,6 +116,12 @@ func addInterStep(mid, src *Node, t2 NodeType, i2 int) {
 	if dst == &disPath {
 		return
 	}
+	if (p1.Count() == 0 && src != mid) || (p2.Count() == 0 && mid.Type != t2) {
+		// A leg does not exist (e.g. the CPU of another host): the route
+		// is unusable, not a walk through nowhere.
+		*dst = Path{Type: PathDIS}
+		return
+	}
 	links := make([]*Link, 0, p1.Count()+p2.Count())
 	links = append(append(links, p1.Links...), p2.Links...)
 	typ := mergePathType(p1.Type, p2.Type)
@@ -242,7 +248,7 @@ func (s *System) localGPU(net *Node) (*Node, error) {
 // preferred, and the GPU relaying an NVB path (ncclTopoCheckP2p without the
 // live NVML check).
 func (s *System) CheckP2P(g1, g2 *Node) (p2p, read bool, intermediate *Node) {
-	if SystemIDOf(g1.ID) != SystemIDOf(g2.ID) && !s.MNNVL {
+	if SystemIDOf(g1.ID) != SystemIDOf(g2.ID) && !(s.MNNVL && onNVSwitch(g1) && onNVSwitch(g2)) {
 		return false, false, nil
 	}
 	path := g1.Path(g2)
@@ -259,6 +265,17 @@ func (s *System) CheckP2P(g1, g2 *Node) (p2p, read bool, intermediate *Node) {
 	p2p = path.Type <= level
 	read = path.Type == PathNVL && g1.GPU.SM == 80 && g2.GPU.SM == 80
 	return p2p, read, intermediate
+}
+
+// onNVSwitch reports whether a GPU has an NVLink to the NVSwitch fabric,
+// which is what puts it in an MNNVL clique with GPUs of other hosts.
+func onNVSwitch(g *Node) bool {
+	for _, l := range g.Links {
+		if l.Type == LinkNVL && l.Remote.Type == NVS {
+			return true
+		}
+	}
+	return false
 }
 
 // CheckNet says whether two GPUs of one node should talk through the NIC

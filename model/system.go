@@ -5,8 +5,10 @@ import (
 	"strings"
 )
 
-// Link is a directed link from one node to Remote. Parallel links of the
-// same type to the same node are merged by adding their bandwidths.
+// Link is a directed link from one node to Remote. Links added while
+// building are merged with a parallel link of the same type by adding
+// bandwidths; Broadcom switch flattening, as in NCCL, can still leave
+// parallel links.
 type Link struct {
 	Type   LinkType
 	BW     float32 // GB/s
@@ -197,6 +199,17 @@ type sysBuilder struct {
 	file string
 }
 
+// connectBoth links a and c in both directions, naming e in errors.
+func (b *sysBuilder) connectBoth(e *Element, a, c *Node, t LinkType, bw float32) error {
+	if err := connect(a, c, t, bw); err != nil {
+		return xmlError(b.file, e, "%v", err)
+	}
+	if err := connect(c, a, t, bw); err != nil {
+		return xmlError(b.file, e, "%v", err)
+	}
+	return nil
+}
+
 func (b *sysBuilder) attr(e *Element, key string) (string, error) {
 	v, ok := e.Get(key)
 	if !ok {
@@ -250,13 +263,13 @@ func BuildSystem(root *Element, file string, localHostHash uint64, params Params
 		}
 		s.SystemID = 0
 	}
-	if err := b.addNVLinks(root, "", 0); err != nil {
+	if err := b.addNVLinks(root); err != nil {
 		return nil, err
 	}
-	if err := b.addC2C(root, "", 0); err != nil {
+	if err := b.addC2C(root); err != nil {
 		return nil, err
 	}
-	if err := b.addPCILinks(root, "", 0); err != nil {
+	if err := b.addPCILinks(root); err != nil {
 		return nil, err
 	}
 	if err := s.flattenBcmSwitches(); err != nil {
@@ -342,11 +355,8 @@ func (b *sysBuilder) addCPU(e *Element) error {
 				if nic, err = b.s.createNode(NIC, topoID(sysID, 0)); err != nil {
 					return xmlError(b.file, c, "%v", err)
 				}
-				if err := connect(cpu, nic, LinkPCI, LocBW); err != nil {
-					return xmlError(b.file, c, "%v", err)
-				}
-				if err := connect(nic, cpu, LinkPCI, LocBW); err != nil {
-					return xmlError(b.file, c, "%v", err)
+				if err := b.connectBoth(c, cpu, nic, LinkPCI, LocBW); err != nil {
+					return err
 				}
 			}
 			if err := b.addNIC(c, nic, sysID); err != nil {
@@ -450,11 +460,8 @@ func (b *sysBuilder) addPCI(e *Element, parent *Node, sysID int) error {
 		return err
 	}
 	bw := PCILinkBW(speed, width)
-	if err := connect(node, parent, LinkPCI, bw); err != nil {
-		return xmlError(b.file, e, "%v", err)
-	}
-	if err := connect(parent, node, LinkPCI, bw); err != nil {
-		return xmlError(b.file, e, "%v", err)
+	if err := b.connectBoth(e, node, parent, LinkPCI, bw); err != nil {
+		return err
 	}
 	return nil
 }
@@ -515,11 +522,8 @@ func (b *sysBuilder) addNET(e *Element, nic *Node, sysID int) error {
 	n.GDR = attrIntDefault(e, "gdr", 0)
 	n.MaxChannels = attrIntDefault(e, "maxconn", MaxChannels)
 	n.CollSupport = attrIntDefault(e, "coll", 0)
-	if err := connect(nic, net, LinkNET, n.BW); err != nil {
-		return xmlError(b.file, e, "%v", err)
-	}
-	if err := connect(net, nic, LinkNET, n.BW); err != nil {
-		return xmlError(b.file, e, "%v", err)
+	if err := b.connectBoth(e, nic, net, LinkNET, n.BW); err != nil {
+		return err
 	}
 	return nil
 }
@@ -539,10 +543,10 @@ func findLocalCPU(n, from *Node) *Node {
 	return nil
 }
 
-// walkGPUChildren visits every element below e with the bus id of its
+// walkBelowPCI visits every element below e with the bus id of its
 // closest pci ancestor and the system id of its cpu, calling visit for
 // elements named want.
-func (b *sysBuilder) walkGPUChildren(e *Element, parentBus string, sysID int, want string, visit func(e *Element, parentBus string, sysID int) error) error {
+func (b *sysBuilder) walkBelowPCI(e *Element, parentBus string, sysID int, want string, visit func(e *Element, parentBus string, sysID int) error) error {
 	if e.Name == want {
 		return visit(e, parentBus, sysID)
 	}
@@ -554,7 +558,7 @@ func (b *sysBuilder) walkGPUChildren(e *Element, parentBus string, sysID int, wa
 		bus = v
 	}
 	for _, c := range e.Children {
-		if err := b.walkGPUChildren(c, bus, sysID, want, visit); err != nil {
+		if err := b.walkBelowPCI(c, bus, sysID, want, visit); err != nil {
 			return err
 		}
 	}
@@ -569,8 +573,8 @@ func (b *sysBuilder) gpuOf(e *Element, parentBus string, sysID int) (*Node, erro
 	return g, nil
 }
 
-func (b *sysBuilder) addNVLinks(root *Element, _ string, _ int) error {
-	return b.walkGPUChildren(root, "", 0, "nvlink", func(e *Element, parentBus string, sysID int) error {
+func (b *sysBuilder) addNVLinks(root *Element) error {
+	return b.walkBelowPCI(root, "", 0, "nvlink", func(e *Element, parentBus string, sysID int) error {
 		gpu, err := b.gpuOf(e, parentBus, sysID)
 		if err != nil {
 			return err
@@ -618,8 +622,8 @@ func (b *sysBuilder) addNVLinks(root *Element, _ string, _ int) error {
 	})
 }
 
-func (b *sysBuilder) addC2C(root *Element, _ string, _ int) error {
-	return b.walkGPUChildren(root, "", 0, "c2c", func(e *Element, parentBus string, sysID int) error {
+func (b *sysBuilder) addC2C(root *Element) error {
+	return b.walkBelowPCI(root, "", 0, "c2c", func(e *Element, parentBus string, sysID int) error {
 		gpu, err := b.gpuOf(e, parentBus, sysID)
 		if err != nil {
 			return err
@@ -637,18 +641,15 @@ func (b *sysBuilder) addC2C(root *Element, _ string, _ int) error {
 			return nil
 		}
 		bw := float32(float64(bwMBs*count) / 1000.0)
-		if err := connect(gpu, cpu, LinkC2C, bw); err != nil {
-			return xmlError(b.file, e, "%v", err)
-		}
-		if err := connect(cpu, gpu, LinkC2C, bw); err != nil {
-			return xmlError(b.file, e, "%v", err)
+		if err := b.connectBoth(e, gpu, cpu, LinkC2C, bw); err != nil {
+			return err
 		}
 		return nil
 	})
 }
 
-func (b *sysBuilder) addPCILinks(root *Element, _ string, _ int) error {
-	return b.walkGPUChildren(root, "", 0, "pcilink", func(e *Element, parentBus string, sysID int) error {
+func (b *sysBuilder) addPCILinks(root *Element) error {
+	return b.walkBelowPCI(root, "", 0, "pcilink", func(e *Element, parentBus string, sysID int) error {
 		sw := b.s.NodeByID(PCI, topoID(sysID, BusIDToInt(parentBus)))
 		if sw == nil {
 			return xmlError(b.file, e, "<pcilink> under %s, which is not a PCI switch", parentBus)

@@ -15,6 +15,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
+
+	"github.com/twinccl/twinccl/internal/atomicfile"
 )
 
 // command is one subcommand of replay.
@@ -121,40 +123,11 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-// writeFileAtomic writes data produced by fill to path through a temporary
-// file in the same directory and a rename, so that a failure leaves no
-// half-written file. path "-" means stdout.
-func writeFileAtomic(path string, stdout io.Writer, fill func(io.Writer) error) error {
+// writeOutput writes what fill produces to path atomically (see
+// atomicfile), or to stdout when path is "-".
+func writeOutput(path string, stdout io.Writer, fill func(io.Writer) error) error {
 	if path == "-" {
 		return fill(stdout)
 	}
-	dir, base := splitDir(path)
-	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("create %s: %w", path, err)
-	}
-	tmp := f.Name()
-	if err := fill(f); err != nil {
-		f.Close()
-		os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
-}
-
-func splitDir(path string) (string, string) {
-	for i := len(path) - 1; i >= 0; i-- {
-		if path[i] == '/' {
-			return path[:i+1], path[i+1:]
-		}
-	}
-	return ".", path
+	return atomicfile.Write(path, fill)
 }

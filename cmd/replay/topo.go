@@ -57,7 +57,7 @@ func runTopo(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if *jsonOut != "" {
-		err := writeFileAtomic(*jsonOut, stdout, func(w io.Writer) error {
+		err := writeOutput(*jsonOut, stdout, func(w io.Writer) error {
 			enc := json.NewEncoder(w)
 			enc.SetIndent("", " ")
 			return enc.Encode(cl.Doc())

@@ -1,16 +1,14 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"path/filepath"
 
 	"github.com/twinccl/twinccl/exec/hw"
+	"github.com/twinccl/twinccl/internal/atomicfile"
 	"github.com/twinccl/twinccl/model"
 )
 
@@ -59,7 +57,7 @@ func runTopo(e *env, args []string) error {
 	if *dump == "" {
 		return model.WriteXML(e.stdout, root)
 	}
-	if err := writeFileAtomic(*dump, func(w io.Writer) error { return model.WriteXML(w, root) }); err != nil {
+	if err := atomicfile.Write(*dump, func(w io.Writer) error { return model.WriteXML(w, root) }); err != nil {
 		return err
 	}
 	e.log.Info("wrote topology", "file", *dump)
@@ -81,41 +79,4 @@ Flags:
 	fs.SetOutput(w)
 	fs.PrintDefaults()
 	fs.SetOutput(io.Discard)
-}
-
-// writeFileAtomic writes path through a temporary file in the same
-// directory, renamed over path once complete: readers see the old file or
-// the whole new one, never a part.
-func writeFileAtomic(path string, write func(io.Writer) error) (err error) {
-	var buf bytes.Buffer
-	if err := write(&buf); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("%s: create temporary file: %w", path, err)
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	if _, err = f.Write(buf.Bytes()); err != nil {
-		return fmt.Errorf("%s: write %s: %w", path, tmp, err)
-	}
-	if err = f.Chmod(0o644); err != nil {
-		return fmt.Errorf("%s: chmod %s: %w", path, tmp, err)
-	}
-	if err = f.Sync(); err != nil {
-		return fmt.Errorf("%s: sync %s: %w", path, tmp, err)
-	}
-	if err = f.Close(); err != nil {
-		return fmt.Errorf("%s: close %s: %w", path, tmp, err)
-	}
-	if err = os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("%s: rename %s: %w", path, tmp, err)
-	}
-	return nil
 }
