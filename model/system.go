@@ -565,21 +565,20 @@ func (b *sysBuilder) walkBelowPCI(e *Element, parentBus string, sysID int, want 
 	return nil
 }
 
-func (b *sysBuilder) gpuOf(e *Element, parentBus string, sysID int) (*Node, error) {
+// gpuLink finds the GPU owning an <nvlink> or <c2c> element and reads the
+// element's link count.
+func (b *sysBuilder) gpuLink(e *Element, parentBus string, sysID int) (*Node, int, error) {
 	g := b.s.NodeByID(GPU, topoID(sysID, BusIDToInt(parentBus)))
 	if g == nil {
-		return nil, xmlError(b.file, e, "<%s> under GPU %s, which is not in the system (its <gpu> lacks a rank)", e.Name, parentBus)
+		return nil, 0, xmlError(b.file, e, "<%s> under GPU %s, which is not in the system (its <gpu> lacks a rank)", e.Name, parentBus)
 	}
-	return g, nil
+	count, err := b.attrInt(e, "count")
+	return g, count, err
 }
 
 func (b *sysBuilder) addNVLinks(root *Element) error {
 	return b.walkBelowPCI(root, "", 0, "nvlink", func(e *Element, parentBus string, sysID int) error {
-		gpu, err := b.gpuOf(e, parentBus, sysID)
-		if err != nil {
-			return err
-		}
-		count, err := b.attrInt(e, "count")
+		gpu, count, err := b.gpuLink(e, parentBus, sysID)
 		if err != nil {
 			return err
 		}
@@ -624,11 +623,7 @@ func (b *sysBuilder) addNVLinks(root *Element) error {
 
 func (b *sysBuilder) addC2C(root *Element) error {
 	return b.walkBelowPCI(root, "", 0, "c2c", func(e *Element, parentBus string, sysID int) error {
-		gpu, err := b.gpuOf(e, parentBus, sysID)
-		if err != nil {
-			return err
-		}
-		count, err := b.attrInt(e, "count")
+		gpu, count, err := b.gpuLink(e, parentBus, sysID)
 		if err != nil {
 			return err
 		}
