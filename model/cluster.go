@@ -158,10 +158,7 @@ func sharedNVSwitch(s *System) bool {
 func hostHashes(root *Element) []uint64 {
 	var out []uint64
 	for _, cpu := range root.ChildrenNamed("cpu") {
-		var h uint64
-		if v, ok := cpu.Get("host_hash"); ok {
-			h = cStrtoull(v, 16)
-		}
+		h := hostHash(cpu)
 		found := false
 		for _, x := range out {
 			found = found || x == h
@@ -176,8 +173,7 @@ func hostHashes(root *Element) []uint64 {
 func hostOnly(root *Element, hash uint64) *Element {
 	out := &Element{Name: root.Name, Attrs: append([]Attr(nil), root.Attrs...), Line: root.Line}
 	for _, c := range root.Children {
-		v, _ := c.Get("host_hash")
-		if c.Name != "cpu" || cStrtoull(v, 16) == hash {
+		if c.Name != "cpu" || hostHash(c) == hash {
 			out.Children = append(out.Children, c)
 		}
 	}

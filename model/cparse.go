@@ -32,6 +32,11 @@ func cStrtoll(s string) int64 {
 	return int64(u)
 }
 
+// Strtol parses s as C's strtoll(s, NULL, 0) does (the way NCCL reads
+// numbers from XML, sysfs and the environment): base from the prefix, the
+// longest valid prefix, 0 when nothing parses, saturation on overflow.
+func Strtol(s string) int64 { return cStrtoll(s) }
+
 // cStrtol parses like NCCL's xmlGetAttrInt: strtol(s, NULL, 0) truncated to
 // a C int.
 func cStrtol(s string) int {

@@ -282,11 +282,15 @@ func BuildSystem(root *Element, file string, localHostHash uint64, params Params
 	return s, nil
 }
 
+// hostHash reads a cpu element's host_hash (hex, as strtoull base 16; 0
+// when absent).
+func hostHash(cpu *Element) uint64 {
+	v, _ := cpu.Get("host_hash")
+	return cStrtoull(v, 16)
+}
+
 func (b *sysBuilder) systemID(cpu *Element) int {
-	var h uint64
-	if v, ok := cpu.Get("host_hash"); ok {
-		h = cStrtoull(v, 16)
-	}
+	h := hostHash(cpu)
 	for i, x := range b.s.HostHashes {
 		if x == h {
 			return i

@@ -513,31 +513,26 @@ func (p *xmlParser) skip(tok xmlToken) error {
 	if tok.kind == tokSingle {
 		return nil
 	}
-	depth := 0
 	open := []xmlToken{tok}
-	for {
+	for len(open) > 0 {
 		t, err := p.token()
 		if err != nil {
 			return err
 		}
+		top := open[len(open)-1]
 		switch t.kind {
 		case tokNone:
-			return p.errorf(open[len(open)-1].line, "<%s> is never closed", open[len(open)-1].name)
+			return p.errorf(top.line, "<%s> is never closed", top.name)
 		case tokOpen:
 			open = append(open, t)
-			depth++
 		case tokClose:
-			top := open[len(open)-1]
 			if t.name != top.name {
 				return p.errorf(t.line, "closing tag </%s> does not match <%s> opened at line %d", t.name, top.name, top.line)
 			}
 			open = open[:len(open)-1]
-			if depth == 0 {
-				return nil
-			}
-			depth--
 		}
 	}
+	return nil
 }
 
 // WriteXML writes root in NCCL's dump format: two spaces of indentation per

@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/twinccl/twinccl/model"
 )
 
 // NCCL limits and defaults of the built-in network plugins.
@@ -196,7 +198,7 @@ func (d *Discoverer) socketDevices(ifs []NetInterface) []netDev {
 		}
 		p := d.sys("class", "net", name, "speed")
 		if data, err := os.ReadFile(p); err == nil {
-			if s := strtol(truncate(string(data), 8)); s > 0 {
+			if s := model.Strtol(truncate(string(data), 8)); s > 0 {
 				dev.speed = int(s)
 			}
 		}
@@ -217,7 +219,7 @@ type ibPort struct {
 // ibDevices lists the IB plugin's devices from /sys/class/infiniband. It
 // returns an error when the plugin would not initialise.
 func (d *Discoverer) ibDevices(ifs []NetInterface) ([]netDev, error) {
-	if v := d.opts.Getenv("NCCL_IB_DISABLE"); v != "" && strtol(v) != 0 {
+	if v := d.opts.Getenv("NCCL_IB_DISABLE"); v != "" && model.Strtol(v) != 0 {
 		return nil, errors.New("NCCL_IB_DISABLE is set")
 	}
 	dir := d.sys("class", "infiniband")
@@ -252,7 +254,7 @@ func (d *Discoverer) ibDevices(ifs []NetInterface) ([]netDev, error) {
 	userIfs := parseIfList(hca)
 	mergeVfs := true
 	if v := d.opts.Getenv("NCCL_IB_MERGE_VFS"); v != "" {
-		mergeVfs = strtol(v) != 0
+		mergeVfs = model.Strtol(v) != 0
 	}
 	peerMem := d.peerMemLoaded()
 	dmaBuf := d.kernelDMABuf()
@@ -417,7 +419,7 @@ func parseRate(s string) int {
 // kernelDMABuf reports whether the kernel is recent enough for RDMA
 // DMA-BUF registration (5.12), our stand-in for NCCL's verbs probe.
 func (d *Discoverer) kernelDMABuf() bool {
-	if v := d.opts.Getenv("NCCL_DMABUF_ENABLE"); v != "" && strtol(v) == 0 {
+	if v := d.opts.Getenv("NCCL_DMABUF_ENABLE"); v != "" && model.Strtol(v) == 0 {
 		return false
 	}
 	data, err := os.ReadFile(d.proc("sys", "kernel", "osrelease"))

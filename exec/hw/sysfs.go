@@ -10,6 +10,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/twinccl/twinccl/model"
 )
 
 // maxSysStr is how much of a sysfs file NCCL reads (MAX_STR_LEN).
@@ -112,51 +114,6 @@ func scanSpeed(s string) float32 {
 	return float32(f)
 }
 
-// strtol mimics C's strtol(s, NULL, 0): optional sign, base from the prefix
-// (0x hex, 0 octal, decimal), longest valid prefix, 0 when none.
-func strtol(s string) int64 {
-	s = strings.TrimLeft(s, " \t\n\r\f\v")
-	neg := false
-	if s != "" && (s[0] == '+' || s[0] == '-') {
-		neg = s[0] == '-'
-		s = s[1:]
-	}
-	base := 10
-	switch {
-	case len(s) > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X') && isHex(s[2]):
-		base, s = 16, s[2:]
-	case len(s) > 1 && s[0] == '0':
-		base = 8
-	}
-	var v int64
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		var dgt int
-		switch {
-		case c >= '0' && c <= '9':
-			dgt = int(c - '0')
-		case c >= 'a' && c <= 'f':
-			dgt = int(c-'a') + 10
-		case c >= 'A' && c <= 'F':
-			dgt = int(c-'A') + 10
-		default:
-			dgt = 99
-		}
-		if dgt >= base {
-			break
-		}
-		if v > (math.MaxInt64-int64(dgt))/int64(base) {
-			v = math.MaxInt64 // saturate like strtol (LONG_MAX)
-			break
-		}
-		v = v*int64(base) + int64(dgt)
-	}
-	if neg {
-		return -v
-	}
-	return v
-}
-
 // fillPCI completes a <pci> node from sysfs and attaches it (and its
 // ancestors) to the tree, like NCCL's ncclTopoGetXmlFromSys: attributes
 // already present are kept (class is always refreshed), then the parent is
@@ -190,8 +147,8 @@ func (b *builder) fillPCI(n *xnode) error {
 	}
 	if !n.has("link_width") {
 		if path != "" {
-			devW := strtol(d.readSys(path, "max_link_width"))
-			portW := strtol(d.readSys(path, "../max_link_width"))
+			devW := model.Strtol(d.readSys(path, "max_link_width"))
+			portW := model.Strtol(d.readSys(path, "../max_link_width"))
 			n.set("link_width", strconv.FormatInt(min(devW, portW), 10))
 		} else {
 			n.set("link_width", "")

@@ -412,8 +412,8 @@ func TestHelpers(t *testing.T) {
 		in   string
 		want int64
 	}{{"16", 16}, {"0x10", 16}, {"010", 8}, {"", 0}, {"x", 0}, {"-1", -1}, {" 25000\n", 25000}, {"8 lanes", 8}} {
-		if got := strtol(tc.in); got != tc.want {
-			t.Errorf("strtol(%q) = %d, want %d", tc.in, got, tc.want)
+		if got := model.Strtol(tc.in); got != tc.want {
+			t.Errorf("model.Strtol(%q) = %d, want %d", tc.in, got, tc.want)
 		}
 	}
 	if scanSpeed("32.0 GT/s PCIe") != 32 || scanSpeed("8 GT/s") != 8 || scanSpeed("Unknown") <= 1e30 || scanSpeed("") <= 1e30 {
