@@ -1,0 +1,51 @@
+package model
+
+// TreeArity is the most children a rank has in a tree (NCCL_MAX_TREE_ARITY).
+const TreeArity = 3
+
+// RingLinks are a rank's neighbours on one channel's ring.
+type RingLinks struct {
+	Prev, Next int
+}
+
+// TreeLinks are a rank's parent and children on one channel's tree; -1
+// marks an absent neighbour.
+type TreeLinks struct {
+	Up   int
+	Down [TreeArity]int
+}
+
+// RankChannels is what one rank's channels connect to.
+type RankChannels struct {
+	Rank      int
+	Node      int // node index, numbered in order of first appearance by rank
+	LocalRank int
+	Ring      []RingLinks // per channel
+	Tree      []TreeLinks // per channel
+}
+
+// Plan is what NCCL decides at communicator init for a cluster: the graphs
+// each node searched, the graphs after cross-rank alignment, and per channel
+// the ring and tree neighbours of every rank (ncclTopoPreset/Postset), plus
+// the channel counts that the collective and p2p paths use.
+type Plan struct {
+	NRanks int
+	NNodes int
+	// NodeGraphs[n] are the graphs node n computed, before alignment, indexed
+	// by GraphID.
+	NodeGraphs [][NumGraphs]*Graph
+	// Graphs are the graphs after cross-rank alignment, indexed by GraphID.
+	Graphs [NumGraphs]*Graph
+	// MaxTreePattern is the largest tree pattern among the nodes.
+	MaxTreePattern Pattern
+
+	NChannels              int // channels after Postset (ring/tree doubling, NCCL_MIN/MAX_NCHANNELS)
+	CollChannels           int
+	NVLSChannels           int
+	P2PChannels            int     // p2pnChannels
+	P2PChannelsPerPeer     int     // p2pnChannelsPerPeer
+	TreeDepth              int     // tree depth approximation used by the tuner
+	Rings                  [][]int // per channel: the ring order starting at rank 0
+	Ranks                  []RankChannels
+	MinCompCap, MaxCompCap int // smallest and largest sm among all GPUs
+}
