@@ -5,36 +5,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/twinccl/twinccl/internal/groundtruth"
 )
 
-// sharedDir locates the shared reference data (../shared beside the
-// checkout, or $TWINCCL_SHARED). Tests that need it skip when it is absent.
-func sharedDir(t testing.TB) string {
-	t.Helper()
-	if d := os.Getenv("TWINCCL_SHARED"); d != "" {
-		return d
-	}
-	d, err := filepath.Abs(filepath.Join("..", "..", "shared"))
-	require.NoError(t, err)
-	if _, err := os.Stat(filepath.Join(d, "groundtruth")); err != nil {
-		t.Skipf("shared reference data not found at %s (set TWINCCL_SHARED): %v", d, err)
-	}
-	return d
-}
-
-// groundTruthCase is one document of shared/groundtruth/nccl-2.28.9.
-type groundTruthCase struct {
-	Name   string
-	JSON   string // path of the .json
-	Text   string // path of the .txt
-	Input  string // resolved topology XML
-	NNodes int
-}
+// sharedDir locates the shared reference data; tests skip when it is absent.
+func sharedDir(t testing.TB) string { return groundtruth.Dir(t) }
 
 type groundTruthDoc struct {
 	Input  string `json:"input"`
@@ -47,33 +27,9 @@ type groundTruthDoc struct {
 	} `json:"nodes"`
 }
 
-func groundTruthCases(t testing.TB) []groundTruthCase {
-	shared := sharedDir(t)
-	files, err := filepath.Glob(filepath.Join(shared, "groundtruth", "nccl-2.28.9", "*.json"))
-	require.NoError(t, err)
-	require.NotEmpty(t, files)
-	var out []groundTruthCase
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		require.NoError(t, err)
-		var doc groundTruthDoc
-		require.NoError(t, json.Unmarshal(data, &doc), f)
-		in := doc.Input
-		switch {
-		case strings.HasPrefix(in, "groundtruth/h200x2-nvswitch/"):
-			in = filepath.Join(shared, "baselines", "h200x2-nvswitch", filepath.Base(in))
-		case strings.HasPrefix(in, "shared/"):
-			in = filepath.Join(shared, strings.TrimPrefix(in, "shared/"))
-		default:
-			t.Fatalf("%s: unknown input %q", f, in)
-		}
-		base := strings.TrimSuffix(f, ".json")
-		out = append(out, groundTruthCase{Name: filepath.Base(base), JSON: f, Text: base + ".txt", Input: in, NNodes: doc.NNodes})
-	}
-	return out
-}
+func groundTruthCases(t testing.TB) []groundtruth.Case { return groundtruth.Cases(t) }
 
-func loadCase(t testing.TB, c groundTruthCase) *Cluster {
+func loadCase(t testing.TB, c groundtruth.Case) *Cluster {
 	root, _, err := ReadTopologyFile(c.Input)
 	require.NoError(t, err)
 	cl, err := LoadCluster(root, c.Input, LoadOptions{Nodes: c.NNodes, Params: DefaultParams()})
