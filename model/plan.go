@@ -31,6 +31,7 @@ type RankChannels struct {
 type Plan struct {
 	NRanks int
 	NNodes int
+	MNNVL  bool // GPUs of several hosts share one NVLink fabric
 	// NodeGraphs[n] are the graphs node n computed, before alignment, indexed
 	// by GraphID.
 	NodeGraphs [][NumGraphs]*Graph
