@@ -49,4 +49,7 @@ type Plan struct {
 	Rings                  [][]int // per channel: the ring order starting at rank 0
 	Ranks                  []RankChannels
 	MinCompCap, MaxCompCap int // smallest and largest sm among all GPUs
+	// TreeChannels is the channel count when trees were connected: channel c
+	// and channel c+TreeChannels carry the two trees of the double binary tree.
+	TreeChannels int
 }
