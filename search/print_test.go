@@ -2,6 +2,7 @@ package search
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -92,4 +93,73 @@ func TestCFormats(t *testing.T) {
 	require.Equal(t, "0", cHexLong(0))
 	require.Equal(t, "0x1", cHexLong(1))
 	require.Equal(t, "0x100000000000003", cHexLong(1<<56+3))
+}
+
+// planFromDoc builds the Plan NCCL decided from a ground-truth document, to
+// test the printers independently of the wiring code.
+func planFromDoc(t testing.TB, c gtCase) *model.Plan {
+	t.Helper()
+	ch := c.Doc.Channels
+	p := &model.Plan{
+		NRanks: c.Doc.NRanks, NNodes: c.Doc.NNodes, MNNVL: c.Doc.MNNVL,
+		NChannels: ch.NChannels, CollChannels: ch.CollChannels, NVLSChannels: ch.NVLSChannels,
+		P2PChannels: ch.P2PnChannels, P2PChannelsPerPeer: ch.P2PnChannelsPerPeer, Rings: ch.Rings,
+	}
+	for n := range c.Doc.Nodes {
+		p.NodeGraphs = append(p.NodeGraphs, c.nodeGraphs(t, n, false))
+	}
+	p.Graphs = c.nodeGraphs(t, 0, true)
+	p.TreeChannels = min(p.Graphs[model.GraphRing].NChannels(), p.Graphs[model.GraphTree].NChannels())
+	for _, rd := range ch.Ranks {
+		rc := model.RankChannels{Rank: rd.Rank, Node: rd.Node, LocalRank: rd.LocalRank}
+		for _, r := range rd.Ring {
+			rc.Ring = append(rc.Ring, model.RingLinks{Prev: r.Prev, Next: r.Next})
+		}
+		for _, tr := range rd.Tree {
+			tl := model.TreeLinks{Up: tr.Up}
+			require.Len(t, tr.Down, model.TreeArity)
+			copy(tl.Down[:], tr.Down)
+			rc.Tree = append(rc.Tree, tl)
+		}
+		p.Ranks = append(p.Ranks, rc)
+	}
+	return p
+}
+
+// TestRankLayoutMatchesNCCL prints the channel layout of every rank NCCL
+// logged and compares line by line (NCCL's comm pointer masked).
+func TestRankLayoutMatchesNCCL(t *testing.T) {
+	for _, c := range loadGroundTruth(t) {
+		t.Run(c.Name, func(t *testing.T) {
+			p := planFromDoc(t, c)
+			want := map[int][]string{}
+			for _, line := range txtSection(t, c.Text, "(c) channels: communicator layout") {
+				var rank int
+				_, err := fmt.Sscanf(line, "[%d]", &rank)
+				require.NoError(t, err, line)
+				if i := strings.Index(line, "comm 0x"); i >= 0 {
+					line = line[:i] + line[strings.Index(line, " rank ")+1:]
+				}
+				want[rank] = append(want[rank], line)
+			}
+			require.NotEmpty(t, want)
+			for rank, lines := range want {
+				var b bytes.Buffer
+				require.NoError(t, WriteRankLayout(&b, p, rank))
+				require.Equal(t, strings.Join(lines, "\n")+"\n", b.String(), "rank %d", rank)
+			}
+		})
+	}
+}
+
+// TestChannelSummaryMatchesNCCL compares the per-channel ring/tree summary.
+func TestChannelSummaryMatchesNCCL(t *testing.T) {
+	for _, c := range loadGroundTruth(t) {
+		t.Run(c.Name, func(t *testing.T) {
+			var b bytes.Buffer
+			require.NoError(t, WriteChannelSummary(&b, planFromDoc(t, c)))
+			want := txtSection(t, c.Text, "(c) channels: ring order")
+			require.Equal(t, strings.Join(want, "\n")+"\n", b.String())
+		})
+	}
 }
