@@ -255,3 +255,62 @@ func WriteChannelSummary(w io.Writer, p *model.Plan) error {
 	_, err := io.WriteString(w, b.String())
 	return err
 }
+
+// WriteTuningTable writes the tuning model as NCCL logs it at init: per
+// block of three algorithms the thread counts and, per collective, the
+// latency (µs) and bandwidth (GB/s) of every protocol; then the thread
+// thresholds, the channel counts, and a full-precision copy of the table
+// as "tune coll algo proto latency bandwidth (maxThreads)" rows.
+func WriteTuningTable(w io.Writer, t *Tuning, p *model.Plan, prefix string) error {
+	var b strings.Builder
+	const perBlock = 3
+	for block := 0; block*perBlock < model.NumAlgorithms; block++ {
+		b.WriteString(prefix + "  Algorithm   |")
+		for ba := 0; ba < perBlock; ba++ {
+			if a := block*perBlock + ba; a < model.NumAlgorithms {
+				fmt.Fprintf(&b, " %14s   %14s   %14s |", "", model.Algorithm(a), "")
+			}
+		}
+		// NCCL's protocol header does not stop at the last algorithm.
+		b.WriteString("\n" + prefix + "  Protocol    |")
+		for ba := 0; ba < perBlock; ba++ {
+			for pr := 0; pr < model.NumProtocols; pr++ {
+				fmt.Fprintf(&b, " %14s |", model.Protocol(pr))
+			}
+		}
+		b.WriteString("\n" + prefix + " Max NThreads |")
+		for ba := 0; ba < perBlock; ba++ {
+			if a := block*perBlock + ba; a < model.NumAlgorithms {
+				for pr := 0; pr < model.NumProtocols; pr++ {
+					fmt.Fprintf(&b, " %14d |", t.MaxThreads[a][pr])
+				}
+			}
+		}
+		b.WriteByte('\n')
+		for coll := 0; coll < model.NumTunedCollectives; coll++ {
+			fmt.Fprintf(&b, "%s%13s |", prefix, model.Collective(coll))
+			for ba := 0; ba < perBlock; ba++ {
+				if a := block*perBlock + ba; a < model.NumAlgorithms {
+					for pr := 0; pr < model.NumProtocols; pr++ {
+						fmt.Fprintf(&b, " %7.1f/%6.1f |", t.Latency[coll][a][pr], t.Bandwidth[coll][a][pr])
+					}
+				}
+			}
+			b.WriteByte('\n')
+		}
+	}
+	fmt.Fprintf(&b, "%sthreadThresholds %s\n", prefix, t.ThreadThresholdsString())
+	fmt.Fprintf(&b, "%s%d coll channels, %d collnet channels, %d nvls channels, %d p2p channels, %d p2p channels per peer\n",
+		prefix, p.CollChannels, p.NChannels, p.NVLSChannels, p.P2PChannels, p.P2PChannelsPerPeer)
+	b.WriteString("\n# tuning table, rank 0, full precision: coll algo proto latency_us bandwidth_GBps (maxThreads)\n")
+	for coll := 0; coll < model.NumTunedCollectives; coll++ {
+		for a := 0; a < model.NumAlgorithms; a++ {
+			for pr := 0; pr < model.NumProtocols; pr++ {
+				fmt.Fprintf(&b, "tune %-13s %-13s %-6s %10.4f %10.4f (%d)\n", model.Collective(coll), model.Algorithm(a),
+					model.Protocol(pr), t.Latency[coll][a][pr], t.Bandwidth[coll][a][pr], t.MaxThreads[a][pr])
+			}
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}

@@ -163,3 +163,20 @@ func TestChannelSummaryMatchesNCCL(t *testing.T) {
 		})
 	}
 }
+
+// TestTuningTableMatchesNCCL builds the tuning model from NCCL's own plan
+// and compares the printed table with NCCL's, byte for byte.
+func TestTuningTableMatchesNCCL(t *testing.T) {
+	for _, c := range loadGroundTruth(t) {
+		t.Run(c.Name, func(t *testing.T) {
+			p := planFromDoc(t, c)
+			p.MinCompCap, p.MaxCompCap = 0, 0
+			tu, err := Tune(p, c.Cluster, DefaultTuneOptions())
+			require.NoError(t, err)
+			var b bytes.Buffer
+			require.NoError(t, WriteTuningTable(&b, tu, p, LogPrefix(0)))
+			want := txtSection(t, c.Text, "(d) tuning")
+			require.Equal(t, strings.Join(want, "\n")+"\n", b.String())
+		})
+	}
+}
