@@ -52,4 +52,26 @@ type Plan struct {
 	// TreeChannels is the channel count when trees were connected: channel c
 	// and channel c+TreeChannels carry the two trees of the double binary tree.
 	TreeChannels int
+
+	// NodeAlignedGraphs[n] are the graphs as the ranks of input node n
+	// hold them after alignment: NodeGraphs[n] with the aligned nChannels,
+	// sameChannels, bandwidths, path types and crossNic, and their channel
+	// list cut to the aligned count. Graphs is the view of the node that
+	// holds rank 0.
+	NodeAlignedGraphs [][NumGraphs]*Graph
+	// NodeRanks[n] lists the ranks of NCCL node n (RankChannels.Node) in
+	// local-rank order (comm->nodeRanks[n].localRankToRank). NCCL tells
+	// nodes apart by the first GPU of ring channel 0, so an MNNVL domain
+	// that spans several hosts is one node.
+	NodeRanks [][]int
+	// MinLocalRanks and MaxLocalRanks are the fewest and the most ranks of
+	// an NCCL node.
+	MinLocalRanks, MaxLocalRanks int
+	// CollNetSupport is CollNet's state at the end of init
+	// (config.collnetEnable after the CollNet chain alignment and the
+	// node-count threshold).
+	CollNetSupport bool
+	// NVLSSupport is NVLS's state at the end of init: every rank found NVLS
+	// channels and NVLSChannels is not zero.
+	NVLSSupport bool
 }
