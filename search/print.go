@@ -3,6 +3,7 @@ package search
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -208,26 +209,24 @@ func WriteRankLayout(w io.Writer, p *model.Plan, rank int) error {
 // channel c attaches to the parent or to a child node (NCCL logs those
 // ranks' "Tree" lines).
 func treeAttachPoint(p *model.Plan, rank, c int) bool {
-	node := p.Ranks[rank].Node
-	if node >= len(p.NodeGraphs) {
-		return false
+	// NodeGraphs is indexed by cluster node, not by NCCL's node number:
+	// find the graph whose channel holds the rank.
+	for _, gs := range p.NodeGraphs {
+		g := gs[model.GraphTree]
+		if g == nil || c >= len(g.Channels) || !slices.Contains(g.Channels[c].Intra, rank) {
+			continue
+		}
+		intra := g.Channels[c].Intra
+		child0, child1 := 1, 0
+		if g.Pattern == model.PatternTree || len(intra) == 1 {
+			child0 = 0
+		}
+		if g.Pattern == model.PatternSplitTree && len(intra) > 1 {
+			child1 = 1
+		}
+		return rank == intra[0] || rank == intra[child0] || rank == intra[child1]
 	}
-	g := p.NodeGraphs[node][model.GraphTree]
-	if g == nil || c >= len(g.Channels) || len(g.Channels[c].Intra) == 0 {
-		return false
-	}
-	intra := g.Channels[c].Intra
-	child0, child1 := 1, 0
-	if g.Pattern == model.PatternTree {
-		child0 = 0
-	}
-	if g.Pattern == model.PatternSplitTree {
-		child1 = 1
-	}
-	if len(intra) == 1 {
-		child0, child1 = 0, 0
-	}
-	return rank == intra[0] || rank == intra[child0] || rank == intra[child1]
+	return false
 }
 
 // WriteChannelSummary writes the wiring in a compact text form: the channel

@@ -1,0 +1,184 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/twinccl/twinccl"
+	"github.com/twinccl/twinccl/model"
+	"github.com/twinccl/twinccl/search"
+)
+
+const tuneHelp = `Usage: replay tune [FILE.xml] --op OP --bytes SIZE [--dtype T] [--nodes N]
+
+Predicts what NCCL 2.28.9 does for one collective call on a topology: it runs the
+same search, wiring and tuning model as "replay search", then NCCL's per-call choice
+(ncclGetAlgoInfo): the algorithm, protocol, channel and thread counts, and the
+predicted time, with the predicted time of every other algorithm/protocol pair.
+
+SIZE is the buffer size as nccl-tests counts it: the buffer of AllReduce, Broadcast
+and Reduce, the total output of AllGather, the total input of ReduceScatter. It takes
+the suffixes K, M, G (powers of 1024), e.g. 64M. OP is one of broadcast, reduce,
+allgather, reducescatter, allreduce. T is one of int8, uint8, int32, uint32, int64,
+uint64, float16, bfloat16, float32, float64, fp8e4m3, fp8e5m2 (default float32).
+
+Without FILE the embedded default topology is used (%s). NCCL_ALGO, NCCL_PROTO and
+the other settings listed by "replay search -h" apply.
+
+Flags:
+`
+
+// dtypeSizes are NCCL's datatypes and their sizes in bytes.
+var dtypeSizes = []struct {
+	name string
+	size int
+	fp8  bool
+}{
+	{"int8", 1, false}, {"uint8", 1, false}, {"int32", 4, false}, {"uint32", 4, false},
+	{"int64", 8, false}, {"uint64", 8, false}, {"float16", 2, false}, {"bfloat16", 2, false},
+	{"float32", 4, false}, {"float64", 8, false}, {"fp8e4m3", 1, true}, {"fp8e5m2", 1, true},
+}
+
+func runTune(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("tune", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	nodes := fs.Int("nodes", 1, "number of identical hosts the file stands for (single-host files)")
+	op := fs.String("op", "", "collective: broadcast, reduce, allgather, reducescatter or allreduce (required)")
+	size := fs.String("bytes", "", "buffer size in bytes, nccl-tests style, with optional K/M/G suffix (required)")
+	dtype := fs.String("dtype", "float32", "datatype")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, tuneHelp, twinccl.DefaultTopology)
+		fs.PrintDefaults()
+	}
+	// Check the call's own flags before the (slower) search.
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if *op == "" || *size == "" {
+		return fmt.Errorf("%w: --op and --bytes are required", errUsage)
+	}
+	coll, err := model.ParseCollective(*op)
+	if err != nil || int(coll) >= model.NumTunedCollectives {
+		return fmt.Errorf("%w: --op %q: want one of broadcast, reduce, allgather, reducescatter, allreduce", errUsage, *op)
+	}
+	nBytes, err := parseSize(*size)
+	if err != nil {
+		return fmt.Errorf("%w: --bytes: %v", errUsage, err)
+	}
+	dt := -1
+	for i, d := range dtypeSizes {
+		if strings.EqualFold(d.name, *dtype) {
+			dt = i
+		}
+	}
+	if dt < 0 {
+		names := make([]string, len(dtypeSizes))
+		for i, d := range dtypeSizes {
+			names[i] = d.name
+		}
+		return fmt.Errorf("%w: --dtype %q: want one of %s", errUsage, *dtype, strings.Join(names, ", "))
+	}
+	res, err := searchTopology(pos, *nodes)
+	if err != nil {
+		return err
+	}
+	d := dtypeSizes[dt]
+	count, err := callCount(coll, nBytes, d.size, res.Cluster.NRanks)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	ch, err := res.Tuning.ChooseCall(search.Call{Coll: coll, Count: count, TypeSize: d.size, FP8: d.fp8})
+	if err != nil {
+		return err
+	}
+	return printChoice(stdout, res, coll, nBytes, count, d.name, ch)
+}
+
+// parseSize reads a byte count with an optional K, M or G suffix (powers
+// of 1024; "KB", "KiB" and "B" are accepted too).
+func parseSize(s string) (int64, error) {
+	t := strings.ToUpper(strings.TrimSpace(s))
+	t = strings.TrimSuffix(strings.TrimSuffix(t, "IB"), "B")
+	mult := int64(1)
+	if n := len(t); n > 0 {
+		switch t[n-1] {
+		case 'K':
+			mult, t = 1<<10, t[:n-1]
+		case 'M':
+			mult, t = 1<<20, t[:n-1]
+		case 'G':
+			mult, t = 1<<30, t[:n-1]
+		}
+	}
+	v, err := strconv.ParseInt(t, 10, 64)
+	if err != nil || v < 0 {
+		return 0, fmt.Errorf("%q is not a size (e.g. 1024, 64K, 1G)", s)
+	}
+	if v > (1<<62)/mult {
+		return 0, fmt.Errorf("%q is too large", s)
+	}
+	return v * mult, nil
+}
+
+// callCount turns an nccl-tests buffer size into NCCL's count argument.
+func callCount(coll model.Collective, nBytes int64, typeSize, nRanks int) (int64, error) {
+	if nBytes%int64(typeSize) != 0 {
+		return 0, fmt.Errorf("%d bytes is not a whole number of %d-byte elements", nBytes, typeSize)
+	}
+	count := nBytes / int64(typeSize)
+	if coll == model.CollAllGather || coll == model.CollReduceScatter {
+		if count%int64(nRanks) != 0 {
+			return 0, fmt.Errorf("%s: %d elements do not split evenly over %d ranks", coll, count, nRanks)
+		}
+		count /= int64(nRanks)
+	}
+	return count, nil
+}
+
+// busFactor is nccl-tests' bus bandwidth factor for a collective.
+func busFactor(coll model.Collective, n int) float64 {
+	switch coll {
+	case model.CollAllReduce:
+		return 2 * float64(n-1) / float64(n)
+	case model.CollAllGather, model.CollReduceScatter:
+		return float64(n-1) / float64(n)
+	}
+	return 1
+}
+
+func printChoice(w io.Writer, res *search.Result, coll model.Collective, nBytes, count int64, dtype string, ch search.Choice) error {
+	n := res.Cluster.NRanks
+	fmt.Fprintf(w, "# %s: %d rank(s) on %d node(s), NCCL %s rules\n", res.Cluster.File, n, res.Plan.NNodes, search.NCCLVersion)
+	fmt.Fprintf(w, "%s of %d bytes (NCCL count %d of %s)\n", coll, nBytes, count, dtype)
+	fmt.Fprintf(w, "choice: %s/%s, %d channel(s) x %d threads\n", ch.Algo, ch.Proto, ch.NChannels, ch.NThreads)
+	fmt.Fprintf(w, "predicted time: %.2f us", ch.TimeUs)
+	if ch.TimeUs > 0 {
+		algBW := float64(nBytes) / (float64(ch.TimeUs) * 1e3) // GB/s
+		fmt.Fprintf(w, " (algbw %.2f GB/s, busbw %.2f GB/s)", algBW, algBW*busFactor(coll, n))
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "\npredicted time of every pair (us; - = not used):\n%-14s", "")
+	for p := 0; p < model.NumProtocols; p++ {
+		fmt.Fprintf(w, " %12s", model.Protocol(p))
+	}
+	fmt.Fprintln(w)
+	for a := 0; a < model.NumAlgorithms; a++ {
+		fmt.Fprintf(w, "%-14s", model.Algorithm(a))
+		for p := 0; p < model.NumProtocols; p++ {
+			if c := ch.Costs[a][p]; c >= 0 {
+				fmt.Fprintf(w, " %12.2f", c)
+			} else {
+				fmt.Fprintf(w, " %12s", "-")
+			}
+		}
+		fmt.Fprintln(w)
+	}
+	for _, s := range res.Tuning.Warnings {
+		fmt.Fprintf(w, "warning: %s\n", s)
+	}
+	return nil
+}
