@@ -496,8 +496,12 @@ func connectCheckGraphs(node *model.ClusterNode, graphs *[model.NumGraphs]*model
 			if len(ch.Intra) == 0 || len(ch.Intra) > ngpus {
 				return fmt.Errorf("graph %d channel %d lists %d ranks; the node's system has %d GPUs", id, ci, len(ch.Intra), ngpus)
 			}
+			ranks := ch.Intra
+			if g.Pattern == model.PatternNVLS {
+				ranks = ranks[:1] // only the head is meaningful
+			}
 			seen := map[int]bool{}
-			for _, r := range ch.Intra {
+			for _, r := range ranks {
 				if !inSys[r] {
 					return fmt.Errorf("graph %d channel %d lists rank %d, which is not a GPU of the node's system", id, ci, r)
 				}

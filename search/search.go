@@ -43,6 +43,18 @@ func OptionsFromEnv(lookup func(string) (string, bool)) (Options, error) {
 	return o, errors.Join(errs...)
 }
 
+// reconciled makes the settings that the search, the wiring and the tuner
+// each read agree: CollNet is on for all when any asks for it, and NVLS
+// support follows NCCL_NVLS_ENABLE (the NVLS graph then decides whether
+// the hardware offers it).
+func (o Options) reconciled() Options {
+	collNet := o.Search.CollNetEnable || o.Connect.CollNetEnable || o.Tune.CollNetEnable
+	o.Search.CollNetEnable, o.Connect.CollNetEnable, o.Tune.CollNetEnable = collNet, collNet, collNet
+	nvls := o.Search.NVLSEnable || o.Tune.NVLSSupport
+	o.Search.NVLSEnable, o.Tune.NVLSSupport = nvls, nvls
+	return o
+}
+
 // Result is everything NCCL decides at init for a cluster.
 type Result struct {
 	Cluster    *model.Cluster
@@ -62,6 +74,7 @@ func Run(c *model.Cluster, opts Options) (*Result, error) {
 	if c == nil || len(c.Nodes) == 0 {
 		return nil, errors.New("search: empty cluster")
 	}
+	opts = opts.reconciled()
 	r := &Result{Cluster: c, Options: opts, NodeGraphs: make([][model.NumGraphs]*model.Graph, len(c.Nodes))}
 	for i, n := range c.Nodes {
 		if c.Replicated && i > 0 {
