@@ -95,7 +95,7 @@ func runTune(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return printChoice(stdout, res, coll, nBytes, count, d.name, ch)
+	return printChoice(stdout, res, coll, nBytes, count, d.name, d.size, ch)
 }
 
 // parseSize reads a byte count with an optional K, M or G suffix (powers
@@ -150,11 +150,19 @@ func busFactor(coll model.Collective, n int) float64 {
 	return 1
 }
 
-func printChoice(w io.Writer, res *search.Result, coll model.Collective, nBytes, count int64, dtype string, ch search.Choice) error {
+func printChoice(w io.Writer, res *search.Result, coll model.Collective, nBytes, count int64, dtype string, typeSize int, ch search.Choice) error {
 	n := res.Cluster.NRanks
 	fmt.Fprintf(w, "# %s: %d rank(s) on %d node(s), NCCL %s rules\n", res.Cluster.File, n, res.Plan.NNodes, search.NCCLVersion)
 	fmt.Fprintf(w, "%s of %d bytes (NCCL count %d of %s)\n", coll, nBytes, count, dtype)
 	fmt.Fprintf(w, "choice: %s/%s, %d channel(s) x %d threads\n", ch.Algo, ch.Proto, ch.NChannels, ch.NThreads)
+	if ch.Algo == model.AlgoRing || ch.Algo == model.AlgoTree {
+		sp, err := search.SplitChannels(coll, ch.Proto, count, typeSize, n, ch.NChannels, res.Plan.NChannels)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "work: channels %d..%d, elements per channel first/middle/last %d/%d/%d\n",
+			sp.ChannelLo, sp.ChannelHi, sp.CountLo, sp.CountMid, sp.CountHi)
+	}
 	fmt.Fprintf(w, "predicted time: %.2f us", ch.TimeUs)
 	if ch.TimeUs > 0 {
 		algBW := float64(nBytes) / (float64(ch.TimeUs) * 1e3) // GB/s
