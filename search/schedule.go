@@ -16,9 +16,9 @@ const minTrafficPerChannel = 16 << 10
 // contiguous range of channels, the first holding CountLo elements, the
 // middle ones CountMid each and the last CountHi (ncclDevWorkColl's cbd).
 type ChannelSplit struct {
-	ChannelLo, ChannelHi      int
+	ChannelLo, ChannelHi       int
 	CountLo, CountMid, CountHi int64
-	NMidChannels              int
+	NMidChannels               int
 }
 
 // NChannels is the number of channels the collective runs on.

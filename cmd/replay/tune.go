@@ -160,8 +160,12 @@ func printChoice(w io.Writer, res *search.Result, coll model.Collective, nBytes,
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(w, "work: channels %d..%d, elements per channel first/middle/last %d/%d/%d\n",
-			sp.ChannelLo, sp.ChannelHi, sp.CountLo, sp.CountMid, sp.CountHi)
+		unit := "elements"
+		if coll == model.CollAllGather || coll == model.CollBroadcast {
+			unit = "bytes" // NCCL moves these as bytes
+		}
+		fmt.Fprintf(w, "work: channels %d..%d, %s per channel first/middle/last %d/%d/%d\n",
+			sp.ChannelLo, sp.ChannelHi, unit, sp.CountLo, sp.CountMid, sp.CountHi)
 	}
 	fmt.Fprintf(w, "predicted time: %.2f us", ch.TimeUs)
 	if ch.TimeUs > 0 {
