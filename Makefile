@@ -19,7 +19,7 @@ build:
 # The main job on the embedded default topology (our 2x H200 machine).
 demo:
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/replay ./cmd/replay
-	./$(BIN)/replay topo
+	./$(BIN)/replay search
 
 # Everything CI runs: lint, the unit tests, and a short fuzzing budget.
 test: lint unit
