@@ -35,7 +35,7 @@ lint:
 	CGO_ENABLED=0 $(GO) build $(PURE_PKGS)
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./model/...
+	$(GO) test -run '^$$' -bench . -benchmem ./model/... ./search/...
 
 fuzz:
 	$(GO) test ./model -run '^$$' -fuzz '^FuzzParseTopology$$' -fuzztime $(FUZZTIME)
