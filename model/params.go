@@ -1,6 +1,7 @@
 package model
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -40,6 +41,25 @@ var ParamEnvNames = []string{
 	"NCCL_NVB_DISABLE", "NCCL_PXN_DISABLE", "NCCL_PXN_C2C", "NCCL_NET_DISABLE_INTRA", "NCCL_SHM_DISABLE",
 }
 
+// LookupEnvInt reads an integer variable through lookup, in C strtoll
+// syntax (decimal, 0x hex, leading-0 octal) within a bits-wide signed
+// integer. ok is false when the variable is unset or empty; a value that is
+// not such an integer is an error naming the variable.
+func LookupEnvInt(lookup func(string) (string, bool), name string, bits int) (n int64, ok bool, err error) {
+	v, set := lookup(name)
+	if !set || strings.TrimSpace(v) == "" {
+		return 0, false, nil
+	}
+	n, err = strconv.ParseInt(strings.TrimSpace(v), 0, bits)
+	if err != nil {
+		if errors.Is(err, strconv.ErrRange) {
+			return 0, false, fmt.Errorf("%s=%q: out of range for a %d-bit integer", name, v, bits)
+		}
+		return 0, false, fmt.Errorf("%s=%q: not an integer", name, v)
+	}
+	return n, true, nil
+}
+
 // ParamsFromEnv reads the settings from lookup (os.LookupEnv when nil).
 // Values NCCL would not understand are errors naming the variable.
 func ParamsFromEnv(lookup func(string) (string, bool)) (Params, error) {
@@ -48,16 +68,11 @@ func ParamsFromEnv(lookup func(string) (string, bool)) (Params, error) {
 	}
 	p := DefaultParams()
 	intVar := func(name string, dst *int) error {
-		v, ok := lookup(name)
-		if !ok || v == "" {
-			return nil
+		n, ok, err := LookupEnvInt(lookup, name, 64)
+		if ok {
+			*dst = int(n)
 		}
-		n, err := strconv.ParseInt(strings.TrimSpace(v), 0, 64)
-		if err != nil {
-			return fmt.Errorf("%s=%q: not an integer", name, v)
-		}
-		*dst = int(n)
-		return nil
+		return err
 	}
 	boolVar := func(name string, dst *bool) error {
 		n := 0

@@ -3,8 +3,8 @@ package search
 import (
 	"fmt"
 	"os"
-	"strconv"
-	"strings"
+
+	"github.com/twinccl/twinccl/model"
 )
 
 // SearchOptions are the NCCL_* settings that steer the channel search.
@@ -69,15 +69,12 @@ func SearchOptionsFromEnv(lookup func(string) (string, bool)) (SearchOptions, er
 
 // envInt reads an integer variable in [lo, hi]; def when unset or empty.
 func envInt(lookup func(string) (string, bool), name string, def, lo, hi int) (int, error) {
-	v, ok := lookup(name)
-	if !ok || strings.TrimSpace(v) == "" {
-		return def, nil
-	}
-	n, err := strconv.ParseInt(strings.TrimSpace(v), 0, 64)
-	if err != nil {
-		return def, fmt.Errorf("%s=%q: not an integer", name, v)
+	n, ok, err := model.LookupEnvInt(lookup, name, 64)
+	if err != nil || !ok {
+		return def, err
 	}
 	if n < int64(lo) || n > int64(hi) {
+		v, _ := lookup(name)
 		return def, fmt.Errorf("%s=%q: out of range %d..%d", name, v, lo, hi)
 	}
 	return int(n), nil

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"strconv"
-	"strings"
 
 	"github.com/twinccl/twinccl/model"
 )
@@ -108,20 +106,7 @@ func ConnectOptionsFromEnv(lookup func(string) (string, bool)) (ConnectOptions, 
 		lookup = os.LookupEnv
 	}
 	o := DefaultConnectOptions()
-	get := func(name string, bits int) (int64, bool, error) {
-		v, ok := lookup(name)
-		if !ok || v == "" {
-			return 0, false, nil
-		}
-		n, err := strconv.ParseInt(strings.TrimSpace(v), 0, bits)
-		if err != nil {
-			if ne, ok := err.(*strconv.NumError); ok && ne.Err == strconv.ErrRange {
-				return 0, false, fmt.Errorf("%s=%q: out of range for a %d-bit integer", name, v, bits)
-			}
-			return 0, false, fmt.Errorf("%s=%q: not an integer", name, v)
-		}
-		return n, true, nil
-	}
+	get := func(name string, bits int) (int64, bool, error) { return model.LookupEnvInt(lookup, name, bits) }
 	ints := []struct {
 		name string
 		dst  *int

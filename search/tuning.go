@@ -248,16 +248,11 @@ func TuneOptionsFromEnv(lookup func(string) (string, bool)) (TuneOptions, error)
 		o.Proto = v
 	}
 	intVar := func(name string, set func(int64)) error {
-		v, ok := lookup(name)
-		if !ok || v == "" {
-			return nil
+		n, ok, err := model.LookupEnvInt(lookup, name, 64)
+		if ok {
+			set(n)
 		}
-		n, err := strconv.ParseInt(strings.TrimSpace(v), 0, 64)
-		if err != nil {
-			return fmt.Errorf("%s=%q: not an integer", name, v)
-		}
-		set(n)
-		return nil
+		return err
 	}
 	toInt := func(n int64) int {
 		if n > math.MaxInt32 || n < math.MinInt32 {
