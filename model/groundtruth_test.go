@@ -84,24 +84,7 @@ func TestGroundTruthSystems(t *testing.T) {
 // ncclSystemSection extracts section (a) of a ground-truth .txt: the lines
 // of ncclTopoPrint for node 0.
 func ncclSystemSection(t testing.TB, path string) string {
-	data, err := os.ReadFile(path)
-	require.NoError(t, err)
-	var out []string
-	in := false
-	for _, line := range strings.Split(string(data), "\n") {
-		if strings.HasPrefix(line, "======== ") {
-			if in {
-				break
-			}
-			in = strings.Contains(line, "(a) system, node 0")
-			continue
-		}
-		if in && line != "" {
-			out = append(out, line)
-		}
-	}
-	require.NotEmpty(t, out, "no system section in %s", path)
-	return strings.Join(out, "\n") + "\n"
+	return strings.Join(groundtruth.Section(t, path, "(a) system, node 0"), "\n") + "\n"
 }
 
 // TestGroundTruthPrint checks that PrintSystem reproduces NCCL's topology

@@ -9,34 +9,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/twinccl/twinccl/internal/groundtruth"
+
 	"github.com/twinccl/twinccl/model"
 )
 
-// txtSection returns the lines of one "======== title ..." section of a
-// ground-truth log, without the header and trailing blank lines.
+// txtSection returns the lines of one section of a ground-truth log.
 func txtSection(t testing.TB, file, title string) []string {
-	t.Helper()
-	data, err := os.ReadFile(file)
-	require.NoError(t, err)
-	var out []string
-	in := false
-	for _, line := range strings.Split(string(data), "\n") {
-		if strings.HasPrefix(line, "======== ") {
-			if in {
-				break
-			}
-			in = strings.HasPrefix(line, "======== "+title)
-			continue
-		}
-		if in {
-			out = append(out, line)
-		}
-	}
-	for len(out) > 0 && out[len(out)-1] == "" {
-		out = out[:len(out)-1]
-	}
-	require.NotEmpty(t, out, "%s: no section %q", file, title)
-	return out
+	return groundtruth.Section(t, file, title)
 }
 
 // TestGraphLogMatchesNCCL prints NCCL's own graphs of node 0 and compares

@@ -100,3 +100,35 @@ func readCase(shared, file string) (Case, error) {
 	base := strings.TrimSuffix(file, ".json")
 	return Case{Name: filepath.Base(base), JSON: file, Text: base + ".txt", Graph: base + ".graph.xml", Input: in, NNodes: head.NNodes}, nil
 }
+
+// Section returns the lines of the section of a ground-truth .txt log whose
+// "======== " header starts with title, without the header and the blank
+// lines that end it. The test fails when there is no such section.
+func Section(tb testing.TB, file, title string) []string {
+	tb.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var out []string
+	in := false
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(line, "======== ") {
+			if in {
+				break
+			}
+			in = strings.HasPrefix(line, "======== "+title)
+			continue
+		}
+		if in {
+			out = append(out, line)
+		}
+	}
+	for len(out) > 0 && out[len(out)-1] == "" {
+		out = out[:len(out)-1]
+	}
+	if len(out) == 0 {
+		tb.Fatalf("%s: no section %q", file, title)
+	}
+	return out
+}
