@@ -22,6 +22,10 @@ type RankChannels struct {
 	LocalRank int
 	Ring      []RingLinks // per channel
 	Tree      []TreeLinks // per channel
+	// ConnectTree are the tree links of channels 0..2*Plan.TreeChannels-1
+	// as NCCL's connectTrees left them, before NCCL_MAX_NCHANNELS or the
+	// CTA bounds cut the channel count (NCCL logs these "Tree" lines).
+	ConnectTree []TreeLinks
 }
 
 // Plan is what NCCL decides at communicator init for a cluster: the graphs

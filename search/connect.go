@@ -375,6 +375,9 @@ func Connect(c *model.Cluster, nodeGraphs [][model.NumGraphs]*model.Graph, opts 
 			rc.Ring[k] = model.RingLinks{Prev: ch.prev, Next: ch.next}
 			rc.Tree[k] = model.TreeLinks{Up: ch.up, Down: ch.down}
 		}
+		for k := 0; k < 2*p.TreeChannels; k++ {
+			rc.ConnectTree = append(rc.ConnectTree, model.TreeLinks{Up: r.ch[k].up, Down: r.ch[k].down})
+		}
 		p.Ranks = append(p.Ranks, rc)
 	}
 	p.P2PChannels, p.P2PChannelsPerPeer, err = connectP2PChannels(c, ranks[0].cnode, nCh, opts)

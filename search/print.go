@@ -165,12 +165,16 @@ func WriteRankLayout(w io.Writer, p *model.Plan, rank int) error {
 	fmt.Fprintf(&b, "%srank %d nRanks %d nNodes %d localRanks %d localRank %d MNNVL %d\n",
 		pre, rank, p.NRanks, p.NNodes, localRanks, rc.LocalRank, mnnvl)
 	half := p.TreeChannels
-	for c := 0; c < half && c+half < len(rc.Tree); c++ {
+	atConnect := rc.ConnectTree
+	if len(atConnect) == 0 {
+		atConnect = rc.Tree
+	}
+	for c := 0; c < half && c+half < len(atConnect); c++ {
 		if !treeAttachPoint(p, rank, c) {
 			continue
 		}
 		for _, cc := range []int{c, c + half} {
-			t := rc.Tree[cc]
+			t := atConnect[cc]
 			fmt.Fprintf(&b, "%sTree %d : %d -> %d -> %d/%d/%d\n", pre, cc, t.Up, rank, t.Down[0], t.Down[1], t.Down[2])
 		}
 	}
