@@ -1,0 +1,113 @@
+package conformance_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/twinccl/twinccl/model"
+	"github.com/twinccl/twinccl/model/conformance"
+	"github.com/twinccl/twinccl/model/refexec"
+)
+
+// mutating wraps refexec with a deliberately broken generator: it edits
+// every Program before running it.
+type mutating struct {
+	name   string
+	mutate func(p *model.Program)
+}
+
+func (m mutating) Name() string { return "refexec+" + m.name }
+
+func (m mutating) Execute(p *model.Program, in [][]byte) ([][]byte, error) {
+	q := *p
+	q.Lanes = make([]model.ProgLane, len(p.Lanes))
+	for i, l := range p.Lanes {
+		l.Ops = append([]model.ProgOp(nil), l.Ops...)
+		q.Lanes[i] = l
+	}
+	m.mutate(&q)
+	return refexec.Executor{}.Execute(&q, in)
+}
+
+// laneOf finds the first lane of rank r on channel ch with at least k ops.
+func laneOf(p *model.Program, r, ch, k int) *model.ProgLane {
+	for i := range p.Lanes {
+		l := &p.Lanes[i]
+		if int(l.Rank) == r && int(l.Channel) == ch && len(l.Ops) >= k {
+			return l
+		}
+	}
+	return nil
+}
+
+func TestBrokenGeneratorsAreCaught(t *testing.T) {
+	ar := conformance.Case{Coll: model.CollAllReduce, Algo: model.AlgoRing, Proto: model.ProtoSimple, Dtype: model.DtypeFP32,
+		Op: model.RedSum, NRanks: 4, NChannels: 1, Count: 40_000}
+	bcast := conformance.Case{Coll: model.CollBroadcast, Algo: model.AlgoRing, Proto: model.ProtoSimple, Dtype: model.DtypeFP32,
+		Op: model.RedSum, NRanks: 3, NChannels: 1, Count: 20 * 131072, Root: 0}
+	treeLL := conformance.Case{Coll: model.CollAllReduce, Algo: model.AlgoTree, Proto: model.ProtoLL, Dtype: model.DtypeInt32,
+		Op: model.RedMax, NRanks: 5, NChannels: 2, Count: 30_000}
+	tests := []struct {
+		name string
+		c    conformance.Case
+		m    func(p *model.Program)
+		kind refexec.ViolationKind // "" when a wrong result is enough
+	}{
+		{"swap-first-two-ops-with-steps", ar, func(p *model.Program) {
+			l := laneOf(p, 1, 0, 2)
+			l.Ops[0], l.Ops[1] = l.Ops[1], l.Ops[0]
+		}, refexec.VStepOrder},
+		{"swap-first-two-ops-renumbered", ar, func(p *model.Program) {
+			// A plausible generator bug: ops in the wrong order, steps
+			// numbered consistently. The data goes to the wrong chunks.
+			l := laneOf(p, 1, 0, 2)
+			a, b := l.Ops[0], l.Ops[1]
+			l.Ops[0] = model.ProgOp{Kind: b.Kind, Flags: b.Flags, N: b.N, InOff: b.InOff, OutOff: b.OutOff, RecvStep: a.RecvStep, SendStep: a.SendStep}
+			l.Ops[1] = model.ProgOp{Kind: a.Kind, Flags: a.Flags, N: a.N, InOff: a.InOff, OutOff: a.OutOff, RecvStep: a.RecvStep + 4, SendStep: a.SendStep + 4}
+		}, ""},
+		{"skipped-step", ar, func(p *model.Program) {
+			l := laneOf(p, 2, 0, 3)
+			for i := 2; i < len(l.Ops); i++ {
+				l.Ops[i].SendStep += 4
+			}
+		}, refexec.VStepOrder},
+		{"credits-too-many", bcast, func(p *model.Program) { p.Credits = 2 * model.ProgSlots }, refexec.VOverrun},
+		{"credits-too-few", ar, func(p *model.Program) { p.Credits = 1 }, refexec.VDeadlock},
+		{"receiver-size-wrong", treeLL, func(p *model.Program) {
+			for i := range p.Lanes {
+				l := &p.Lanes[i]
+				if len(l.Ops) > 0 && l.Ops[0].Kind == model.PrimRecv {
+					l.Ops[0].N--
+					return
+				}
+			}
+		}, refexec.VSizeMismatch},
+		{"dropped-op", treeLL, func(p *model.Program) {
+			l := &p.Lanes[len(p.Lanes)-1]
+			l.Ops = l.Ops[:len(l.Ops)-1]
+		}, ""},
+		{"offset-off-by-one", ar, func(p *model.Program) {
+			l := laneOf(p, 3, 0, 2)
+			l.Ops[1].InOff++
+		}, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			// The unbroken generator passes.
+			if err := conformance.Check(refexec.Executor{}, tc.c); err != nil {
+				t.Fatalf("unbroken: %v", err)
+			}
+			err := conformance.Check(mutating{tc.name, tc.m}, tc.c)
+			if err == nil {
+				t.Fatalf("broken generator %s not detected", tc.name)
+			}
+			t.Logf("detected: %v", err)
+			if tc.kind != "" {
+				var v *refexec.Violation
+				if !errors.As(err, &v) || v.Kind != tc.kind {
+					t.Fatalf("want a %s violation, got %v", tc.kind, err)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,504 @@
+// Package conformance is the test suite every Program executor must pass
+// (the reference interpreter model/refexec, exec/sim's data mode and
+// exec/hw): it generates Programs for every collective, algorithm and
+// protocol over hand-built Plans, runs them on deterministic inputs and
+// compares every output byte with a direct computation.
+//
+// An executor's test calls
+//
+//	conformance.Run(t, myExecutor{})
+//
+// which runs Cases(): a default subset that stays fast, or the full sweep
+// when TWINCCL_CONFORMANCE=full.
+package conformance
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"testing"
+
+	"github.com/twinccl/twinccl/model"
+)
+
+// Executor runs a Program over one input buffer per rank (each
+// p.InCount elements of p.Dtype, little-endian) and returns one output
+// buffer per rank (p.OutCount elements).
+type Executor interface {
+	Name() string
+	Execute(p *model.Program, inputs [][]byte) ([][]byte, error)
+}
+
+// Case is one conformance check.
+type Case struct {
+	Coll      model.Collective
+	Algo      model.Algorithm
+	Proto     model.Protocol
+	Dtype     model.Dtype
+	Op        model.RedOp
+	NRanks    int
+	NChannels int
+	Count     int64 // per rank for AllGather and ReduceScatter
+	Root      int
+	Permute   bool // use permuted ring orders on channels > 0
+}
+
+func (c Case) String() string {
+	s := fmt.Sprintf("%s/%s/%s/%s/%s/n%d/c%d/k%d", c.Coll, c.Algo, c.Proto, c.Dtype, c.Op, c.NRanks, c.NChannels, c.Count)
+	if c.Coll == model.CollBroadcast || c.Coll == model.CollReduce {
+		s += fmt.Sprintf("/root%d", c.Root)
+	}
+	if c.Permute {
+		s += "/perm"
+	}
+	return s
+}
+
+// Plan is the hand-built Plan the case runs on (see TestPlan).
+func (c Case) Plan() *model.Plan { return TestPlan(c.NRanks, c.NChannels, c.Permute) }
+
+// Program generates the case's Program with model.GenerateProgram.
+func (c Case) Program() (*model.Program, error) {
+	return model.GenerateProgram(c.Plan(), c.Coll, c.Algo, c.Proto, c.Count, c.Dtype, c.Op, model.ProgOptions{NChannels: c.NChannels, Root: c.Root})
+}
+
+// TestPlan builds a Plan for n ranks and nch channels by hand: ring 0 is
+// 0,1,...,n-1; with permute, channel c > 0 uses a deterministic shuffle
+// that still starts at rank 0. Trees are NCCL's double binary tree over
+// the ranks (ncclGetDtree, nccl-facts §5.4): even channels use tree 0,
+// odd channels tree 1. Ranks are grouped 8 per node.
+func TestPlan(n, nch int, permute bool) *model.Plan {
+	p := &model.Plan{NRanks: n, NNodes: (n + 7) / 8, NChannels: nch, TreeChannels: (nch + 1) / 2}
+	p.Rings = make([][]int, nch)
+	p.Ranks = make([]model.RankChannels, n)
+	for r := range p.Ranks {
+		p.Ranks[r] = model.RankChannels{Rank: r, Node: r / 8, LocalRank: r % 8,
+			Ring: make([]model.RingLinks, nch), Tree: make([]model.TreeLinks, nch)}
+	}
+	seed := uint64(0x9e3779b97f4a7c15)
+	for c := 0; c < nch; c++ {
+		ring := make([]int, n)
+		for i := range ring {
+			ring[i] = i
+		}
+		if permute && c > 0 {
+			for i := n - 1; i > 1; i-- {
+				seed = seed*6364136223846793005 + 1442695040888963407
+				j := 1 + int((seed>>33)%uint64(i))
+				ring[i], ring[j] = ring[j], ring[i]
+			}
+		}
+		p.Rings[c] = ring
+		for i, r := range ring {
+			p.Ranks[r].Ring[c] = model.RingLinks{Prev: ring[(i+n-1)%n], Next: ring[(i+1)%n]}
+		}
+		for r := 0; r < n; r++ {
+			up, d0, d1 := dtree(n, r, c%2)
+			p.Ranks[r].Tree[c] = model.TreeLinks{Up: up, Down: [model.TreeArity]int{d0, d1, -1}}
+		}
+	}
+	return p
+}
+
+// btree is ncclGetBtree (nccl-facts §5.4).
+func btree(n, r int) (up, d0, d1 int) {
+	bit := 1
+	for bit < n {
+		if bit&r != 0 {
+			break
+		}
+		bit <<= 1
+	}
+	if r == 0 {
+		if n == 1 {
+			return -1, -1, -1
+		}
+		return -1, -1, bit >> 1
+	}
+	up = (r ^ bit) | (bit << 1)
+	if up >= n {
+		up = r ^ bit
+	}
+	low := bit >> 1
+	d0, d1 = -1, -1
+	if low != 0 {
+		d0 = r - low
+	}
+	for low != 0 && r+low >= n {
+		low >>= 1
+	}
+	if low != 0 {
+		d1 = r + low
+	}
+	return up, d0, d1
+}
+
+// dtree is tree t (0 or 1) of ncclGetDtree.
+func dtree(n, r, t int) (up, d0, d1 int) {
+	if t == 0 || n == 1 {
+		return btree(n, r)
+	}
+	var m func(int) int
+	var inv int
+	if n%2 == 1 {
+		inv = (r - 1 + n) % n
+		m = func(x int) int { return (x + 1) % n }
+	} else {
+		inv = n - 1 - r
+		m = func(x int) int { return n - 1 - x }
+	}
+	u, a, b := btree(n, inv)
+	f := func(x int) int {
+		if x < 0 {
+			return x
+		}
+		return m(x)
+	}
+	return f(u), f(a), f(b)
+}
+
+// value is the deterministic input element of rank r at index i, chosen
+// so that every reduction is exact in every datatype whatever the order of
+// evaluation: small integers, few factors of two for products.
+func value(c Case, r int, i int64) int64 {
+	h := uint64(r)*0x9e3779b97f4a7c15 ^ uint64(i)*0xbf58476d1ce4e5b9 ^ uint64(c.Count)*0x94d049bb133111eb
+	h ^= h >> 29
+	h *= 0xbf58476d1ce4e5b9
+	h ^= h >> 32
+	signed := c.Dtype != model.DtypeUint8 && c.Dtype != model.DtypeUint32 && c.Dtype != model.DtypeUint64
+	switch c.Op {
+	case model.RedProd:
+		v := int64(1)
+		if r < 6 && h%3 == 0 {
+			v = 2
+		}
+		if signed && h%5 == 0 {
+			v = -v
+		}
+		return v
+	}
+	if c.Dtype == model.DtypeInt8 {
+		return int64(h%3) - 1
+	}
+	if signed {
+		return int64(h%7) - 3
+	}
+	return int64(h % 4)
+}
+
+func isFloat(d model.Dtype) bool {
+	return d == model.DtypeFP16 || d == model.DtypeBF16 || d == model.DtypeFP32 || d == model.DtypeFP64
+}
+
+// put stores the exact value v (an integer, or for averages of floats the
+// quotient) into b as element i of type d.
+func put(d model.Dtype, b []byte, i int64, v int64, f float64) {
+	es := int64(d.Size())
+	w := b[i*es:]
+	switch d {
+	case model.DtypeInt8, model.DtypeUint8:
+		w[0] = byte(v)
+	case model.DtypeInt32, model.DtypeUint32:
+		le32(w, uint32(v))
+	case model.DtypeInt64, model.DtypeUint64:
+		le64(w, uint64(v))
+	case model.DtypeFP32:
+		le32(w, math.Float32bits(float32(f)))
+	case model.DtypeFP64:
+		le64(w, math.Float64bits(f))
+	case model.DtypeFP16:
+		le16(w, f32ToF16(float32(f)))
+	case model.DtypeBF16:
+		le16(w, f32ToBF16(float32(f)))
+	}
+}
+
+func le16(b []byte, v uint16) { b[0], b[1] = byte(v), byte(v>>8) }
+func le32(b []byte, v uint32) {
+	for k := 0; k < 4; k++ {
+		b[k] = byte(v >> (8 * k))
+	}
+}
+func le64(b []byte, v uint64) {
+	for k := 0; k < 8; k++ {
+		b[k] = byte(v >> (8 * k))
+	}
+}
+
+// Inputs are the case's per-rank input buffers.
+func Inputs(c Case, p *model.Program) [][]byte {
+	in := make([][]byte, c.NRanks)
+	for r := range in {
+		in[r] = make([]byte, p.InCount*int64(c.Dtype.Size()))
+		for i := int64(0); i < p.InCount; i++ {
+			v := value(c, r, i)
+			put(c.Dtype, in[r], i, v, float64(v))
+		}
+	}
+	return in
+}
+
+// reduceExact combines the inputs of all ranks at element index i.
+func reduceExact(c Case, i int64) (int64, float64) {
+	n := c.NRanks
+	acc := value(c, 0, i)
+	for r := 1; r < n; r++ {
+		v := value(c, r, i)
+		switch c.Op {
+		case model.RedProd:
+			acc *= v
+		case model.RedMax:
+			acc = max(acc, v)
+		case model.RedMin:
+			acc = min(acc, v)
+		default:
+			acc += v
+		}
+	}
+	if c.Op != model.RedAvg {
+		return acc, float64(acc)
+	}
+	if isFloat(c.Dtype) {
+		// sum exact in the type, then one division in the type's arithmetic
+		switch c.Dtype {
+		case model.DtypeFP64:
+			return 0, float64(acc) / float64(n)
+		default:
+			return 0, float64(float32(acc) / float32(n))
+		}
+	}
+	switch c.Dtype {
+	case model.DtypeUint8, model.DtypeUint32, model.DtypeUint64:
+		return int64(uint64(acc) / uint64(n)), 0
+	}
+	return acc / int64(n), 0
+}
+
+// Expected computes the outputs directly; the second result says which
+// ranks' outputs are defined (Reduce defines only the root's).
+func Expected(c Case, p *model.Program) ([][]byte, []bool) {
+	n := c.NRanks
+	es := int64(c.Dtype.Size())
+	out := make([][]byte, n)
+	defined := make([]bool, n)
+	for r := range out {
+		out[r] = make([]byte, p.OutCount*es)
+		defined[r] = true
+	}
+	cnt := c.Count
+	switch c.Coll {
+	case model.CollAllReduce, model.CollReduce:
+		for i := int64(0); i < cnt; i++ {
+			v, f := reduceExact(c, i)
+			for r := 0; r < n; r++ {
+				put(c.Dtype, out[r], i, v, f)
+			}
+		}
+		if c.Coll == model.CollReduce {
+			for r := range defined {
+				defined[r] = r == c.Root
+			}
+		}
+	case model.CollBroadcast:
+		for i := int64(0); i < cnt; i++ {
+			v := value(c, c.Root, i)
+			for r := 0; r < n; r++ {
+				put(c.Dtype, out[r], i, v, float64(v))
+			}
+		}
+	case model.CollAllGather:
+		for k := 0; k < n; k++ {
+			for i := int64(0); i < cnt; i++ {
+				v := value(c, k, i)
+				for r := 0; r < n; r++ {
+					put(c.Dtype, out[r], int64(k)*cnt+i, v, float64(v))
+				}
+			}
+		}
+	case model.CollReduceScatter:
+		for r := 0; r < n; r++ {
+			for i := int64(0); i < cnt; i++ {
+				v, f := reduceExact(c, int64(r)*cnt+i)
+				put(c.Dtype, out[r], i, v, f)
+			}
+		}
+	}
+	return out, defined
+}
+
+// Check generates the case's Program, runs it on exec and compares the
+// outputs with the direct computation.
+func Check(exec Executor, c Case) error {
+	p, err := c.Program()
+	if err != nil {
+		return fmt.Errorf("%s: generate: %w", c, err)
+	}
+	return CheckProgram(exec, c, p)
+}
+
+// CheckProgram runs an already generated (or modified) Program for case c.
+func CheckProgram(exec Executor, c Case, p *model.Program) error {
+	in := Inputs(c, p)
+	got, err := exec.Execute(p, in)
+	if err != nil {
+		return fmt.Errorf("%s on %s: %w", c, exec.Name(), err)
+	}
+	want, defined := Expected(c, p)
+	if len(got) != len(want) {
+		return fmt.Errorf("%s on %s: %d outputs, want %d", c, exec.Name(), len(got), len(want))
+	}
+	es := c.Dtype.Size()
+	for r := range want {
+		if !defined[r] {
+			continue
+		}
+		if len(got[r]) != len(want[r]) {
+			return fmt.Errorf("%s on %s: rank %d output has %d bytes, want %d", c, exec.Name(), r, len(got[r]), len(want[r]))
+		}
+		for i := 0; i < len(want[r]); i += es {
+			if string(got[r][i:i+es]) != string(want[r][i:i+es]) {
+				return fmt.Errorf("%s on %s: rank %d element %d = % x, want % x", c, exec.Name(), r, i/es, got[r][i:i+es], want[r][i:i+es])
+			}
+		}
+	}
+	return nil
+}
+
+// Run checks every case (Cases() when none are given) as a subtest.
+func Run(t *testing.T, exec Executor, cases ...Case) {
+	t.Helper()
+	if len(cases) == 0 {
+		cases = Cases()
+	}
+	for _, c := range cases {
+		if err := Check(exec, c); err != nil {
+			t.Errorf("%v", err)
+		}
+	}
+}
+
+// Combos are the collective, algorithm and protocol triples Programs cover.
+func Combos() [][3]int {
+	var out [][3]int
+	for _, c := range []model.Collective{model.CollAllReduce, model.CollAllGather, model.CollReduceScatter, model.CollBroadcast, model.CollReduce} {
+		for _, a := range []model.Algorithm{model.AlgoRing, model.AlgoTree} {
+			for p := model.Protocol(0); p < model.NumProtocols; p++ {
+				if model.CollAllowed(c, a, p) {
+					out = append(out, [3]int{int(c), int(a), int(p)})
+				}
+			}
+		}
+	}
+	return out
+}
+
+// Cases is DefaultCases, or FullCases when TWINCCL_CONFORMANCE=full.
+func Cases() []Case {
+	if os.Getenv("TWINCCL_CONFORMANCE") == "full" {
+		return FullCases()
+	}
+	return DefaultCases()
+}
+
+func sweep(ranks []int, counts []int64, channels []int, extra func(Case) []Case) []Case {
+	var out []Case
+	k := 0
+	for _, cb := range Combos() {
+		for _, n := range ranks {
+			for _, cnt := range counts {
+				for _, nch := range channels {
+					c := Case{Coll: model.Collective(cb[0]), Algo: model.Algorithm(cb[1]), Proto: model.Protocol(cb[2]),
+						Dtype: model.Dtype(k % model.NumDtypes), Op: model.RedOp((k / 3) % model.NumRedOps),
+						NRanks: n, NChannels: nch, Count: cnt, Root: (k * 7) % n, Permute: k%2 == 1}
+					k++
+					out = append(out, c)
+					if extra != nil {
+						out = append(out, extra(c)...)
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// DefaultCases is the fast subset: every collective x algorithm x protocol
+// over ranks {1,2,3,5,8,16}, counts {0,1,7,1021,4099} and channels
+// {1,2,3,8} with datatypes and reductions rotating; every datatype x
+// reduction on 5 ranks; and a few multi-loop sizes.
+func DefaultCases() []Case {
+	out := sweep([]int{1, 2, 3, 5, 8, 16}, []int64{0, 1, 7, 1021, 4099}, []int{1, 2, 3, 8}, nil)
+	for _, cb := range Combos() {
+		for d := model.Dtype(0); d < model.NumDtypes; d++ {
+			for op := model.RedOp(0); op < model.NumRedOps; op++ {
+				out = append(out, Case{Coll: model.Collective(cb[0]), Algo: model.Algorithm(cb[1]), Proto: model.Protocol(cb[2]),
+					Dtype: d, Op: op, NRanks: 5, NChannels: 2, Count: 997, Root: 3, Permute: true})
+			}
+		}
+		// Several loops of chunks on one channel (LL and LL128 chunks are
+		// small; Simple needs megabytes).
+		big := int64(300_001)
+		if model.Protocol(cb[2]) == model.ProtoSimple {
+			big = 1<<20 + 12345
+		}
+		out = append(out, Case{Coll: model.Collective(cb[0]), Algo: model.Algorithm(cb[1]), Proto: model.Protocol(cb[2]),
+			Dtype: model.DtypeFP32, Op: model.RedSum, NRanks: 3, NChannels: 2, Count: big, Root: 1})
+	}
+	return out
+}
+
+// FullCases is the long sweep: ranks 1-64 with non-powers of two, counts up
+// to a few million elements, 1-32 channels.
+func FullCases() []Case {
+	return sweep([]int{1, 2, 3, 4, 5, 7, 8, 13, 16, 31, 32, 64},
+		[]int64{0, 1, 2, 3, 17, 97, 1021, 4099, 65537, 1<<20 + 3},
+		[]int{1, 2, 3, 4, 8, 16, 32}, nil)
+}
+
+// f32ToF16 rounds to binary16 (nearest even).
+func f32ToF16(f float32) uint16 {
+	b := math.Float32bits(f)
+	sign := uint16(b>>16) & 0x8000
+	exp := int32(b>>23) & 0xff
+	man := b & 0x7fffff
+	if exp == 0xff {
+		if man != 0 {
+			return sign | 0x7e00
+		}
+		return sign | 0x7c00
+	}
+	e := exp - 127 + 15
+	if e >= 0x1f {
+		return sign | 0x7c00
+	}
+	if e <= 0 {
+		if e < -10 {
+			return sign
+		}
+		m := man | 0x800000
+		shift := uint32(14 - e)
+		half := uint32(1) << (shift - 1)
+		r := m >> shift
+		rem := m & (1<<shift - 1)
+		if rem > half || (rem == half && r&1 == 1) {
+			r++
+		}
+		return sign | uint16(r)
+	}
+	r := uint32(e)<<10 | man>>13
+	rem := man & 0x1fff
+	if rem > 0x1000 || (rem == 0x1000 && r&1 == 1) {
+		r++
+	}
+	return sign | uint16(r)
+}
+
+// f32ToBF16 rounds to bfloat16 (nearest even).
+func f32ToBF16(f float32) uint16 {
+	b := math.Float32bits(f)
+	if b&0x7fffffff > 0x7f800000 {
+		return uint16(b>>16) | 0x40
+	}
+	b += 0x7fff + (b>>16)&1
+	return uint16(b >> 16)
+}

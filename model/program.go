@@ -1,0 +1,336 @@
+package model
+
+import (
+	"fmt"
+)
+
+// PrimKind is a primitive operation of NCCL's device code (primitives.h):
+// what a lane does with its receive peers, its own input and output
+// buffers, and its send peers for one chunk.
+type PrimKind uint8
+
+// Primitives. "Recv" means: wait for and consume the step(s) of every receive
+// peer; "Send": write the step(s) of every send peer; "Reduce": combine the
+// received values with the own input; "Copy": store into the own output.
+const (
+	PrimNop                PrimKind = iota // consumes nothing
+	PrimSend                               // input (or output, PrimFromOutput) -> send peers
+	PrimRecv                               // recv peer -> output
+	PrimRecvReduceSend                     // recv peers (+) input -> send peers
+	PrimRecvReduceCopy                     // recv peers (+) input -> output
+	PrimRecvReduceCopySend                 // recv peers (+) input -> output and send peers
+	PrimRecvCopySend                       // recv peer -> output and send peers
+	PrimCopySend                           // input -> output and send peers
+	PrimCopy                               // input -> output, no peers (one rank, send to self)
+	NumPrimKinds
+)
+
+var primNames = [NumPrimKinds]string{"nop", "send", "recv", "recvReduceSend", "recvReduceCopy",
+	"recvReduceCopySend", "recvCopySend", "copySend", "copy"}
+
+func (k PrimKind) String() string {
+	if k < NumPrimKinds {
+		return primNames[k]
+	}
+	return fmt.Sprintf("PrimKind(%d)", int(k))
+}
+
+// ParsePrimKind reads a primitive name as String writes it (case-insensitive).
+func ParsePrimKind(s string) (PrimKind, error) {
+	if i := lookupName(primNames[:], s); i >= 0 {
+		return PrimKind(i), nil
+	}
+	return 0, fmt.Errorf("unknown primitive %q", s)
+}
+
+// Receives reports whether the primitive consumes steps from receive peers.
+func (k PrimKind) Receives() bool {
+	switch k {
+	case PrimRecv, PrimRecvReduceSend, PrimRecvReduceCopy, PrimRecvReduceCopySend, PrimRecvCopySend:
+		return true
+	}
+	return false
+}
+
+// Sends reports whether the primitive produces steps for send peers.
+func (k PrimKind) Sends() bool {
+	switch k {
+	case PrimSend, PrimRecvReduceSend, PrimRecvReduceCopySend, PrimRecvCopySend, PrimCopySend:
+		return true
+	}
+	return false
+}
+
+// ReadsInput reports whether the primitive reads the own input buffer.
+func (k PrimKind) ReadsInput() bool {
+	switch k {
+	case PrimSend, PrimRecvReduceSend, PrimRecvReduceCopy, PrimRecvReduceCopySend, PrimCopySend, PrimCopy:
+		return true
+	}
+	return false
+}
+
+// WritesOutput reports whether the primitive stores into the own output.
+func (k PrimKind) WritesOutput() bool {
+	switch k {
+	case PrimRecv, PrimRecvReduceCopy, PrimRecvReduceCopySend, PrimRecvCopySend, PrimCopySend, PrimCopy:
+		return true
+	}
+	return false
+}
+
+// Primitive flags.
+const (
+	// PrimPostOp applies the reduction's post operation (avg: divide by the
+	// rank count) to the values the primitive stores and sends.
+	PrimPostOp uint8 = 1 << iota
+	// PrimDirect marks NCCL's direct* variant (peer buffers read or written
+	// in place with Simple). Programs move the same bytes either way.
+	PrimDirect
+	// PrimFromOutput makes a send read the own output instead of the input
+	// (directSendFromOutput; in-place AllGather).
+	PrimFromOutput
+	primFlagMask = PrimPostOp | PrimDirect | PrimFromOutput
+)
+
+// ProgOp is one primitive call: N elements at element offset InOff of the
+// input buffer (when it reads the input) and OutOff of the output buffer
+// (when it writes the output). RecvStep and SendStep are the step counters
+// of the lane's receive and send connections when the call starts (NCCL
+// keeps one per direction); a call that receives or sends consumes
+// SlicesPerChunk x StepsPerSlice steps in that direction on Simple and one
+// step on LL and LL128.
+type ProgOp struct {
+	Kind     PrimKind
+	Flags    uint8
+	N        int32
+	RecvStep uint32
+	SendStep uint32
+	InOff    int64
+	OutOff   int64
+}
+
+// ProgConn is a one-way connection on a channel, with its own slot ring.
+type ProgConn struct {
+	Channel  int32
+	From, To int32
+}
+
+// ProgLane is a group of threads of one rank on one channel running one
+// sequence of primitives with fixed peers (one Primitives object in NCCL:
+// a ring, the reduce half or the broadcast half of a tree, one p2p
+// direction). Every op advances all its connections together.
+type ProgLane struct {
+	Rank, Channel int32
+	Recv          []int32 // connection indices received from
+	Send          []int32 // connection indices sent to
+	Ops           []ProgOp
+}
+
+// Program is the full description of one collective (or p2p group) over
+// all ranks and channels: connections, lanes and their primitive calls.
+// Both exec/sim and exec/hw interpret it; model/refexec is its reference.
+type Program struct {
+	Coll      Collective
+	Algo      Algorithm
+	Proto     Protocol
+	Dtype     Dtype
+	Op        RedOp
+	Root      int
+	Count     int64 // elements: per rank for AllGather/ReduceScatter, else the whole buffer
+	NRanks    int
+	NChannels int
+	// InCount and OutCount are the element counts of every rank's input and
+	// output buffers.
+	InCount, OutCount int64
+	// StepBytes is the slot size (wire bytes of one step).
+	StepBytes int
+	// Credits is the number of steps a sender may run ahead of its
+	// receiver (NCCL_STEPS). The slot ring always has ProgSlots slots.
+	Credits int
+	// SlicesPerChunk and StepsPerSlice cut a Simple primitive call.
+	SlicesPerChunk, StepsPerSlice int
+	Conns                         []ProgConn
+	Lanes                         []ProgLane
+}
+
+// ProgSlice is one wait/post round of a primitive: Steps steps starting at
+// RecvStep on the receive side and SendStep on the send side, carrying
+// Elems elements from element Offset of the call.
+type ProgSlice struct {
+	RecvStep, SendStep uint32
+	Steps              int
+	Offset             int64
+	Elems              int64
+}
+
+// Slices cuts a primitive call into its slices as prims_simple.h does
+// (Simple: SlicesPerChunk slices, the last ones possibly empty) or one slice
+// of one step (LL, LL128). The slices are appended to buf.
+func (p *Program) Slices(op ProgOp, buf []ProgSlice) []ProgSlice {
+	n := int64(op.N)
+	if n < 0 {
+		n = 0
+	}
+	if p.Proto != ProtoSimple {
+		return append(buf, ProgSlice{RecvStep: op.RecvStep, SendStep: op.SendStep, Steps: 1, Offset: 0, Elems: n})
+	}
+	spc, sps := int64(p.SlicesPerChunk), int64(p.StepsPerSlice)
+	stepElems := int64(p.StepBytes / max(1, p.Dtype.Size()))
+	slice := max(progDivUp(n, 16*spc)*16, stepElems*sps/32)
+	off := int64(0)
+	rs, ss := op.RecvStep, op.SendStep
+	for s := int64(0); s < spc; s++ {
+		e := min(slice, n-off)
+		e = max(e, 0)
+		buf = append(buf, ProgSlice{RecvStep: rs, SendStep: ss, Steps: int(sps), Offset: off, Elems: e})
+		off += e
+		rs += uint32(sps)
+		ss += uint32(sps)
+	}
+	return buf
+}
+
+// OpSteps is the number of steps one primitive call consumes.
+func (p *Program) OpSteps() int {
+	if p.Proto != ProtoSimple {
+		return 1
+	}
+	return p.SlicesPerChunk * p.StepsPerSlice
+}
+
+// NumOps is the number of primitive calls over all lanes.
+func (p *Program) NumOps() int {
+	n := 0
+	for i := range p.Lanes {
+		n += len(p.Lanes[i].Ops)
+	}
+	return n
+}
+
+// Validate checks the structure of a Program: header values, connection
+// and lane references, op kinds, flags, counts, buffer bounds, per-op data
+// limits. Step numbering and flow control are checked when the Program runs
+// (model/refexec).
+func (p *Program) Validate() error {
+	if p.NRanks < 1 || p.NRanks > 1<<20 {
+		return fmt.Errorf("program: rank count %d out of range", p.NRanks)
+	}
+	if p.NChannels < 0 || p.NChannels > 1<<12 {
+		return fmt.Errorf("program: channel count %d out of range", p.NChannels)
+	}
+	if p.Proto < 0 || p.Proto >= NumProtocols {
+		return fmt.Errorf("program: unknown protocol %d", int(p.Proto))
+	}
+	if p.Dtype.Size() == 0 {
+		return fmt.Errorf("program: unknown datatype %d", int(p.Dtype))
+	}
+	if p.Op < 0 || p.Op >= NumRedOps {
+		return fmt.Errorf("program: unknown reduction %d", int(p.Op))
+	}
+	if p.InCount < 0 || p.OutCount < 0 || p.Count < 0 {
+		return fmt.Errorf("program: negative element count")
+	}
+	if p.StepBytes <= 0 || p.StepBytes > 1<<30 {
+		return fmt.Errorf("program: step size %d out of range", p.StepBytes)
+	}
+	if p.Credits < 1 || p.Credits > 1<<16 {
+		return fmt.Errorf("program: credit count %d out of range", p.Credits)
+	}
+	if p.Proto == ProtoSimple && (p.SlicesPerChunk < 1 || p.StepsPerSlice < 1 || p.SlicesPerChunk*p.StepsPerSlice > ProgSlots) {
+		return fmt.Errorf("program: %d slices per chunk x %d steps per slice invalid", p.SlicesPerChunk, p.StepsPerSlice)
+	}
+	for i, c := range p.Conns {
+		if c.Channel < 0 || int(c.Channel) >= p.NChannels || c.From < 0 || int(c.From) >= p.NRanks || c.To < 0 || int(c.To) >= p.NRanks {
+			return fmt.Errorf("program: connection %d (channel %d, %d->%d) out of range", i, c.Channel, c.From, c.To)
+		}
+	}
+	senders := make([]int32, len(p.Conns))
+	receivers := make([]int32, len(p.Conns))
+	for i := range senders {
+		senders[i], receivers[i] = -1, -1
+	}
+	elem := int64(p.Dtype.Size())
+	maxData := int64(ProtoStepData(p.Proto))
+	if p.Proto == ProtoSimple {
+		maxData = int64(p.StepBytes) * int64(p.StepsPerSlice)
+	} else if p.Proto == ProtoLL {
+		maxData = int64(p.StepBytes / LLLineBytes * LLLineData)
+	} else {
+		maxData = int64(p.StepBytes / LL128LineBytes * LL128LineData)
+	}
+	var slices []ProgSlice
+	for li := range p.Lanes {
+		l := &p.Lanes[li]
+		where := fmt.Sprintf("program: lane %d (rank %d, channel %d)", li, l.Rank, l.Channel)
+		if l.Rank < 0 || int(l.Rank) >= p.NRanks || l.Channel < 0 || int(l.Channel) >= p.NChannels {
+			return fmt.Errorf("%s: rank or channel out of range", where)
+		}
+		for _, c := range l.Recv {
+			if c < 0 || int(c) >= len(p.Conns) {
+				return fmt.Errorf("%s: receive connection %d out of range", where, c)
+			}
+			cn := p.Conns[c]
+			if cn.To != l.Rank || cn.Channel != l.Channel {
+				return fmt.Errorf("%s: receives on connection %d (channel %d, %d->%d) that is not its own", where, c, cn.Channel, cn.From, cn.To)
+			}
+			if receivers[c] >= 0 {
+				return fmt.Errorf("%s: connection %d already received by lane %d", where, c, receivers[c])
+			}
+			receivers[c] = int32(li)
+		}
+		for _, c := range l.Send {
+			if c < 0 || int(c) >= len(p.Conns) {
+				return fmt.Errorf("%s: send connection %d out of range", where, c)
+			}
+			cn := p.Conns[c]
+			if cn.From != l.Rank || cn.Channel != l.Channel {
+				return fmt.Errorf("%s: sends on connection %d (channel %d, %d->%d) that is not its own", where, c, cn.Channel, cn.From, cn.To)
+			}
+			if senders[c] >= 0 {
+				return fmt.Errorf("%s: connection %d already sent on by lane %d", where, c, senders[c])
+			}
+			senders[c] = int32(li)
+		}
+		for oi, op := range l.Ops {
+			if op.Kind >= NumPrimKinds {
+				return fmt.Errorf("%s op %d: unknown primitive %d", where, oi, op.Kind)
+			}
+			if op.Flags&^primFlagMask != 0 {
+				return fmt.Errorf("%s op %d: unknown flags %#x", where, oi, op.Flags)
+			}
+			if op.N < 0 {
+				return fmt.Errorf("%s op %d: negative element count %d", where, oi, op.N)
+			}
+			if op.Kind.Receives() && len(l.Recv) == 0 {
+				return fmt.Errorf("%s op %d: %s on a lane without receive peers", where, oi, op.Kind)
+			}
+			if op.Kind.Sends() && len(l.Send) == 0 {
+				return fmt.Errorf("%s op %d: %s on a lane without send peers", where, oi, op.Kind)
+			}
+			n := int64(op.N)
+			readsIn := op.Kind.ReadsInput() && (op.Flags&PrimFromOutput == 0 || op.Kind != PrimSend)
+			if readsIn && n > 0 && (op.InOff < 0 || op.InOff+n > p.InCount) {
+				return fmt.Errorf("%s op %d: input [%d,+%d) outside %d elements", where, oi, op.InOff, n, p.InCount)
+			}
+			readsOut := op.Kind == PrimSend && op.Flags&PrimFromOutput != 0
+			if (op.Kind.WritesOutput() || readsOut) && n > 0 && (op.OutOff < 0 || op.OutOff+n > p.OutCount) {
+				return fmt.Errorf("%s op %d: output [%d,+%d) outside %d elements", where, oi, op.OutOff, n, p.OutCount)
+			}
+			if op.Kind.Receives() || op.Kind.Sends() {
+				slices = p.Slices(op, slices[:0])
+				for _, s := range slices {
+					if s.Elems*elem > maxData {
+						return fmt.Errorf("%s op %d: slice of %d bytes exceeds %d bytes of %d step(s)", where, oi, s.Elems*elem, maxData, s.Steps)
+					}
+				}
+			}
+		}
+	}
+	for i := range p.Conns {
+		if (senders[i] < 0) != (receivers[i] < 0) {
+			return fmt.Errorf("program: connection %d (channel %d, %d->%d) has a sender lane %d but receiver lane %d", i, p.Conns[i].Channel, p.Conns[i].From, p.Conns[i].To, senders[i], receivers[i])
+		}
+	}
+	return nil
+}

@@ -1,0 +1,367 @@
+package model
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Protocol constants of NCCL 2.28.9 (nccl-facts §7). Every connection has
+// ProgSlots slots per protocol buffer; a slot holds one step.
+const (
+	// ProgSlots is NCCL_STEPS: the slots of a connection buffer and the
+	// number of steps a sender may run ahead of its receiver.
+	ProgSlots = 8
+
+	// BuffSizeSimple is NCCL_BUFFSIZE, the Simple buffer of a connection.
+	BuffSizeSimple = 4 << 20
+	// BuffSizeLL is NCCL_LL_BUFFSIZE: 8 lines x 512 threads x 8 steps x 16 B.
+	BuffSizeLL = 8 * 512 * ProgSlots * LLLineBytes
+	// BuffSizeLL128 is NCCL_LL128_BUFFSIZE: 120 x 640 x 8 steps x 8 B.
+	BuffSizeLL128 = 120 * 640 * ProgSlots * 8
+
+	// LLLineBytes is the wire size of an LL line: {data1, flag1, data2, flag2}.
+	LLLineBytes = 16
+	// LLLineData is the user data an LL line carries.
+	LLLineData = 8
+	// LL128LineBytes is the wire size of an LL128 line (16 x u64).
+	LL128LineBytes = 128
+	// LL128LineData is the user data an LL128 line carries (15 x u64; word
+	// 15 is the flag).
+	LL128LineData = 120
+
+	// MinTrafficPerChannel is the least traffic a collective task is counted
+	// as when it is spread over channels (enqueue.cc).
+	MinTrafficPerChannel = 32 << 10
+
+	// P2PChunkSizeNVL is NCCL_P2P_NVL_CHUNKSIZE (single node, all NVLink).
+	P2PChunkSizeNVL = 512 << 10
+	// P2PChunkSizeDefault is NCCL_P2P_NET_CHUNKSIZE / NCCL_P2P_PCI_CHUNKSIZE.
+	P2PChunkSizeDefault = 128 << 10
+	// P2PLLThreshold is NCCL_P2P_LL_THRESHOLD, per channel.
+	P2PLLThreshold = 16384
+	// P2PPartAlign is the alignment of a p2p transfer's per-channel parts.
+	P2PPartAlign = 4 << 10
+)
+
+// ProtoBuffSize is the default connection buffer of a protocol.
+func ProtoBuffSize(p Protocol) int {
+	switch p {
+	case ProtoLL:
+		return BuffSizeLL
+	case ProtoLL128:
+		return BuffSizeLL128
+	default:
+		return BuffSizeSimple
+	}
+}
+
+// ProtoStepBytes is the wire size of one step (one slot): buffSize/NCCL_STEPS.
+func ProtoStepBytes(p Protocol) int { return ProtoBuffSize(p) / ProgSlots }
+
+// ProtoStepData is the user data one step can carry: the whole slot for
+// Simple, half of it for LL, 15/16 of it for LL128.
+func ProtoStepData(p Protocol) int {
+	s := ProtoStepBytes(p)
+	switch p {
+	case ProtoLL:
+		return s / LLLineBytes * LLLineData
+	case ProtoLL128:
+		return s / LL128LineBytes * LL128LineData
+	default:
+		return s
+	}
+}
+
+// ProtoGrainSize is ncclProtoGrainSize: chunk sizes are multiples of it.
+// For LL128 it is what one warp moves per round: 16 lines of 120 data bytes.
+func ProtoGrainSize(p Protocol) int {
+	switch p {
+	case ProtoLL:
+		return 16
+	case ProtoLL128:
+		return 1920
+	default:
+		return 512
+	}
+}
+
+// ChunkSteps and SliceSteps of a collective on an algorithm and protocol:
+// only ring with Simple uses more than one step per chunk (nccl-facts §7.1).
+func ChunkSliceSteps(c Collective, a Algorithm, p Protocol) (chunkSteps, sliceSteps int) {
+	if a != AlgoRing || p != ProtoSimple {
+		return 1, 1
+	}
+	switch c {
+	case CollAllReduce, CollAllGather, CollReduceScatter:
+		return ProgSlots / 2, ProgSlots / 4
+	}
+	return 1, 1
+}
+
+// Dtype is a reduction datatype, numbered as ncclDataType_t.
+type Dtype int
+
+// Datatypes.
+const (
+	DtypeInt8 Dtype = iota
+	DtypeUint8
+	DtypeInt32
+	DtypeUint32
+	DtypeInt64
+	DtypeUint64
+	DtypeFP16
+	DtypeFP32
+	DtypeFP64
+	DtypeBF16
+	NumDtypes = 10
+)
+
+var dtypeNames = [NumDtypes]string{"int8", "uint8", "int32", "uint32", "int64", "uint64", "fp16", "fp32", "fp64", "bf16"}
+
+func (d Dtype) String() string {
+	if d >= 0 && int(d) < NumDtypes {
+		return dtypeNames[d]
+	}
+	return fmt.Sprintf("Dtype(%d)", int(d))
+}
+
+// Size is the element size in bytes (0 for an unknown type).
+func (d Dtype) Size() int {
+	switch d {
+	case DtypeInt8, DtypeUint8:
+		return 1
+	case DtypeFP16, DtypeBF16:
+		return 2
+	case DtypeInt32, DtypeUint32, DtypeFP32:
+		return 4
+	case DtypeInt64, DtypeUint64, DtypeFP64:
+		return 8
+	}
+	return 0
+}
+
+// ParseDtype reads a datatype name ("fp32", "float32", "half", "bf16", ...).
+func ParseDtype(s string) (Dtype, error) {
+	alias := map[string]string{"float": "fp32", "float32": "fp32", "half": "fp16", "float16": "fp16",
+		"double": "fp64", "float64": "fp64", "bfloat16": "bf16", "char": "int8", "int": "int32", "uint": "uint32"}
+	k := strings.ToLower(strings.TrimSpace(s))
+	if a, ok := alias[k]; ok {
+		k = a
+	}
+	if i := lookupName(dtypeNames[:], k); i >= 0 {
+		return Dtype(i), nil
+	}
+	return 0, fmt.Errorf("unknown datatype %q (want one of %s)", s, strings.Join(dtypeNames[:], ", "))
+}
+
+// RedOp is a reduction operation, numbered as ncclRedOp_t.
+type RedOp int
+
+// Reduction operations.
+const (
+	RedSum RedOp = iota
+	RedProd
+	RedMax
+	RedMin
+	RedAvg
+	NumRedOps = 5
+)
+
+var redOpNames = [NumRedOps]string{"sum", "prod", "max", "min", "avg"}
+
+func (o RedOp) String() string {
+	if o >= 0 && int(o) < NumRedOps {
+		return redOpNames[o]
+	}
+	return fmt.Sprintf("RedOp(%d)", int(o))
+}
+
+// ParseRedOp reads a reduction name, case-insensitively.
+func ParseRedOp(s string) (RedOp, error) {
+	if i := lookupName(redOpNames[:], s); i >= 0 {
+		return RedOp(i), nil
+	}
+	return 0, fmt.Errorf("unknown reduction %q (want one of %s)", s, strings.Join(redOpNames[:], ", "))
+}
+
+// CollAllowed reports whether NCCL runs collective c with algorithm a and
+// protocol p, among the combinations Programs cover: ring for every
+// collective, tree for AllReduce, each with LL, LL128 and Simple.
+func CollAllowed(c Collective, a Algorithm, p Protocol) bool {
+	if p < 0 || p >= NumProtocols {
+		return false
+	}
+	switch c {
+	case CollAllReduce:
+		return a == AlgoRing || a == AlgoTree
+	case CollAllGather, CollReduceScatter, CollBroadcast, CollReduce:
+		return a == AlgoRing
+	}
+	return false
+}
+
+// progTrafficPerByte is ncclFuncTrafficPerByte.
+func progTrafficPerByte(c Collective, nRanks int) int64 {
+	switch c {
+	case CollAllReduce:
+		return 2
+	case CollAllGather, CollReduceScatter:
+		return int64(nRanks)
+	}
+	return 1
+}
+
+// progMaxSendRecvCount is ncclFuncMaxSendRecvCount for one element.
+func progMaxSendRecvCount(c Collective, nRanks int) int64 {
+	if c == CollAllGather || c == CollReduceScatter {
+		return int64(nRanks)
+	}
+	return 1
+}
+
+func progDivUp(a, b int64) int64   { return (a + b - 1) / b }
+func progAlignUp(a, b int64) int64 { return progDivUp(a, b) * b }
+
+// progLog2i is floor(log2(n)) for n >= 1, 0 otherwise.
+func progLog2i(n int) int {
+	l := 0
+	for n > 1 {
+		n >>= 1
+		l++
+	}
+	return l
+}
+
+// CollChunkBytes is calcCollChunking's chunk size for a channel part of
+// nBytes (global bytes: count x elemSize x nRanks for AllGather and
+// ReduceScatter) on one channel; nNodes and nRanks feed the Tree+LL128
+// reduction.
+func CollChunkBytes(c Collective, a Algorithm, p Protocol, nBytes int64, nNodes, nRanks int) int64 {
+	chunkSteps, _ := ChunkSliceSteps(c, a, p)
+	chunk := int64(ProtoStepBytes(p) * chunkSteps)
+	switch p {
+	case ProtoLL:
+		chunk /= 2
+	case ProtoLL128:
+		chunk = chunk / 16 * 15
+	}
+	if a == AlgoTree && p == ProtoLL128 {
+		if nNodes < 1 {
+			nNodes = 1
+		}
+		ppn := float64(nRanks) / float64(nNodes)
+		s := 1 + float64(progLog2i(nNodes)) + 0.1*ppn
+		const nCh = 1
+		for float64(nBytes/(nCh*chunk)) < s*64/ppn && chunk > 131072 {
+			chunk /= 2
+		}
+		for float64(nBytes/(nCh*chunk)) < s*16/ppn && chunk > 32768 {
+			chunk /= 2
+		}
+	}
+	g := int64(ProtoGrainSize(p))
+	return chunk / g * g
+}
+
+// CollPart is the share of a collective one channel works on
+// (ncclCollCbdPart): Count elements from Offset, in chunks of ChunkCount.
+type CollPart struct {
+	Channel    int
+	Offset     int64
+	Count      int64
+	ChunkCount int64
+}
+
+// CollParts spreads count elements of collective c over up to nChannels
+// channels as scheduleCollTasksToPlan does for a single task in a plan:
+// traffic cells of at least MinTrafficPerChannel, a low, middle and high
+// channel share, and one chunk size per share from CollChunkBytes.
+func CollParts(c Collective, a Algorithm, p Protocol, d Dtype, count int64, nChannels, nNodes, nRanks int) []CollPart {
+	if count <= 0 || nChannels <= 0 {
+		return nil
+	}
+	elem := int64(d.Size())
+	tpb := progTrafficPerByte(c, nRanks)
+	traffic := count * elem * tpb
+	if traffic < MinTrafficPerChannel {
+		traffic = MinTrafficPerChannel
+	}
+	trafficPerChannel := progAlignUp(traffic/int64(nChannels), 16)
+	if p == ProtoLL {
+		tpb *= 4
+	}
+	cellSize := progAlignUp(progDivUp(MinTrafficPerChannel, tpb), 16)
+	elemsPerCell := cellSize / elem
+	cells := progDivUp(count*elem, cellSize)
+	trafficPerCell := cellSize * tpb
+	cellsPerChannel := min(cells, progDivUp(trafficPerChannel, trafficPerCell))
+	channelID := 0
+	var cellsLo int64
+	if channelID+1 == nChannels {
+		cellsLo = cells
+	} else {
+		cellsLo = min(cells, progDivUp(trafficPerChannel, trafficPerCell))
+	}
+	nMid := int((cells - cellsLo) / cellsPerChannel)
+	cellsHi := (cells - cellsLo) % cellsPerChannel
+	nch := progB2i(cellsLo != 0) + nMid + progB2i(cellsHi != 0)
+	if nChannels < channelID+nch {
+		nMid = nChannels - channelID - 2
+		cellsPerChannel = (cells - cellsLo) / int64(nMid+1)
+		cellsHi = cellsPerChannel + (cells-cellsLo)%int64(nMid+1)
+	}
+	if cellsHi == 0 && nMid != 0 {
+		cellsHi = cellsPerChannel
+		nMid--
+	}
+	if cellsLo == 0 {
+		channelID++
+		if nMid == 0 {
+			cellsLo, cellsHi = cellsHi, 0
+		} else {
+			cellsLo = cellsPerChannel
+			nMid--
+		}
+	}
+	var countMid int64
+	if nMid != 0 {
+		countMid = cellsPerChannel * elemsPerCell
+	}
+	countLo := cellsLo * elemsPerCell
+	countHi := cellsHi * elemsPerCell
+	excess := cells*elemsPerCell - count
+	if countHi != 0 {
+		countHi -= excess
+	} else {
+		countLo -= excess
+	}
+	g := int64(ProtoGrainSize(p))
+	chunkCount := func(n int64) int64 {
+		bytes := CollChunkBytes(c, a, p, n*elem*progMaxSendRecvCount(c, nRanks), nNodes, nRanks)
+		return bytes / g * (g / elem)
+	}
+	var parts []CollPart
+	off := int64(0)
+	if countLo != 0 {
+		parts = append(parts, CollPart{Channel: channelID, Offset: 0, Count: countLo, ChunkCount: chunkCount(countLo)})
+		off = countLo
+	}
+	if nMid > 0 {
+		cc := chunkCount(countMid)
+		for i := 0; i < nMid; i++ {
+			parts = append(parts, CollPart{Channel: channelID + len(parts), Offset: off, Count: countMid, ChunkCount: cc})
+			off += countMid
+		}
+	}
+	if countHi != 0 {
+		parts = append(parts, CollPart{Channel: channelID + len(parts), Offset: off, Count: countHi, ChunkCount: chunkCount(countHi)})
+	}
+	return parts
+}
+
+func progB2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
