@@ -228,8 +228,8 @@ func TestTreeAllReduceSteps(t *testing.T) {
 
 func TestCollPartsSplit(t *testing.T) {
 	// AllReduce of 1 Mi floats (4 MiB) on 4 channels: traffic 8 MiB, 2 MiB
-	// per channel; cells of ceil16(32 KiB / 2) = 16 KiB = 4096 floats, 256
-	// cells, 64 per channel: lo 64 cells, 2 middle channels, hi 64 cells.
+	// per channel; cells of ceil16(16 KiB / 2) = 8 KiB = 2048 floats, 512
+	// cells, 128 per channel: lo 128 cells, 2 middle channels, hi 128 cells.
 	parts := model.CollParts(model.CollAllReduce, model.AlgoRing, model.ProtoSimple, model.DtypeFP32, 1<<20, 4, 1, 8)
 	if len(parts) != 4 {
 		t.Fatalf("%d parts, want 4: %+v", len(parts), parts)
@@ -239,22 +239,31 @@ func TestCollPartsSplit(t *testing.T) {
 			t.Errorf("part %d = %+v", i, p)
 		}
 	}
-	// A small AllReduce (1000 floats) fits one cell: one channel.
+	// 1000 floats LL on 8 channels: LL traffic counts 2x4 = 8 per byte, so
+	// 32000 B, 4000 B per channel; LL cells are ceil16(16 KiB / 8) = 2048 B =
+	// 512 floats worth 16 KiB of traffic: one cell per channel, 512 floats
+	// on channel 0 and the other 488 on channel 1.
 	parts = model.CollParts(model.CollAllReduce, model.AlgoRing, model.ProtoLL, model.DtypeFP32, 1000, 8, 1, 8)
-	if len(parts) != 1 || parts[0].Count != 1000 || parts[0].ChunkCount != 8192 {
+	if len(parts) != 2 || parts[0].Count != 512 || parts[1].Count != 488 || parts[1].Offset != 512 {
 		t.Errorf("small split = %+v", parts)
 	}
-	// 10000 floats LL on 8 channels: traffic 80000 B (trafficPerByte 2),
-	// 10000 B per channel; LL cells are ceil16(32768/8) = 4096 B = 1024
-	// floats with 32 KiB of traffic, so one cell per channel: 10 cells over
-	// 8 channels; the overflow rule puts 1 cell on channels 0-6 and 3 cells
-	// (minus the 240-float excess) on channel 7.
+	// 10000 floats LL on 8 channels: traffic 320000 B, 40000 B per channel,
+	// 20 cells of 512 floats, ceil(40000/16384) = 3 cells per channel: lo 3,
+	// five middle channels of 3, hi 2 cells less the 240-float excess.
 	parts = model.CollParts(model.CollAllReduce, model.AlgoRing, model.ProtoLL, model.DtypeFP32, 10000, 8, 1, 8)
 	var sum int64
 	for _, p := range parts {
 		sum += p.Count
 	}
-	if len(parts) != 8 || sum != 10000 || parts[7].Count != 3*1024-240 || parts[0].Count != 1024 {
+	if len(parts) != 7 || sum != 10000 || parts[0].Count != 1536 || parts[5].Count != 1536 || parts[6].Count != 2*512-240 {
 		t.Errorf("LL split = %+v", parts)
+	}
+	// AllGather moves bytes: 3000 floats per rank on 8 ranks, Simple, 8
+	// channels: 12000 B, traffic 96000 B, 12000 B per channel, cells of
+	// ceil16(16 KiB / 8) = 2048 B, 6 cells, one per channel (6 channels),
+	// the last holding 12000-5*2048 = 1760 B = 440 floats.
+	parts = model.CollParts(model.CollAllGather, model.AlgoRing, model.ProtoSimple, model.DtypeFP32, 3000, 8, 1, 8)
+	if len(parts) != 6 || parts[0].Count != 512 || parts[5].Count != 440 || parts[5].Offset != 2560 {
+		t.Errorf("AllGather split = %+v", parts)
 	}
 }

@@ -30,8 +30,11 @@ const (
 	LL128LineData = 120
 
 	// MinTrafficPerChannel is the least traffic a collective task is counted
-	// as when it is spread over channels (enqueue.cc).
-	MinTrafficPerChannel = 32 << 10
+	// as when it is spread over channels (scheduleCollTasksToPlan). Later
+	// NCCL sources show 32 KiB; 16 KiB is what reproduces every channel
+	// range NCCL 2.28.9 logged on our H200 pair (search's
+	// TestChoiceMatchesNCCLLog and TestDecisionsMatchNCCLUnderSettings).
+	MinTrafficPerChannel = 16 << 10
 
 	// P2PChunkSizeNVL is NCCL_P2P_NVL_CHUNKSIZE (single node, all NVLink).
 	P2PChunkSizeNVL = 512 << 10
@@ -272,50 +275,68 @@ type CollPart struct {
 	ChunkCount int64
 }
 
-// CollParts spreads count elements of collective c over up to nChannels
-// channels as scheduleCollTasksToPlan does for a single task in a plan:
-// traffic cells of at least MinTrafficPerChannel, a low, middle and high
-// channel share, and one chunk size per share from CollChunkBytes.
-func CollParts(c Collective, a Algorithm, p Protocol, d Dtype, count int64, nChannels, nNodes, nRanks int) []CollPart {
-	if count <= 0 || nChannels <= 0 {
-		return nil
+// ChannelSplit is how NCCL spreads one collective over its channels: a
+// contiguous range of channels, the first holding CountLo elements, the
+// NMidChannels middle ones CountMid each and the last CountHi
+// (ncclDevWorkColl's cbd). AllGather and Broadcast are counted in bytes, as
+// NCCL moves them.
+type ChannelSplit struct {
+	ChannelLo, ChannelHi       int
+	CountLo, CountMid, CountHi int64
+	NMidChannels               int
+}
+
+// NChannels is the number of channels the collective runs on.
+func (s ChannelSplit) NChannels() int { return s.ChannelHi - s.ChannelLo + 1 }
+
+// SplitChannels is NCCL 2.28.9's scheduleCollTasksToPlan for a plan that
+// holds a single collective (no CollNet): count elements of elemSize bytes
+// (NCCL's count argument) of c, run with protocol p on at most maxChannels
+// channels (the tuner's choice) of a communicator with commChannels
+// channels. Traffic is cut into cells of MinTrafficPerChannel (LL traffic
+// counts four times) dealt to channels in a low, middle and high share.
+func SplitChannels(c Collective, p Protocol, count int64, elemSize, nRanks, maxChannels, commChannels int) (ChannelSplit, error) {
+	var s ChannelSplit
+	if count < 0 || elemSize <= 0 || nRanks <= 0 || maxChannels <= 0 || commChannels <= 0 {
+		return s, fmt.Errorf("split channels: count %d, element size %d, ranks %d, channels %d/%d out of range",
+			count, elemSize, nRanks, maxChannels, commChannels)
 	}
-	elem := int64(d.Size())
+	if count == 0 { // NCCL returns before scheduling an empty call
+		return s, nil
+	}
+	if c == CollAllGather || c == CollBroadcast {
+		count *= int64(elemSize)
+		elemSize = 1
+	}
+	es := int64(elemSize)
 	tpb := progTrafficPerByte(c, nRanks)
-	traffic := count * elem * tpb
-	if traffic < MinTrafficPerChannel {
-		traffic = MinTrafficPerChannel
-	}
-	trafficPerChannel := progAlignUp(traffic/int64(nChannels), 16)
 	if p == ProtoLL {
 		tpb *= 4
 	}
+	traffic := max(MinTrafficPerChannel, count*es*tpb)
+	perChannel := progAlignUp(traffic/int64(min(maxChannels, commChannels)), 16)
 	cellSize := progAlignUp(progDivUp(MinTrafficPerChannel, tpb), 16)
-	elemsPerCell := cellSize / elem
-	cells := progDivUp(count*elem, cellSize)
+	perCell := cellSize / es
+	cells := progDivUp(count*es, cellSize)
 	trafficPerCell := cellSize * tpb
-	cellsPerChannel := min(cells, progDivUp(trafficPerChannel, trafficPerCell))
-	channelID := 0
-	var cellsLo int64
-	if channelID+1 == nChannels {
-		cellsLo = cells
-	} else {
-		cellsLo = min(cells, progDivUp(trafficPerChannel, trafficPerCell))
+	cellsPerChannel := min(cells, progDivUp(perChannel, trafficPerCell))
+	cellsLo := cells // on the last channel everything goes low
+	if commChannels != 1 {
+		cellsLo = min(cells, progDivUp(perChannel, trafficPerCell))
 	}
-	nMid := int((cells - cellsLo) / cellsPerChannel)
+	nMid := (cells - cellsLo) / cellsPerChannel
 	cellsHi := (cells - cellsLo) % cellsPerChannel
-	nch := progB2i(cellsLo != 0) + nMid + progB2i(cellsHi != 0)
-	if nChannels < channelID+nch {
-		nMid = nChannels - channelID - 2
-		cellsPerChannel = (cells - cellsLo) / int64(nMid+1)
-		cellsHi = cellsPerChannel + (cells-cellsLo)%int64(nMid+1)
+	if n := int64(progB2i(cellsLo != 0)+progB2i(cellsHi != 0)) + nMid; int64(commChannels) < n {
+		nMid = int64(commChannels) - 2 // more than the communicator has
+		cellsPerChannel = (cells - cellsLo) / (nMid + 1)
+		cellsHi = cellsPerChannel + (cells-cellsLo)%(nMid+1)
 	}
 	if cellsHi == 0 && nMid != 0 {
 		cellsHi = cellsPerChannel
 		nMid--
 	}
-	if cellsLo == 0 {
-		channelID++
+	if cellsLo == 0 { // the first channel got nothing: start one later
+		s.ChannelLo = 1
 		if nMid == 0 {
 			cellsLo, cellsHi = cellsHi, 0
 		} else {
@@ -323,17 +344,35 @@ func CollParts(c Collective, a Algorithm, p Protocol, d Dtype, count int64, nCha
 			nMid--
 		}
 	}
-	var countMid int64
+	s.CountLo = cellsLo * perCell
 	if nMid != 0 {
-		countMid = cellsPerChannel * elemsPerCell
+		s.CountMid = cellsPerChannel * perCell
 	}
-	countLo := cellsLo * elemsPerCell
-	countHi := cellsHi * elemsPerCell
-	excess := cells*elemsPerCell - count
-	if countHi != 0 {
-		countHi -= excess
+	s.CountHi = cellsHi * perCell
+	if excess := cells*perCell - count; s.CountHi != 0 {
+		s.CountHi -= excess
 	} else {
-		countLo -= excess
+		s.CountLo -= excess
+	}
+	n := progB2i(s.CountLo != 0) + int(nMid) + progB2i(cellsHi != 0)
+	s.ChannelHi, s.NMidChannels = s.ChannelLo+max(n, 1)-1, int(nMid)
+	return s, nil
+}
+
+// CollParts spreads count elements of collective c over the channels of a
+// plan with nChannels channels as NCCL does (SplitChannels, the whole
+// channel budget), with one chunk size per share from CollChunkBytes.
+func CollParts(c Collective, a Algorithm, p Protocol, d Dtype, count int64, nChannels, nNodes, nRanks int) []CollPart {
+	if count <= 0 || nChannels <= 0 {
+		return nil
+	}
+	elem := int64(d.Size())
+	sp, err := SplitChannels(c, p, count, d.Size(), nRanks, nChannels, nChannels)
+	if err != nil {
+		return nil
+	}
+	if c == CollAllGather || c == CollBroadcast { // split in bytes: back to elements
+		sp.CountLo, sp.CountMid, sp.CountHi = sp.CountLo/elem, sp.CountMid/elem, sp.CountHi/elem
 	}
 	g := int64(ProtoGrainSize(p))
 	chunkCount := func(n int64) int64 {
@@ -342,19 +381,19 @@ func CollParts(c Collective, a Algorithm, p Protocol, d Dtype, count int64, nCha
 	}
 	var parts []CollPart
 	off := int64(0)
-	if countLo != 0 {
-		parts = append(parts, CollPart{Channel: channelID, Offset: 0, Count: countLo, ChunkCount: chunkCount(countLo)})
-		off = countLo
+	if sp.CountLo != 0 {
+		parts = append(parts, CollPart{Channel: sp.ChannelLo, Offset: 0, Count: sp.CountLo, ChunkCount: chunkCount(sp.CountLo)})
+		off = sp.CountLo
 	}
-	if nMid > 0 {
-		cc := chunkCount(countMid)
-		for i := 0; i < nMid; i++ {
-			parts = append(parts, CollPart{Channel: channelID + len(parts), Offset: off, Count: countMid, ChunkCount: cc})
-			off += countMid
+	if sp.NMidChannels > 0 {
+		cc := chunkCount(sp.CountMid)
+		for i := 0; i < sp.NMidChannels; i++ {
+			parts = append(parts, CollPart{Channel: sp.ChannelLo + len(parts), Offset: off, Count: sp.CountMid, ChunkCount: cc})
+			off += sp.CountMid
 		}
 	}
-	if countHi != 0 {
-		parts = append(parts, CollPart{Channel: channelID + len(parts), Offset: off, Count: countHi, ChunkCount: chunkCount(countHi)})
+	if sp.CountHi != 0 {
+		parts = append(parts, CollPart{Channel: sp.ChannelLo + len(parts), Offset: off, Count: sp.CountHi, ChunkCount: chunkCount(sp.CountHi)})
 	}
 	return parts
 }

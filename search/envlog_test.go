@@ -125,7 +125,7 @@ func TestDecisionsMatchNCCLUnderSettings(t *testing.T) {
 				count := nBytes / 4 // float32 throughout
 				ch, err := res.Tuning.Choose(coll, count, 4)
 				require.NoError(t, err, call)
-				sp, err := SplitChannels(coll, ch.Proto, count, 4, res.Plan.NRanks, ch.NChannels, res.Plan.NChannels)
+				sp, err := model.SplitChannels(coll, ch.Proto, count, 4, res.Plan.NRanks, ch.NChannels, res.Plan.NChannels)
 				require.NoError(t, err)
 				got := strings.ToUpper(ch.Algo.String()) + "/" + strings.ToUpper(ch.Proto.String()) +
 					" " + strconv.Itoa(sp.ChannelLo) + ".." + strconv.Itoa(sp.ChannelHi)

@@ -49,7 +49,7 @@ func TestChoiceMatchesNCCLLog(t *testing.T) {
 		require.NoError(t, err, m[0])
 		require.Equal(t, m[3], strings.ToUpper(ch.Algo.String()), m[0])
 		require.Equal(t, m[4], strings.ToUpper(ch.Proto.String()), m[0])
-		sp, err := SplitChannels(coll, ch.Proto, count, 4, res.Plan.NRanks, ch.NChannels, res.Plan.NChannels)
+		sp, err := model.SplitChannels(coll, ch.Proto, count, 4, res.Plan.NRanks, ch.NChannels, res.Plan.NChannels)
 		require.NoError(t, err)
 		require.Equal(t, [2]int{lo, hi}, [2]int{sp.ChannelLo, sp.ChannelHi}, "%s (budget %d)", m[0], ch.NChannels)
 	}
@@ -65,7 +65,7 @@ func TestSplitChannelsConservesCount(t *testing.T) {
 				for _, es := range []int{1, 2, 4, 8} {
 					for _, nch := range []int{1, 2, 3, 16, 24, 64} {
 						for _, nRanks := range []int{2, 8} {
-							sp, err := SplitChannels(coll, proto, count, es, nRanks, nch, nch)
+							sp, err := model.SplitChannels(coll, proto, count, es, nRanks, nch, nch)
 							require.NoError(t, err)
 							total := sp.CountLo + int64(sp.NMidChannels)*sp.CountMid + sp.CountHi
 							want := count
@@ -83,7 +83,7 @@ func TestSplitChannelsConservesCount(t *testing.T) {
 			}
 		}
 	}
-	_, err := SplitChannels(model.CollAllReduce, model.ProtoSimple, -1, 4, 2, 1, 1)
+	_, err := model.SplitChannels(model.CollAllReduce, model.ProtoSimple, -1, 4, 2, 1, 1)
 	require.Error(t, err)
 }
 

@@ -156,7 +156,7 @@ func printChoice(w io.Writer, res *search.Result, coll model.Collective, nBytes,
 	fmt.Fprintf(w, "%s of %d bytes (NCCL count %d of %s)\n", coll, nBytes, count, dtype)
 	fmt.Fprintf(w, "choice: %s/%s, %d channel(s) x %d threads\n", ch.Algo, ch.Proto, ch.NChannels, ch.NThreads)
 	if ch.Algo == model.AlgoRing || ch.Algo == model.AlgoTree {
-		sp, err := search.SplitChannels(coll, ch.Proto, count, typeSize, n, ch.NChannels, res.Plan.NChannels)
+		sp, err := model.SplitChannels(coll, ch.Proto, count, typeSize, n, ch.NChannels, res.Plan.NChannels)
 		if err != nil {
 			return err
 		}
