@@ -1,7 +1,7 @@
 # twinccl — build, test, benchmark, lint and fuzz.
 GO        ?= go
 BIN       ?= bin
-FUZZTIME  ?= 20s
+FUZZTIME  ?= 10s
 # go-nvml binds NVML symbols lazily; binaries that link it must allow that.
 LAZY      := -ldflags=-extldflags=-Wl,-z,lazy
 # nvml.h marks some declarations deprecated; keep the build log readable.
@@ -37,8 +37,16 @@ lint:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./model/... ./search/...
 
+# Every fuzz target in turn, FUZZTIME each (go test fuzzes one target per run).
+FUZZ_TARGETS := ./model:FuzzParseTopology ./model:FuzzDecodeProgram ./model:FuzzParseProgramText \
+	./traces:FuzzParseNCCLLog ./traces:FuzzOpenEventTrace
+
 fuzz:
-	$(GO) test ./model -run '^$$' -fuzz '^FuzzParseTopology$$' -fuzztime $(FUZZTIME)
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "fuzz $$pkg $$name ($(FUZZTIME))"; \
+		$(GO) test $$pkg -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME); \
+	done
 
 clean:
 	rm -rf $(BIN)

@@ -6,6 +6,7 @@
 //	replay topo [FILE.xml] [--nodes N] [--json OUT]
 //	replay search [FILE.xml] [--nodes N] [--json OUT] [--graph-out G.xml]
 //	replay tune [FILE.xml] --op allreduce --bytes 64M [--nodes N]
+//	replay trace info|cat|export FILE...
 //
 // Run "replay help" for the full text.
 package main
@@ -32,6 +33,7 @@ var commands = []command{
 	{"topo", "print a topology's system graph and paths as NCCL does (and as JSON)", runTopo},
 	{"search", "run NCCL's channel search, ring/tree wiring and tuning model on a topology", runSearch},
 	{"tune", "predict NCCL's algorithm, protocol, channels and time for one collective call", runTune},
+	{"trace", "inspect, print and export call and event traces (info, cat, export)", runTrace},
 }
 
 const usageHeader = `replay: inspect and replay NCCL topologies offline (no GPU needed).

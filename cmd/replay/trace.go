@@ -1,0 +1,275 @@
+package main
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/twinccl/twinccl/traces"
+)
+
+const traceHelp = `Usage:
+  replay trace info FILE...
+  replay trace cat FILE [--rank R] [--call COMM:CALL] [--limit N]
+  replay trace export FILE... [--format chrome|pprof|summary] [-o OUT]
+
+Inspects twinccl trace files (parquet; call traces and event traces, schema
+version %s; files of another major version are refused).
+
+  info    prints each file's kind, schema version, rows, compression, sort
+          order, metadata and row-group index (rank and call ranges).
+  cat     prints rows as tab-separated values, one per line, with a header;
+          --rank and --call select rows using the row-group index.
+  export  converts one call trace and/or one event trace:
+            chrome   Chrome/Perfetto trace JSON (open in ui.perfetto.dev):
+                     one track per rank and channel, calls on their own
+                     track, flow arrows from each send to its receive;
+            pprof    a pprof profile of step time per rank, channel, link
+                     and primitive (needs an event trace; go tool pprof);
+            summary  tables of calls and steps.
+
+Flags:
+`
+
+func runTrace(args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprintf(stderr, traceHelp, traces.CurrentVersion)
+		if len(args) == 0 {
+			return fmt.Errorf("%w: missing subcommand (info, cat or export)", errUsage)
+		}
+		return flag.ErrHelp
+	}
+	sub, args := args[0], args[1:]
+	fs := flag.NewFlagSet("trace "+sub, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, traceHelp, traces.CurrentVersion)
+		fs.PrintDefaults()
+	}
+	switch sub {
+	case "info":
+		pos, err := parseInterspersed(fs, args)
+		if err != nil {
+			return err
+		}
+		if len(pos) == 0 {
+			return fmt.Errorf("%w: trace info needs at least one FILE", errUsage)
+		}
+		for i, p := range pos {
+			if i > 0 {
+				fmt.Fprintln(stdout)
+			}
+			if err := traceInfo(stdout, p); err != nil {
+				return err
+			}
+		}
+		return nil
+	case "cat":
+		rank := fs.Int("rank", -1, "only rows of rank `R`")
+		call := fs.String("call", "", "only rows of call `COMM:CALL` (communicator id, hex with 0x or decimal, and call number)")
+		limit := fs.Int64("limit", 0, "print at most `N` rows (0: all)")
+		pos, err := parseInterspersed(fs, args)
+		if err != nil {
+			return err
+		}
+		if len(pos) != 1 {
+			return fmt.Errorf("%w: trace cat needs exactly one FILE, got %d", errUsage, len(pos))
+		}
+		filter := traces.Filter{}
+		if *rank >= 0 {
+			if *rank > 1<<30 {
+				return fmt.Errorf("%w: --rank %d out of range", errUsage, *rank)
+			}
+			filter = filter.Rank(int32(*rank))
+		}
+		if *call != "" {
+			c, n, ok := strings.Cut(*call, ":")
+			comm, err1 := strconv.ParseUint(c, 0, 64)
+			seq, err2 := strconv.ParseInt(n, 10, 64)
+			if !ok || err1 != nil || err2 != nil {
+				return fmt.Errorf("%w: --call %q: want COMM:CALL, e.g. 0xa62b7a58480480ae:12", errUsage, *call)
+			}
+			filter = filter.Call(comm, seq)
+		}
+		if *limit < 0 {
+			return fmt.Errorf("%w: --limit %d: must be >= 0", errUsage, *limit)
+		}
+		return traceCat(stdout, pos[0], filter, *limit)
+	case "export":
+		format := fs.String("format", "chrome", "output `format`: chrome, pprof or summary")
+		out := fs.String("o", "-", "write to `OUT` (- for stdout)")
+		pos, err := parseInterspersed(fs, args)
+		if err != nil {
+			return err
+		}
+		if len(pos) == 0 || len(pos) > 2 {
+			return fmt.Errorf("%w: trace export needs one call trace and/or one event trace, got %d files", errUsage, len(pos))
+		}
+		if !slices.Contains([]string{"chrome", "pprof", "summary"}, *format) {
+			return fmt.Errorf("%w: --format %q: want chrome, pprof or summary", errUsage, *format)
+		}
+		return traceExport(stdout, pos, *format, *out)
+	}
+	return fmt.Errorf("%w: unknown trace subcommand %q (want info, cat or export)", errUsage, sub)
+}
+
+// openTraces opens each path with the reader its kind needs.
+func openTraces(paths []string) (*traces.CallReader, *traces.EventReader, func(), error) {
+	var (
+		calls  *traces.CallReader
+		events *traces.EventReader
+	)
+	closeAll := func() {
+		if calls != nil {
+			calls.Close()
+		}
+		if events != nil {
+			events.Close()
+		}
+	}
+	for _, p := range paths {
+		kind, err := traces.ReadKind(p)
+		if err != nil {
+			closeAll()
+			return nil, nil, nil, err
+		}
+		switch kind {
+		case traces.KindCall:
+			if calls != nil {
+				closeAll()
+				return nil, nil, nil, fmt.Errorf("%w: two call traces given (%s and %s)", errUsage, calls.Info().Name, p)
+			}
+			calls, err = traces.OpenCallFile(p)
+		case traces.KindEvent:
+			if events != nil {
+				closeAll()
+				return nil, nil, nil, fmt.Errorf("%w: two event traces given (%s and %s)", errUsage, events.Info().Name, p)
+			}
+			events, err = traces.OpenEventFile(p)
+		}
+		if err != nil {
+			closeAll()
+			return nil, nil, nil, err
+		}
+	}
+	return calls, events, closeAll, nil
+}
+
+func traceInfo(w io.Writer, path string) error {
+	calls, events, closeAll, err := openTraces([]string{path})
+	if err != nil {
+		return err
+	}
+	defer closeAll()
+	var info traces.FileInfo
+	if calls != nil {
+		info = calls.Info()
+	} else {
+		info = events.Info()
+	}
+	fmt.Fprintf(w, "file:        %s\n", info.Name)
+	fmt.Fprintf(w, "kind:        %s trace\n", info.Kind)
+	fmt.Fprintf(w, "schema:      %s\n", info.Version)
+	fmt.Fprintf(w, "size:        %d bytes\n", info.Size)
+	fmt.Fprintf(w, "rows:        %d in %d row group(s)\n", info.Rows, len(info.RowGroups))
+	fmt.Fprintf(w, "compression: %s\n", info.Compression)
+	fmt.Fprintf(w, "sorted by:   %s\n", orDash(info.SortOrder))
+	fmt.Fprintf(w, "created by:  %s\n", orDash(info.CreatedBy))
+	keys := make([]string, 0, len(info.Metadata))
+	for k := range info.Metadata {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		fmt.Fprintf(w, "metadata:    %s = %s\n", k, info.Metadata[k])
+	}
+	if !info.Indexed {
+		fmt.Fprintln(w, "index:       none (lookups scan every row group)")
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "row group\trows\tranks\tcalls\tstart_ns\t")
+	for i, g := range info.RowGroups {
+		fmt.Fprintf(tw, "%d\t%d\t%d..%d\t%d..%d\t%d..%d\t\n", i, g.Rows, g.Rank[0], g.Rank[1], g.Call[0], g.Call[1], g.StartNs[0], g.StartNs[1])
+	}
+	return tw.Flush()
+}
+
+func traceCat(w io.Writer, path string, filter traces.Filter, limit int64) error {
+	calls, events, closeAll, err := openTraces([]string{path})
+	if err != nil {
+		return err
+	}
+	defer closeAll()
+	bw := bufio.NewWriter(w)
+	var n int64
+	errLimit := fmt.Errorf("limit reached")
+	done := func() bool { return limit > 0 && n >= limit }
+	if calls != nil {
+		fmt.Fprintln(bw, "job\tcomm\tcall\trank\tnranks\top\talgorithm\tprotocol\tchannels\tcount\tdatatype\tredop\troot\tstream\tenqueue_ns\tstart_ns\tend_ns\tsource\thost")
+		err = calls.Scan(filter, func(rows []traces.CallRow) error {
+			for _, r := range rows {
+				if done() {
+					return errLimit
+				}
+				n++
+				fmt.Fprintf(bw, "%s\t%#x\t%d\t%d\t%d\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%d\t%#x\t%d\t%d\t%d\t%s\t%s\n",
+					r.Job, r.Comm, r.Call, r.Rank, r.NRanks, r.Op, r.Algorithm, r.Protocol, r.Channels, r.Count, r.Datatype,
+					r.RedOp, r.Root, r.Stream, r.EnqueueNs, r.StartNs, r.EndNs, r.Source, r.Host)
+			}
+			return nil
+		})
+	} else {
+		fmt.Fprintln(bw, "comm\tcall\trank\tchannel\tsend_peer\trecv_peer\tprimitive\tprotocol\tstep\tbytes\tstart_ns\tend_ns\tsource")
+		err = events.Scan(filter, func(rows []traces.EventRow) error {
+			for _, r := range rows {
+				if done() {
+					return errLimit
+				}
+				n++
+				fmt.Fprintf(bw, "%#x\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n",
+					r.Comm, r.Call, r.Rank, r.Channel, r.SendPeer, r.RecvPeer, r.Primitive, r.Protocol, r.Step, r.Bytes,
+					r.StartNs, r.EndNs, r.Source)
+			}
+			return nil
+		})
+	}
+	if err != nil && err != errLimit {
+		bw.Flush()
+		return err
+	}
+	return bw.Flush()
+}
+
+func traceExport(stdout io.Writer, paths []string, format, out string) error {
+	calls, events, closeAll, err := openTraces(paths)
+	if err != nil {
+		return err
+	}
+	defer closeAll()
+	if format == "pprof" && events == nil {
+		return fmt.Errorf("%w: --format pprof needs an event trace", errUsage)
+	}
+	return writeOutput(out, stdout, func(w io.Writer) error {
+		switch format {
+		case "chrome":
+			return traces.WriteChrome(w, calls, events)
+		case "pprof":
+			return traces.WritePprof(w, events)
+		default:
+			return traces.WriteSummary(w, calls, events)
+		}
+	})
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
