@@ -19,10 +19,12 @@ const (
 	CollSendRecv
 	CollSend
 	CollRecv
+	// CollAlltoAll is ncclAlltoAll, run as a group of sends and receives.
+	CollAlltoAll
 	NumTunedCollectives = 5 // NCCL_NUM_FUNCTIONS
 )
 
-var collectiveNames = [...]string{"Broadcast", "Reduce", "AllGather", "ReduceScatter", "AllReduce", "SendRecv", "Send", "Recv"}
+var collectiveNames = [...]string{"Broadcast", "Reduce", "AllGather", "ReduceScatter", "AllReduce", "SendRecv", "Send", "Recv", "AlltoAll"}
 
 func (c Collective) String() string {
 	if c >= 0 && int(c) < len(collectiveNames) {

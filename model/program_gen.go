@@ -14,6 +14,8 @@ type ProgOptions struct {
 	// Credits overrides the flow-control window (NCCL_STEPS when 0). Only
 	// tests that check violation detection should set it.
 	Credits int
+	// P2P are the options of AlltoAll (p2p path) generation.
+	P2P P2POptions
 }
 
 // ProgGen generates the lanes of a collective Program one rank and channel at
@@ -26,6 +28,10 @@ type ProgGen struct {
 	chLo     int
 	ringIx   [][]int32 // [channel-chLo][rank] ring index
 	ringRank [][]int32 // [channel-chLo][index] rank
+	// p2p Programs are generated whole: mat holds them, and laneAt lists
+	// the lanes of rank r on channel ch at r*NChannels+ch.
+	mat    *Program
+	laneAt [][]int32
 }
 
 // GenerateProgram builds the Program NCCL 2.28.9 runs for one collective:
@@ -48,6 +54,20 @@ func NewProgGen(plan *Plan, c Collective, a Algorithm, p Protocol, count int64, 
 	n := plan.NRanks
 	if !CollAllowed(c, a, p) {
 		return nil, fmt.Errorf("generate %s: algorithm %s with protocol %s is not supported", c, a, p)
+	}
+	switch c {
+	case CollSendRecv:
+		return nil, fmt.Errorf("generate %s: a group of sends and receives needs its task list (GenerateP2PProgram)", c)
+	case CollAlltoAll:
+		po := opts.P2P
+		if po.Credits == 0 {
+			po.Credits = opts.Credits
+		}
+		prog, err := GenerateAlltoAllProgram(plan, p, count, d, po)
+		if err != nil {
+			return nil, err
+		}
+		return NewProgGenFromProgram(prog), nil
 	}
 	if d.Size() == 0 {
 		return nil, fmt.Errorf("generate %s: unknown datatype %d", c, int(d))
@@ -140,6 +160,25 @@ func NewProgGen(plan *Plan, c Collective, a Algorithm, p Protocol, count int64, 
 	return g, nil
 }
 
+// NewProgGenFromProgram wraps a materialised Program (p2p Programs are
+// generated whole) in the ProgGen interface. The generator shares prog's
+// lanes; Parts is empty.
+func NewProgGenFromProgram(prog *Program) *ProgGen {
+	g := &ProgGen{mat: prog}
+	g.hdr = *prog
+	g.hdr.Lanes = nil
+	g.laneAt = make([][]int32, prog.NRanks*prog.NChannels)
+	for i := range prog.Lanes {
+		l := &prog.Lanes[i]
+		if l.Rank < 0 || int(l.Rank) >= prog.NRanks || l.Channel < 0 || int(l.Channel) >= prog.NChannels {
+			continue
+		}
+		k := int(l.Rank)*prog.NChannels + int(l.Channel)
+		g.laneAt[k] = append(g.laneAt[k], int32(i))
+	}
+	return g
+}
+
 // checkPlan verifies the rings or trees the generator will use.
 func (g *ProgGen) checkPlan(nch int) error {
 	plan, n := g.plan, g.plan.NRanks
@@ -216,6 +255,18 @@ func (g *ProgGen) Header() *Program {
 
 // Channels are the channels that carry lanes, in order.
 func (g *ProgGen) Channels() []int {
+	if g.mat != nil {
+		var out []int
+		for ch := 0; ch < g.mat.NChannels; ch++ {
+			for r := 0; r < g.mat.NRanks; r++ {
+				if len(g.laneAt[r*g.mat.NChannels+ch]) > 0 {
+					out = append(out, ch)
+					break
+				}
+			}
+		}
+		return out
+	}
 	out := make([]int, len(g.parts))
 	for i, p := range g.parts {
 		out[i] = p.Channel
@@ -228,6 +279,17 @@ func (g *ProgGen) Parts() []CollPart { return append([]CollPart(nil), g.parts...
 
 // Program materialises every lane.
 func (g *ProgGen) Program() *Program {
+	if g.mat != nil {
+		p := *g.mat
+		p.Conns = append([]ProgConn(nil), g.mat.Conns...)
+		p.Lanes = make([]ProgLane, 0, len(g.mat.Lanes))
+		for r := 0; r < p.NRanks; r++ {
+			for ch := 0; ch < p.NChannels; ch++ {
+				p.Lanes = g.AppendLanes(p.Lanes, r, ch)
+			}
+		}
+		return &p
+	}
 	p := g.hdr
 	p.Conns = append([]ProgConn(nil), g.hdr.Conns...)
 	for r := 0; r < p.NRanks; r++ {
@@ -250,6 +312,12 @@ func (g *ProgGen) AppendLanes(lanes []ProgLane, r, ch int) []ProgLane {
 
 // NumLanes is the number of lanes rank r runs on channel ch.
 func (g *ProgGen) NumLanes(r, ch int) int {
+	if g.mat != nil {
+		if r < 0 || r >= g.mat.NRanks || ch < 0 || ch >= g.mat.NChannels {
+			return 0
+		}
+		return len(g.laneAt[r*g.mat.NChannels+ch])
+	}
 	k := ch - g.chLo
 	if k < 0 || k >= len(g.parts) || r < 0 || r >= g.hdr.NRanks {
 		return 0
@@ -264,6 +332,16 @@ func (g *ProgGen) NumLanes(r, ch int) int {
 // (pass a reused buffer to avoid allocation when streaming).
 func (g *ProgGen) Lane(r, ch, i int, ops []ProgOp) ProgLane {
 	l := ProgLane{Rank: int32(r), Channel: int32(ch)}
+	if g.mat != nil {
+		if i < 0 || i >= g.NumLanes(r, ch) {
+			return l
+		}
+		src := &g.mat.Lanes[g.laneAt[r*g.mat.NChannels+ch][i]]
+		l.Recv = append([]int32(nil), src.Recv...)
+		l.Send = append([]int32(nil), src.Send...)
+		l.Ops = append(ops[:0], src.Ops...)
+		return l
+	}
 	k := ch - g.chLo
 	if k < 0 || k >= len(g.parts) || r < 0 || r >= g.hdr.NRanks {
 		return l

@@ -189,12 +189,15 @@ func ParseRedOp(s string) (RedOp, error) {
 
 // CollAllowed reports whether NCCL runs collective c with algorithm a and
 // protocol p, among the combinations Programs cover: ring for every
-// collective, tree for AllReduce, each with LL, LL128 and Simple.
+// collective, tree for AllReduce, each with LL, LL128 and Simple; and the
+// p2p path (SendRecv, AlltoAll: NCCL's ring function) with LL and Simple.
 func CollAllowed(c Collective, a Algorithm, p Protocol) bool {
 	if p < 0 || p >= NumProtocols {
 		return false
 	}
 	switch c {
+	case CollSendRecv, CollAlltoAll:
+		return a == AlgoRing && (p == ProtoSimple || p == ProtoLL)
 	case CollAllReduce:
 		return a == AlgoRing || a == AlgoTree
 	case CollAllGather, CollReduceScatter, CollBroadcast, CollReduce:

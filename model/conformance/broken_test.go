@@ -111,3 +111,111 @@ func TestBrokenGeneratorsAreCaught(t *testing.T) {
 		})
 	}
 }
+
+// p2pLane finds the first lane of rank r that sends (or receives) and
+// holds at least k ops, the first of them non-empty.
+func p2pLane(p *model.Program, r int, send bool, k int) *model.ProgLane {
+	for i := range p.Lanes {
+		l := &p.Lanes[i]
+		if int(l.Rank) == r && len(l.Ops) >= k && l.Ops[0].N > 1 && (len(l.Send) > 0) == send && (len(l.Recv) > 0) == !send {
+			return l
+		}
+	}
+	return nil
+}
+
+func TestBrokenP2PGeneratorsAreCaught(t *testing.T) {
+	a2a := conformance.Case{Coll: model.CollAlltoAll, Algo: model.AlgoRing, Proto: model.ProtoSimple, Dtype: model.DtypeFP32,
+		NRanks: 4, NChannels: 4, Count: 400_000, PerPeer: 2}
+	sr := conformance.Case{Coll: model.CollSendRecv, Algo: model.AlgoRing, Proto: model.ProtoLL, Dtype: model.DtypeInt32,
+		NRanks: 5, NChannels: 2, Count: 30_001, PerPeer: 2}
+	tests := []struct {
+		name string
+		c    conformance.Case
+		m    func(p *model.Program)
+		kind refexec.ViolationKind
+	}{
+		{"recv-chunks-swapped", a2a, func(p *model.Program) {
+			l := p2pLane(p, 2, false, 2)
+			l.Ops[0].OutOff, l.Ops[1].OutOff = l.Ops[1].OutOff, l.Ops[0].OutOff
+		}, ""},
+		{"send-from-wrong-peer-block", a2a, func(p *model.Program) {
+			l := p2pLane(p, 1, true, 1)
+			l.Ops[0].InOff = (l.Ops[0].InOff + a2a.Count) % (4 * a2a.Count)
+		}, ""},
+		{"recv-size-wrong", sr, func(p *model.Program) {
+			l := p2pLane(p, 3, false, 1)
+			l.Ops[0].N--
+		}, refexec.VSizeMismatch},
+		{"send-op-dropped", sr, func(p *model.Program) {
+			l := p2pLane(p, 0, true, 2)
+			l.Ops = l.Ops[:len(l.Ops)-1]
+		}, refexec.VDeadlock},
+		{"send-step-reused", a2a, func(p *model.Program) {
+			l := p2pLane(p, 3, true, 2)
+			l.Ops[1].SendStep = l.Ops[0].SendStep
+		}, refexec.VStepOrder},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := conformance.Check(refexec.Executor{}, tc.c); err != nil {
+				t.Fatalf("unbroken: %v", err)
+			}
+			err := conformance.Check(mutating{tc.name, tc.m}, tc.c)
+			if err == nil {
+				t.Fatalf("broken generator %s not detected", tc.name)
+			}
+			t.Logf("detected: %v", err)
+			if tc.kind != "" {
+				var v *refexec.Violation
+				if !errors.As(err, &v) || v.Kind != tc.kind {
+					t.Fatalf("want a %s violation, got %v", tc.kind, err)
+				}
+			}
+		})
+	}
+}
+
+// TestBrokenP2PScheduleIsCaught runs AlltoAll over deliberately broken
+// peer schedules: one rank visits two peers in each other's rounds (so
+// its parts land on channels its peers do not use), and one rank sends
+// to its receive peers (a schedule that is not a pairing).
+func TestBrokenP2PScheduleIsCaught(t *testing.T) {
+	c := conformance.Case{Coll: model.CollAlltoAll, Algo: model.AlgoRing, Proto: model.ProtoSimple, Dtype: model.DtypeFP32,
+		NRanks: 6, NChannels: 8, Count: 5000, PerPeer: 2}
+	plan := c.Plan()
+	good, _, err := model.P2PSchedule(plan, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copySched := func() [][]model.P2PRound {
+		s := make([][]model.P2PRound, len(good))
+		for r := range good {
+			s[r] = append([]model.P2PRound(nil), good[r]...)
+		}
+		return s
+	}
+	run := func(s [][]model.P2PRound) error {
+		p, err := model.GenerateAlltoAllProgram(plan, c.Proto, c.Count, c.Dtype, model.P2POptions{Schedule: s})
+		if err != nil {
+			return err
+		}
+		return conformance.CheckProgram(refexec.Executor{}, c, p)
+	}
+	if err := run(good); err != nil {
+		t.Fatalf("NCCL's schedule: %v", err)
+	}
+	swapped := copySched()
+	swapped[1][1], swapped[1][2] = swapped[1][2], swapped[1][1]
+	crossed := copySched()
+	for i := range crossed[4] {
+		crossed[4][i].Send = crossed[4][i].Recv
+	}
+	for name, s := range map[string][][]model.P2PRound{"swapped-rounds": swapped, "sends-to-recv-peers": crossed} {
+		err := run(s)
+		if err == nil {
+			t.Fatalf("broken schedule %s not detected", name)
+		}
+		t.Logf("%s detected: %v", name, err)
+	}
+}

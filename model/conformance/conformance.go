@@ -41,6 +41,9 @@ type Case struct {
 	Count     int64 // per rank for AllGather and ReduceScatter
 	Root      int
 	Permute   bool // use permuted ring orders on channels > 0
+	// PerPeer is the p2p channel count per peer of SendRecv and AlltoAll
+	// cases (p2pnChannelsPerPeer, a power of two); 0 uses the Plan's.
+	PerPeer int
 }
 
 func (c Case) String() string {
@@ -51,24 +54,80 @@ func (c Case) String() string {
 	if c.Permute {
 		s += "/perm"
 	}
+	if c.PerPeer != 0 {
+		s += fmt.Sprintf("/pp%d", c.PerPeer)
+	}
 	return s
 }
 
-// Plan is the hand-built Plan the case runs on (see TestPlan).
-func (c Case) Plan() *model.Plan { return TestPlan(c.NRanks, c.NChannels, c.Permute) }
+// IsP2P reports whether the case runs on the p2p path (SendRecv, AlltoAll).
+func (c Case) IsP2P() bool { return c.Coll == model.CollSendRecv || c.Coll == model.CollAlltoAll }
 
-// Program generates the case's Program with model.GenerateProgram.
+// Plan is the hand-built Plan the case runs on (see TestPlan).
+func (c Case) Plan() *model.Plan {
+	p := TestPlan(c.NRanks, c.NChannels, c.Permute)
+	if c.PerPeer != 0 {
+		p.P2PChannelsPerPeer = c.PerPeer
+	}
+	return p
+}
+
+// Program generates the case's Program with model.GenerateProgram, or
+// model.GenerateP2PProgram over P2PTasks for SendRecv.
 func (c Case) Program() (*model.Program, error) {
+	if c.Coll == model.CollSendRecv {
+		return model.GenerateP2PProgram(c.Plan(), c.P2PTasks(), c.Proto, c.Dtype, model.P2POptions{})
+	}
 	return model.GenerateProgram(c.Plan(), c.Coll, c.Algo, c.Proto, c.Count, c.Dtype, c.Op, model.ProgOptions{NChannels: c.NChannels, Root: c.Root})
+}
+
+// p2pShifts are the peer distances of SendRecv cases: next, previous,
+// self and opposite (distances may coincide on few ranks, which queues
+// several transfers between the same pair).
+func (c Case) p2pShifts() []int {
+	n := c.NRanks
+	return []int{1 % n, (n - 1) % n, 0, (n / 2) % n}
+}
+
+// p2pCount is the element count of the j-th transfer of SendRecv cases.
+func (c Case) p2pCount(j int) int64 { return max(0, c.Count-int64(j)*c.Count/3) }
+
+// P2PTasks is the group of sends and receives of a SendRecv case: for
+// every shift s of p2pShifts in order, every rank r sends p2pCount(j)
+// elements to (r+s) mod n, which receives them; each rank's transfers sit
+// back to back in its input and output buffers in that order.
+func (c Case) P2PTasks() []model.P2PTask {
+	n := c.NRanks
+	var tasks []model.P2PTask
+	off := int64(0)
+	for j, s := range c.p2pShifts() {
+		cnt := c.p2pCount(j)
+		for r := 0; r < n; r++ {
+			peer := (r + s) % n
+			tasks = append(tasks,
+				model.P2PTask{Rank: r, Peer: peer, Send: true, Count: cnt, Offset: off},
+				model.P2PTask{Rank: peer, Peer: r, Send: false, Count: cnt, Offset: off})
+		}
+		off += cnt
+	}
+	return tasks
 }
 
 // TestPlan builds a Plan for n ranks and nch channels by hand: ring 0 is
 // 0,1,...,n-1; with permute, channel c > 0 uses a deterministic shuffle
 // that still starts at rank 0. Trees are NCCL's double binary tree over
 // the ranks (ncclGetDtree, nccl-facts §5.4): even channels use tree 0,
-// odd channels tree 1. Ranks are grouped 8 per node.
+// odd channels tree 1. Ranks are grouped 8 per node. p2p channels are the
+// channel count rounded up to a power of two, two per peer.
 func TestPlan(n, nch int, permute bool) *model.Plan {
 	p := &model.Plan{NRanks: n, NNodes: (n + 7) / 8, NChannels: nch, TreeChannels: (nch + 1) / 2}
+	// p2p channels: the channel count rounded up to a power of two, at
+	// most 64, and two per peer (NVLink peers get at least two).
+	p.P2PChannels = 1
+	for p.P2PChannels < min(nch, 64) {
+		p.P2PChannels *= 2
+	}
+	p.P2PChannelsPerPeer = min(2, p.P2PChannels)
 	p.Rings = make([][]int, nch)
 	p.Ranks = make([]model.RankChannels, n)
 	for r := range p.Ranks {
@@ -322,6 +381,28 @@ func Expected(c Case, p *model.Program) ([][]byte, []bool) {
 				put(c.Dtype, out[r], i, v, f)
 			}
 		}
+	case model.CollAlltoAll:
+		for r := 0; r < n; r++ {
+			for src := 0; src < n; src++ {
+				for i := int64(0); i < cnt; i++ {
+					v := value(c, src, int64(r)*cnt+i)
+					put(c.Dtype, out[r], int64(src)*cnt+i, v, float64(v))
+				}
+			}
+		}
+	case model.CollSendRecv:
+		off := int64(0)
+		for j, s := range c.p2pShifts() {
+			m := c.p2pCount(j)
+			for r := 0; r < n; r++ {
+				src := (r - s + n) % n
+				for i := int64(0); i < m; i++ {
+					v := value(c, src, off+i)
+					put(c.Dtype, out[r], off+i, v, float64(v))
+				}
+			}
+			off += m
+		}
 	}
 	return out, defined
 }
@@ -422,10 +503,67 @@ func sweep(ranks []int, counts []int64, channels []int, extra func(Case) []Case)
 	return out
 }
 
+// P2PCombos are the collective, algorithm and protocol triples of the p2p
+// path (SendRecv and AlltoAll with Simple and LL).
+func P2PCombos() [][3]int {
+	var out [][3]int
+	for _, c := range []model.Collective{model.CollSendRecv, model.CollAlltoAll} {
+		for _, p := range []model.Protocol{model.ProtoSimple, model.ProtoLL} {
+			out = append(out, [3]int{int(c), int(model.AlgoRing), int(p)})
+		}
+	}
+	return out
+}
+
+// p2pSweep is sweep over P2PCombos, the p2p channels per peer rotating
+// through 1, 2, 4 and 8 (at most the p2p channel count).
+func p2pSweep(ranks []int, counts []int64, channels []int) []Case {
+	var out []Case
+	k := 0
+	for _, cb := range P2PCombos() {
+		for _, n := range ranks {
+			for _, cnt := range counts {
+				for _, nch := range channels {
+					p2p := TestPlan(1, nch, false).P2PChannels
+					out = append(out, Case{Coll: model.Collective(cb[0]), Algo: model.Algorithm(cb[1]), Proto: model.Protocol(cb[2]),
+						Dtype: model.Dtype(k % model.NumDtypes), Op: model.RedSum, NRanks: n, NChannels: nch, Count: cnt,
+						PerPeer: min(p2p, 1<<(k%4))})
+					k++
+				}
+			}
+		}
+	}
+	return out
+}
+
+// BufferBytes is the memory a case's buffers take over all ranks (input
+// and output).
+func (c Case) BufferBytes() int64 {
+	n, cnt := int64(c.NRanks), c.Count
+	in, out := cnt, cnt
+	switch c.Coll {
+	case model.CollAllGather:
+		out = n * cnt
+	case model.CollReduceScatter:
+		in = n * cnt
+	case model.CollAlltoAll:
+		in, out = n*cnt, n*cnt
+	case model.CollSendRecv:
+		in = 0
+		for j := range c.p2pShifts() {
+			in += c.p2pCount(j)
+		}
+		out = in
+	}
+	return n * (in + out) * int64(c.Dtype.Size())
+}
+
 // DefaultCases is the fast subset: every collective x algorithm x protocol
 // over ranks {1,2,3,5,8,16}, counts {0,1,7,1021,4099} and channels
 // {1,2,3,8} with datatypes and reductions rotating; every datatype x
-// reduction on 5 ranks; and a few multi-loop sizes.
+// reduction on 5 ranks; a few multi-loop sizes; and SendRecv and AlltoAll
+// (Simple, LL) over ranks {1,2,3,5,8,12,16,24} (12 and 24: uneven nodes of
+// 8), the same counts and channels, plus multi-part, multi-chunk sizes.
 func DefaultCases() []Case {
 	out := sweep([]int{1, 2, 3, 5, 8, 16}, []int64{0, 1, 7, 1021, 4099}, []int{1, 2, 3, 8}, nil)
 	for _, cb := range Combos() {
@@ -444,15 +582,41 @@ func DefaultCases() []Case {
 		out = append(out, Case{Coll: model.Collective(cb[0]), Algo: model.Algorithm(cb[1]), Proto: model.Protocol(cb[2]),
 			Dtype: model.DtypeFP32, Op: model.RedSum, NRanks: 3, NChannels: 2, Count: big, Root: 1})
 	}
+	out = append(out, p2pSweep([]int{1, 2, 3, 5, 8, 12, 16, 24}, []int64{0, 1, 7, 1021, 4099}, []int{1, 2, 3, 8})...)
+	for _, cb := range P2PCombos() {
+		for _, n := range []int{3, 12} {
+			// Several parts, several chunks per part (512 KiB Simple chunks
+			// on one node, 128 KiB on two; 32 KiB LL chunks).
+			out = append(out, Case{Coll: model.Collective(cb[0]), Algo: model.Algorithm(cb[1]), Proto: model.Protocol(cb[2]),
+				Dtype: model.DtypeFP32, Op: model.RedSum, NRanks: n, NChannels: 8, Count: 300_001, PerPeer: 4})
+		}
+	}
 	return out
 }
 
+// FullCaseBytes bounds the buffers (all ranks, input and output) of a
+// FullCases case: larger combinations of rank count, count and datatype
+// are left out so that the sweep fits in minutes on two cores. Every
+// count still runs on the rank counts that fit.
+const FullCaseBytes = 24 << 20
+
 // FullCases is the long sweep: ranks 1-64 with non-powers of two, counts up
-// to a few million elements, 1-32 channels.
+// to a million elements, 1-32 channels, for every collective and for
+// SendRecv and AlltoAll, without the cases above FullCaseBytes.
 func FullCases() []Case {
-	return sweep([]int{1, 2, 3, 4, 5, 7, 8, 13, 16, 31, 32, 64},
+	all := sweep([]int{1, 2, 3, 4, 5, 7, 8, 13, 16, 31, 32, 64},
 		[]int64{0, 1, 2, 3, 17, 97, 1021, 4099, 65537, 1<<20 + 3},
 		[]int{1, 2, 3, 4, 8, 16, 32}, nil)
+	all = append(all, p2pSweep([]int{1, 2, 3, 4, 5, 7, 8, 12, 13, 16, 24, 31, 32, 64},
+		[]int64{0, 1, 2, 3, 17, 97, 1021, 4099, 65537},
+		[]int{1, 2, 4, 8, 16, 32})...)
+	var out []Case
+	for _, c := range all {
+		if c.BufferBytes() <= FullCaseBytes {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // f32ToF16 rounds to binary16 (nearest even).

@@ -3,11 +3,93 @@ package refexec
 import (
 	"encoding/binary"
 	"math"
+	"runtime"
+	"sync"
 
 	"github.com/twinccl/twinccl/model"
 )
 
 var le = binary.LittleEndian
+
+// parallelMin is the slice size from which kernel splits its work across
+// GOMAXPROCS goroutines; parallelAlign keeps every share a whole number
+// of elements and of LL/LL128 data words.
+const (
+	parallelMin   = 256 << 10
+	parallelAlign = 64
+)
+
+// kernel stores the combination of srcs (the first source, or all of them
+// reduced with the Program's operation) into dsts[0], applies the post op
+// when post is set, and copies the result into the other destinations.
+// Large slices are split into disjoint element ranges run side by side;
+// every element is computed the same way whatever the split, so results
+// do not depend on it.
+func (x *runner) kernel(dsts, srcs [][]byte, post bool) {
+	d, op, nRanks := x.p.Dtype, x.p.Op, x.p.NRanks
+	run := func(lo, hi int) {
+		dst := dsts[0][lo:hi]
+		if len(srcs) == 1 {
+			copy(dst, srcs[0][lo:hi])
+		} else {
+			reduce3(d, op, dst, srcs[0][lo:hi], srcs[1][lo:hi])
+			for _, s := range srcs[2:] {
+				reduceInto(d, op, dst, s[lo:hi])
+			}
+		}
+		if post {
+			PostOp(d, op, dst, nRanks)
+		}
+		for _, o := range dsts[1:] {
+			copy(o[lo:hi], dst)
+		}
+	}
+	nb := len(dsts[0])
+	workers := runtime.GOMAXPROCS(0)
+	if nb < parallelMin || workers < 2 {
+		run(0, nb)
+		return
+	}
+	share := (nb/workers + parallelAlign - 1) / parallelAlign * parallelAlign
+	var wg sync.WaitGroup
+	for lo := share; lo < nb; lo += share {
+		wg.Add(1)
+		go func(lo, hi int) {
+			defer wg.Done()
+			run(lo, hi)
+		}(lo, min(lo+share, nb))
+	}
+	run(0, min(share, nb))
+	wg.Wait()
+}
+
+// reduce3 computes dst[i] = a[i] op b[i]; dst must not overlap b.
+func reduce3(d model.Dtype, op model.RedOp, dst, a, b []byte) {
+	if d == model.DtypeFP32 && (op == model.RedSum || op == model.RedAvg) {
+		addF32(dst, a, b)
+		return
+	}
+	copy(dst, a)
+	reduceInto(d, op, dst, b)
+}
+
+// addF32 is dst = a + b over float32 elements, four at a time.
+func addF32(dst, a, b []byte) {
+	n := len(dst) &^ 15
+	a, b = a[:len(dst)], b[:len(dst)]
+	for i := 0; i < n; i += 16 {
+		o := dst[i : i+16 : i+16]
+		x := a[i : i+16 : i+16]
+		y := b[i : i+16 : i+16]
+		le.PutUint32(o[0:], math.Float32bits(math.Float32frombits(le.Uint32(x[0:]))+math.Float32frombits(le.Uint32(y[0:]))))
+		le.PutUint32(o[4:], math.Float32bits(math.Float32frombits(le.Uint32(x[4:]))+math.Float32frombits(le.Uint32(y[4:]))))
+		le.PutUint32(o[8:], math.Float32bits(math.Float32frombits(le.Uint32(x[8:]))+math.Float32frombits(le.Uint32(y[8:]))))
+		le.PutUint32(o[12:], math.Float32bits(math.Float32frombits(le.Uint32(x[12:]))+math.Float32frombits(le.Uint32(y[12:]))))
+	}
+	for i := n; i+4 <= len(dst); i += 4 {
+		le.PutUint32(dst[i:], math.Float32bits(math.Float32frombits(le.Uint32(a[i:]))+math.Float32frombits(le.Uint32(b[i:]))))
+	}
+}
 
 // reduceInto computes dst[i] = dst[i] op src[i] for every element of d.
 // Avg reduces as a sum; its division is the post op.
@@ -39,10 +121,7 @@ func reduceInto(d model.Dtype, op model.RedOp, dst, src []byte) {
 		}
 	case model.DtypeFP32:
 		if op == model.RedSum || op == model.RedAvg {
-			for i := 0; i+4 <= len(dst); i += 4 {
-				v := math.Float32frombits(le.Uint32(dst[i:])) + math.Float32frombits(le.Uint32(src[i:]))
-				le.PutUint32(dst[i:], math.Float32bits(v))
-			}
+			addF32(dst, dst, src)
 			return
 		}
 		for i := 0; i+4 <= len(dst); i += 4 {

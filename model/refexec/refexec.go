@@ -57,6 +57,11 @@ type Options struct {
 	// RecordSlices keeps, for every connection, the byte count of every
 	// slice sent on it (in order), for step-accounting tests.
 	RecordSlices bool
+	// Outputs, when it holds one buffer of p.OutCount elements per rank,
+	// are used as the output buffers instead of fresh zeroed ones (callers
+	// that run many Programs avoid the allocation). Elements the Program
+	// does not write keep their contents.
+	Outputs [][]byte
 }
 
 // ConnStats counts the traffic of one connection.
@@ -104,8 +109,10 @@ type runner struct {
 	stats   []ConnStats
 	opt     Options
 	esize   int64
-	acc     []byte
-	tmp     []byte
+	acc     []byte   // staging of LL/LL128 sends that store nowhere else
+	unpack  [][]byte // per receive peer: unpacked LL/LL128 data
+	srcs    [][]byte
+	dsts    [][]byte
 	slices  int64
 }
 
@@ -126,9 +133,16 @@ func Run(p *model.Program, inputs [][]byte, opt Options) (*Result, error) {
 		}
 	}
 	x := &runner{p: p, in: inputs, opt: opt, esize: es}
-	x.out = make([][]byte, p.NRanks)
-	for r := range x.out {
-		x.out[r] = make([]byte, p.OutCount*es)
+	x.out = opt.Outputs
+	reuse := len(x.out) == p.NRanks
+	for r := 0; reuse && r < p.NRanks; r++ {
+		reuse = int64(len(x.out[r])) == p.OutCount*es
+	}
+	if !reuse {
+		x.out = make([][]byte, p.NRanks)
+		for r := range x.out {
+			x.out[r] = make([]byte, p.OutCount*es)
+		}
 	}
 	x.conns = make([]conn, len(p.Conns))
 	x.stats = make([]ConnStats, len(p.Conns))
@@ -298,50 +312,65 @@ func (x *runner) step(li int, ls *laneState) (bool, error) {
 	}
 	nb := s.Elems * x.esize
 	rank := int(l.Rank)
-	if int64(cap(x.acc)) < nb {
-		x.acc = make([]byte, nb)
-		x.tmp = make([]byte, nb)
-	}
-	acc := x.acc[:nb]
 	inOff := (op.InOff + s.Offset) * x.esize
 	outOff := (op.OutOff + s.Offset) * x.esize
 	if nb == 0 {
 		inOff, outOff = 0, 0 // empty slices may point past the buffers
 	}
-	// Gather the values: received data, reduced with the own input.
+	// Sources: the received slices (Simple slots are read in place, LL and
+	// LL128 lines unpacked), then the own input or output.
+	srcs := x.srcs[:0]
 	if recv {
 		for i, ci := range l.Recv {
-			dst := acc
-			if i > 0 {
-				dst = x.tmp[:nb]
-			}
-			if err := x.readSlot(li, ls.op, ci, rstep, s, dst); err != nil {
+			b, err := x.readSlot(li, ls.op, ci, rstep, s, i)
+			if err != nil {
 				return false, err
 			}
-			if i > 0 {
-				reduceInto(p.Dtype, p.Op, acc, dst)
+			if b != nil {
+				srcs = append(srcs, b)
 			}
 		}
 		switch op.Kind {
 		case model.PrimRecvReduceSend, model.PrimRecvReduceCopy, model.PrimRecvReduceCopySend:
-			reduceInto(p.Dtype, p.Op, acc, x.in[rank][inOff:inOff+nb])
+			srcs = append(srcs, x.in[rank][inOff:inOff+nb])
 		}
 	} else if op.Kind == model.PrimSend && op.Flags&model.PrimFromOutput != 0 {
-		copy(acc, x.out[rank][outOff:outOff+nb])
+		srcs = append(srcs, x.out[rank][outOff:outOff+nb])
 	} else if op.Kind.ReadsInput() {
-		copy(acc, x.in[rank][inOff:inOff+nb])
+		srcs = append(srcs, x.in[rank][inOff:inOff+nb])
 	}
-	if op.Flags&model.PrimPostOp != 0 {
-		PostOp(p.Dtype, p.Op, acc, p.NRanks)
-	}
+	// Destinations: the own output and, for Simple, the send slots written
+	// in place; LL and LL128 stage the values and pack them into lines.
+	dsts := x.dsts[:0]
 	if op.Kind.WritesOutput() {
-		copy(x.out[rank][outOff:outOff+nb], acc)
+		dsts = append(dsts, x.out[rank][outOff:outOff+nb])
 	}
 	if send {
 		for _, ci := range l.Send {
-			if err := x.writeSlot(li, ls.op, ci, sstep, s, acc); err != nil {
+			if err := x.claimSlot(li, ls.op, ci, sstep, s, nb); err != nil {
 				return false, err
 			}
+			if p.Proto == model.ProtoSimple {
+				dsts = append(dsts, x.conns[ci].slots[sstep%model.ProgSlots].data[:nb])
+			}
+		}
+		if p.Proto != model.ProtoSimple && len(dsts) == 0 {
+			if int64(cap(x.acc)) < nb {
+				x.acc = make([]byte, nb)
+			}
+			dsts = append(dsts, x.acc[:nb])
+		}
+	}
+	if len(dsts) > 0 && nb > 0 {
+		if len(srcs) == 0 {
+			return false, x.violation(VInvalid, li, ls.op, rstep, -1, "%s has data to store but nothing to read", op.Kind)
+		}
+		x.kernel(dsts, srcs, op.Flags&model.PrimPostOp != 0)
+	}
+	x.srcs, x.dsts = srcs[:0], dsts[:0]
+	if send {
+		for _, ci := range l.Send {
+			x.commitSlot(ci, sstep, s, dsts[0][:nb])
 		}
 	}
 	// Post: receivers release their slots (head), senders publish (tail).
@@ -375,8 +404,10 @@ func (x *runner) step(li int, ls *laneState) (bool, error) {
 	return true, nil
 }
 
-// writeSlot stores one slice for step on connection ci.
-func (x *runner) writeSlot(li, op int, ci int32, step uint64, s model.ProgSlice, data []byte) error {
+// claimSlot checks that the slots step's slice covers on connection ci
+// were released by the receiver and prepares the first one for nb data
+// bytes (Simple: the slot holds the data itself).
+func (x *runner) claimSlot(li, op int, ci int32, step uint64, s model.ProgSlice, nb int64) error {
 	p := x.p
 	c := &x.conns[ci]
 	first := step % model.ProgSlots
@@ -393,39 +424,48 @@ func (x *runner) writeSlot(li, op int, ci int32, step uint64, s model.ProgSlice,
 		sl.written = false
 	}
 	sl := &c.slots[first]
-	nb := int64(len(data))
-	var wire int64
 	switch p.Proto {
 	case model.ProtoSimple:
 		if nb > int64(p.StepBytes)*int64(s.Steps) {
 			return x.violation(VOverrun, li, op, step, int(ci), "slice of %d bytes overflows %d step(s) of %d bytes", nb, s.Steps, p.StepBytes)
 		}
-		sl.data = append(sl.data[:0], data...)
+		if int64(cap(sl.data)) < nb {
+			sl.data = make([]byte, nb)
+		}
+		sl.data = sl.data[:nb]
+	case model.ProtoLL:
+		lines := (nb + model.LLLineData - 1) / model.LLLineData
+		if lines*model.LLLineBytes > int64(p.StepBytes) {
+			return x.violation(VOverrun, li, op, step, int(ci), "%d LL lines overflow a %d-byte step", lines, p.StepBytes)
+		}
+	default:
+		lines := (nb + model.LL128LineData - 1) / model.LL128LineData
+		if lines*model.LL128LineBytes > int64(p.StepBytes) {
+			return x.violation(VOverrun, li, op, step, int(ci), "%d LL128 lines overflow a %d-byte step", lines, p.StepBytes)
+		}
+	}
+	return nil
+}
+
+// commitSlot publishes step's slice on connection ci: Simple data is in
+// the slot already; LL and LL128 pack data into flagged lines.
+func (x *runner) commitSlot(ci int32, step uint64, s model.ProgSlice, data []byte) {
+	p := x.p
+	c := &x.conns[ci]
+	sl := &c.slots[step%model.ProgSlots]
+	nb := int64(len(data))
+	var wire int64
+	switch p.Proto {
+	case model.ProtoSimple:
 		wire = nb
 	case model.ProtoLL:
 		lines := (nb + model.LLLineData - 1) / model.LLLineData
 		wire = lines * model.LLLineBytes
-		if wire > int64(p.StepBytes) {
-			return x.violation(VOverrun, li, op, step, int(ci), "%d LL lines overflow a %d-byte step", lines, p.StepBytes)
-		}
 		sl.data = grow(sl.data, wire)
-		flag := uint32(step + 1)
-		var line [model.LLLineData]byte
-		for i := int64(0); i < lines; i++ {
-			line = [model.LLLineData]byte{}
-			copy(line[:], data[i*model.LLLineData:])
-			w := sl.data[i*model.LLLineBytes:]
-			copy(w[0:4], line[0:4])
-			le.PutUint32(w[4:], flag)
-			copy(w[8:12], line[4:8])
-			le.PutUint32(w[12:], flag)
-		}
+		packLL(sl.data, data, uint32(step+1))
 	default:
 		lines := (nb + model.LL128LineData - 1) / model.LL128LineData
 		wire = lines * model.LL128LineBytes
-		if wire > int64(p.StepBytes) {
-			return x.violation(VOverrun, li, op, step, int(ci), "%d LL128 lines overflow a %d-byte step", lines, p.StepBytes)
-		}
 		sl.data = grow(sl.data, wire)
 		for i := int64(0); i < lines; i++ {
 			w := sl.data[i*model.LL128LineBytes : (i+1)*model.LL128LineBytes]
@@ -443,7 +483,42 @@ func (x *runner) writeSlot(li, op int, ci int32, step uint64, s model.ProgSlice,
 	if x.opt.RecordSlices {
 		st.SliceBytes = append(st.SliceBytes, nb)
 	}
-	return nil
+}
+
+// packLL writes data as LL lines {data1, flag, data2, flag} into w.
+func packLL(w, data []byte, flag uint32) {
+	full := int64(len(data)) / model.LLLineData
+	for i := int64(0); i < full; i++ {
+		d := data[i*model.LLLineData : i*model.LLLineData+8 : i*model.LLLineData+8]
+		o := w[i*model.LLLineBytes : i*model.LLLineBytes+16 : i*model.LLLineBytes+16]
+		le.PutUint64(o[0:], uint64(le.Uint32(d[0:]))|uint64(flag)<<32)
+		le.PutUint64(o[8:], uint64(le.Uint32(d[4:]))|uint64(flag)<<32)
+	}
+	if rest := data[full*model.LLLineData:]; len(rest) > 0 {
+		var line [model.LLLineData]byte
+		copy(line[:], rest)
+		o := w[full*model.LLLineBytes:]
+		le.PutUint64(o[0:], uint64(le.Uint32(line[0:]))|uint64(flag)<<32)
+		le.PutUint64(o[8:], uint64(le.Uint32(line[4:]))|uint64(flag)<<32)
+	}
+}
+
+// unpackLL reads the data of LL lines w into dst.
+func unpackLL(dst, w []byte) {
+	full := int64(len(dst)) / model.LLLineData
+	for i := int64(0); i < full; i++ {
+		o := w[i*model.LLLineBytes : i*model.LLLineBytes+16 : i*model.LLLineBytes+16]
+		d := dst[i*model.LLLineData : i*model.LLLineData+8 : i*model.LLLineData+8]
+		le.PutUint32(d[0:], le.Uint32(o[0:]))
+		le.PutUint32(d[4:], le.Uint32(o[8:]))
+	}
+	if rest := dst[full*model.LLLineData:]; len(rest) > 0 {
+		var line [model.LLLineData]byte
+		o := w[full*model.LLLineBytes:]
+		copy(line[0:4], o[0:4])
+		copy(line[4:8], o[8:12])
+		copy(rest, line[:])
+	}
 }
 
 // grow returns b with length n, keeping old contents (stale flags stay).
@@ -456,40 +531,43 @@ func grow(b []byte, n int64) []byte {
 	return nb
 }
 
-// readSlot takes step's slice from connection ci into dst.
-func (x *runner) readSlot(li, op int, ci int32, step uint64, s model.ProgSlice, dst []byte) error {
+// readSlot checks step's slice on connection ci and returns its data: the
+// slot itself for Simple, the unpacked lines (in the buffer of receive
+// peer i) for LL and LL128. It returns nil for an LL or LL128 receive of
+// no lines, which neither waits nor reads (prims_ll.h): it only releases
+// the step.
+func (x *runner) readSlot(li, op int, ci int32, step uint64, s model.ProgSlice, i int) ([]byte, error) {
 	p := x.p
 	c := &x.conns[ci]
 	sl := &c.slots[step%model.ProgSlots]
-	if p.Proto != model.ProtoSimple && len(dst) == 0 {
-		// LL and LL128 wait on line flags only: a receive of no lines
-		// neither waits nor reads (prims_ll.h), it just releases the step.
-		return nil
+	nb := s.Elems * x.esize
+	if p.Proto != model.ProtoSimple && nb == 0 {
+		return nil, nil
 	}
 	if !sl.written || sl.step != step {
-		return x.violation(VStaleSlot, li, op, step, int(ci), "slot %d from rank %d holds step %d (written %v), not step %d", step%model.ProgSlots, p.Conns[ci].From, sl.step, sl.written, step)
+		return nil, x.violation(VStaleSlot, li, op, step, int(ci), "slot %d from rank %d holds step %d (written %v), not step %d", step%model.ProgSlots, p.Conns[ci].From, sl.step, sl.written, step)
 	}
-	nb := int64(len(dst))
 	if sl.size != nb {
-		return x.violation(VSizeMismatch, li, op, step, int(ci), "receives %d bytes from rank %d but %d were sent", nb, p.Conns[ci].From, sl.size)
+		return nil, x.violation(VSizeMismatch, li, op, step, int(ci), "receives %d bytes from rank %d but %d were sent", nb, p.Conns[ci].From, sl.size)
 	}
-	switch p.Proto {
-	case model.ProtoSimple:
-		copy(dst, sl.data[:nb])
-	case model.ProtoLL:
-		var line [model.LLLineData]byte
-		for i := int64(0); i*model.LLLineData < nb; i++ {
-			w := sl.data[i*model.LLLineBytes:]
-			copy(line[0:4], w[0:4])
-			copy(line[4:8], w[8:12])
-			copy(dst[i*model.LLLineData:], line[:])
-		}
-	default:
-		for i := int64(0); i*model.LL128LineData < nb; i++ {
-			copy(dst[i*model.LL128LineData:], sl.data[i*model.LL128LineBytes:i*model.LL128LineBytes+model.LL128LineData])
-		}
+	if p.Proto == model.ProtoSimple {
+		return sl.data[:nb], nil
 	}
-	return nil
+	for len(x.unpack) <= i {
+		x.unpack = append(x.unpack, nil)
+	}
+	if int64(cap(x.unpack[i])) < nb {
+		x.unpack[i] = make([]byte, nb)
+	}
+	dst := x.unpack[i][:nb]
+	if p.Proto == model.ProtoLL {
+		unpackLL(dst, sl.data)
+		return dst, nil
+	}
+	for k := int64(0); k*model.LL128LineData < nb; k++ {
+		copy(dst[k*model.LL128LineData:], sl.data[k*model.LL128LineBytes:k*model.LL128LineBytes+model.LL128LineData])
+	}
+	return dst, nil
 }
 
 // Executor adapts Run to the conformance suite's Executor interface.
