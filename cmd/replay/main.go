@@ -6,6 +6,8 @@
 //	replay topo [FILE.xml] [--nodes N] [--json OUT]
 //	replay search [FILE.xml] [--nodes N] [--json OUT] [--graph-out G.xml]
 //	replay tune [FILE.xml] --op allreduce --bytes 64M [--nodes N]
+//	replay sim [FILE.xml] --op allreduce --minbytes 8 --maxbytes 1G
+//	replay calibrate TABLE.tsv --out CALIB.json
 //	replay trace info|cat|export FILE...
 //
 // Run "replay help" for the full text.
@@ -33,6 +35,8 @@ var commands = []command{
 	{"topo", "print a topology's system graph and paths as NCCL does (and as JSON)", runTopo},
 	{"search", "run NCCL's channel search, ring/tree wiring and tuning model on a topology", runSearch},
 	{"tune", "predict NCCL's algorithm, protocol, channels and time for one collective call", runTune},
+	{"sim", "simulate collectives on a topology and print an nccl-tests-like table", runSim},
+	{"calibrate", "fit the simulator's calibration to measured timings", runCalibrate},
 	{"trace", "inspect, print and export call and event traces (info, cat, export)", runTrace},
 }
 

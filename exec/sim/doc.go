@@ -1,4 +1,40 @@
-// Package sim will hold the discrete-event simulator that executes protocol
-// Programs in virtual time against a model.System. It is not written yet;
-// see the project's issues.
+// Package sim is twinccl's discrete-event simulator: it executes protocol
+// Programs (model.Program) in virtual time against the topology of a
+// model.Cluster and the channel Plan that search produced.
+//
+// # Engine
+//
+// Virtual time is an integer number of picoseconds. Events sit in a binary
+// heap ordered by (time, sequence number); the engine runs them on the
+// calling goroutine, with no goroutines and no map lookups in the hot path,
+// so that the same inputs give the same output byte for byte.
+//
+// # Resources
+//
+// Every directed link of every host's System (NVLink ports to GPUs and
+// NVSwitches, PCIe switch and root-port links, CPU interconnects, NIC links)
+// is a resource with a bandwidth (NCCL's value times a calibrated
+// efficiency) and a latency; every NET port adds a transmit and a receive
+// resource for the network between hosts (a non-blocking fabric). A
+// transfer is a flow over the resources of its route; concurrent flows
+// share resources max-min fairly (progressive filling), recomputed for the
+// affected connected component whenever a flow starts or ends. A flow may
+// also carry a private rate cap: the copy throughput of the thread block
+// (channel) that moves it.
+//
+// # Actors
+//
+// Each lane of the Program (one rank, one channel, one thread group) is an
+// actor that runs its primitive calls slice by slice with NCCL's flow
+// control: a slice waits for its receive data (Simple: the tail counter of
+// the whole slice; LL and LL128: the first flag line, the data then streams
+// through) and for send credits (head + NCCL_STEPS), pays a per-slice
+// synchronisation cost, moves its bytes (LL lines carry 8 of 16 bytes,
+// LL128 lines 120 of 128) at the lower of its fair share of the route and
+// the block's copy throughput, divided by the loads and stores the
+// primitive performs (a reduction reads two sources), and posts its
+// counters, which become visible to the peer after the route latency.
+// Network connections add the proxy's latency. All constants come from a
+// versioned calibration (Calib), fitted to measurements by
+// "replay calibrate".
 package sim

@@ -1,0 +1,268 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+
+	"github.com/twinccl/twinccl"
+	"github.com/twinccl/twinccl/exec/sim"
+	"github.com/twinccl/twinccl/model"
+	"github.com/twinccl/twinccl/search"
+)
+
+const simHelp = `Usage: replay sim [--topo FILE.xml] [--nodes N] [--op OPS] [--minbytes B] [--maxbytes B]
+                  [--factor F] [--algo A] [--proto P] [--nchannels C] [--dtype T] [--root R]
+                  [--calib FILE.json] [--json OUT]
+
+Simulates collectives on a topology with the discrete-event simulator (exec/sim):
+NCCL 2.28.9's search and tuner decide the algorithm, protocol and channels (unless
+forced), model.GenerateProgram gives the per-rank, per-channel primitive Program,
+and the simulator executes it slice by slice against the topology's links (max-min
+fair sharing, NCCL's flow control, protocol costs from the calibration file).
+
+It prints an nccl-tests-like table per collective: size, count, algorithm, protocol,
+channels, time, algbw and busbw (nccl-tests' bus factors). SIZE is the buffer size as
+nccl-tests counts it (AllGather: the total output; ReduceScatter: the total input);
+sizes that do not divide evenly are rounded down as nccl-tests does.
+
+OPS is a comma-separated list of allreduce, allgather, reducescatter, broadcast,
+reduce, or "all" (the default). alltoall and sendrecv are not simulated yet.
+Sizes take K, M, G suffixes (powers of 1024). Without --topo (or a FILE argument)
+the embedded default topology is used (%s). Without --calib the embedded
+calibration (%s, fitted on the H200 pair) is used.
+
+--json OUT writes one row per call: op, bytes, count, algo, proto, nchannels,
+time_us, algbw_GBps, busbw_GBps, tuner_us, events (- for stdout).
+
+Flags:
+`
+
+// simRow is one simulated call, as --json writes it.
+type simRow struct {
+	Op        string  `json:"op"`
+	Bytes     int64   `json:"bytes"`
+	Count     int64   `json:"count"`
+	Dtype     string  `json:"dtype"`
+	Algo      string  `json:"algo"`
+	Proto     string  `json:"proto"`
+	NChannels int     `json:"nchannels"`
+	TimeUs    float64 `json:"time_us"`
+	AlgBW     float64 `json:"algbw_GBps"`
+	BusBW     float64 `json:"busbw_GBps"`
+	TunerUs   float64 `json:"tuner_us"`
+	Events    uint64  `json:"events"`
+}
+
+// simOps maps the --op names to collectives (nccl-tests order).
+var simOps = []struct {
+	name string
+	coll model.Collective
+}{
+	{"allreduce", model.CollAllReduce}, {"allgather", model.CollAllGather}, {"reducescatter", model.CollReduceScatter},
+	{"broadcast", model.CollBroadcast}, {"reduce", model.CollReduce},
+}
+
+// parseSimOps reads the --op list.
+func parseSimOps(s string) ([]model.Collective, []string, error) {
+	var colls []model.Collective
+	var names []string
+	for _, f := range strings.Split(s, ",") {
+		f = strings.ToLower(strings.TrimSpace(f))
+		f = strings.NewReplacer("_", "", "-", "").Replace(f)
+		switch f {
+		case "":
+			continue
+		case "all":
+			for _, o := range simOps {
+				colls, names = append(colls, o.coll), append(names, o.name)
+			}
+			continue
+		case "alltoall", "sendrecv":
+			return nil, nil, fmt.Errorf("%w: --op %s: not simulated yet (no Program generator for p2p operations)", errUsage, f)
+		}
+		found := false
+		for _, o := range simOps {
+			if o.name == f {
+				colls, names, found = append(colls, o.coll), append(names, o.name), true
+			}
+		}
+		if !found {
+			return nil, nil, fmt.Errorf("%w: --op %q: want a comma-separated list of allreduce, allgather, reducescatter, broadcast, reduce or all", errUsage, f)
+		}
+	}
+	if len(colls) == 0 {
+		return nil, nil, fmt.Errorf("%w: --op is empty", errUsage)
+	}
+	return colls, names, nil
+}
+
+// loadCalib reads --calib or the embedded default for the cluster's GPUs.
+func loadCalib(path string, cl *model.Cluster) (*sim.Calib, string, error) {
+	if path != "" {
+		c, err := sim.LoadCalib(path)
+		return c, path, err
+	}
+	sm := 0
+	if len(cl.Nodes) > 0 {
+		for _, g := range cl.Nodes[0].System.Nodes[model.GPU] {
+			sm = g.GPU.SM
+			break
+		}
+	}
+	c, err := sim.DefaultCalib(sm)
+	if err != nil {
+		return nil, "", err
+	}
+	if sm != 90 {
+		slog.Warn("no calibration measured for this GPU architecture; using the sm90 one", "sm", sm)
+	}
+	return c, "embedded:" + sim.DefaultCalibName, nil
+}
+
+func runSim(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	topo := fs.String("topo", "", "topology XML `FILE` (default: the embedded one)")
+	nodes := fs.Int("nodes", 1, "number of identical hosts the file stands for (single-host files)")
+	ops := fs.String("op", "all", "collectives to simulate (comma-separated, or all)")
+	minBytes := fs.String("minbytes", "8", "smallest size")
+	maxBytes := fs.String("maxbytes", "1G", "largest size")
+	factor := fs.Int64("factor", 4, "size multiplication factor between rows")
+	algo := fs.String("algo", "", "force the algorithm (ring, tree)")
+	proto := fs.String("proto", "", "force the protocol (ll, ll128, simple)")
+	nch := fs.Int("nchannels", 0, "force the channel budget (0: the tuner's)")
+	dtype := fs.String("dtype", "float32", "datatype")
+	root := fs.Int("root", 0, "root rank of broadcast and reduce")
+	calibPath := fs.String("calib", "", "calibration `FILE.json` (default: embedded)")
+	jsonOut := fs.String("json", "", "also write the rows as JSON to `OUT` (- for stdout only)")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, simHelp, twinccl.DefaultTopology, sim.DefaultCalibName)
+		fs.PrintDefaults()
+	}
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if *topo != "" {
+		if len(pos) > 0 {
+			return fmt.Errorf("%w: give the topology either with --topo or as an argument, not both", errUsage)
+		}
+		pos = []string{*topo}
+	}
+	colls, names, err := parseSimOps(*ops)
+	if err != nil {
+		return err
+	}
+	lo, err := parseSize(*minBytes)
+	if err != nil {
+		return fmt.Errorf("%w: --minbytes: %v", errUsage, err)
+	}
+	hi, err := parseSize(*maxBytes)
+	if err != nil {
+		return fmt.Errorf("%w: --maxbytes: %v", errUsage, err)
+	}
+	if lo < 1 || hi < lo {
+		return fmt.Errorf("%w: sizes must satisfy 1 <= --minbytes (%d) <= --maxbytes (%d)", errUsage, lo, hi)
+	}
+	if *factor < 2 {
+		return fmt.Errorf("%w: --factor %d: must be at least 2", errUsage, *factor)
+	}
+	if *nch < 0 {
+		return fmt.Errorf("%w: --nchannels %d: must not be negative", errUsage, *nch)
+	}
+	dt, err := model.ParseDtype(*dtype)
+	if err != nil {
+		return fmt.Errorf("%w: --dtype: %v", errUsage, err)
+	}
+	forceAlgo, forceProto := model.Algorithm(-1), model.Protocol(-1)
+	if *algo != "" {
+		if forceAlgo, err = model.ParseAlgorithm(*algo); err != nil {
+			return fmt.Errorf("%w: --algo: %v", errUsage, err)
+		}
+	}
+	if *proto != "" {
+		if forceProto, err = model.ParseProtocol(*proto); err != nil {
+			return fmt.Errorf("%w: --proto: %v", errUsage, err)
+		}
+	}
+	res, err := searchTopology(pos, *nodes)
+	if err != nil {
+		return err
+	}
+	n := res.Cluster.NRanks
+	if *root < 0 || *root >= n {
+		return fmt.Errorf("%w: --root %d outside %d ranks", errUsage, *root, n)
+	}
+	calib, calibName, err := loadCalib(*calibPath, res.Cluster)
+	if err != nil {
+		return err
+	}
+	s, err := sim.NewSimulator(res, calib)
+	if err != nil {
+		return err
+	}
+	var rows []simRow
+	quiet := *jsonOut == "-"
+	if !quiet {
+		fmt.Fprintf(stdout, "# replay sim: %s, %d rank(s) on %d node(s), NCCL %s rules, calibration %s (%s)\n",
+			res.Cluster.File, n, res.Plan.NNodes, search.NCCLVersion, calib.Name, calibName)
+		fmt.Fprintf(stdout, "#\n# %12s %12s %8s %-6s %-6s %4s %12s %12s %12s\n", "size(B)", "count", "type", "algo", "proto", "nch", "time(us)", "algbw(GB/s)", "busbw(GB/s)")
+	}
+	es := int64(dt.Size())
+	for i, coll := range colls {
+		if !quiet {
+			fmt.Fprintf(stdout, "# %s\n", names[i])
+		}
+		for size := lo; size <= hi; size *= *factor {
+			unit := es
+			if coll == model.CollAllGather || coll == model.CollReduceScatter {
+				unit = es * int64(n)
+			}
+			bytes := size / unit * unit
+			if bytes == 0 {
+				continue
+			}
+			count, err := sim.CountOf(coll, bytes, dt, n)
+			if err != nil {
+				return err
+			}
+			cr, err := s.Run(sim.Call{Coll: coll, Count: count, Dtype: dt, Op: model.RedSum, Root: *root,
+				Algo: forceAlgo, Proto: forceProto, NChannels: *nch})
+			if err != nil {
+				return err
+			}
+			algBW := float64(bytes) / (cr.TimeUs * 1e3)
+			row := simRow{Op: names[i], Bytes: bytes, Count: count, Dtype: dt.String(), Algo: cr.Algo.String(),
+				Proto: cr.Proto.String(), NChannels: cr.NChannels, TimeUs: round3(cr.TimeUs), AlgBW: round3(algBW),
+				BusBW: round3(algBW * sim.BusFactor(coll, n)), TunerUs: round3(cr.TunerUs), Events: cr.Events}
+			rows = append(rows, row)
+			if !quiet {
+				fmt.Fprintf(stdout, "  %12d %12d %8s %-6s %-6s %4d %12.2f %12.2f %12.2f\n", row.Bytes, row.Count, row.Dtype,
+					row.Algo, row.Proto, row.NChannels, row.TimeUs, row.AlgBW, row.BusBW)
+			}
+			if size > hi / *factor {
+				break // the next size would overflow or exceed hi
+			}
+		}
+	}
+	if *jsonOut != "" {
+		return writeOutput(*jsonOut, stdout, func(w io.Writer) error {
+			enc := json.NewEncoder(w)
+			enc.SetIndent("", " ")
+			return enc.Encode(rows)
+		})
+	}
+	return nil
+}
+
+// round3 rounds to 3 decimals so that JSON output stays short and stable.
+func round3(v float64) float64 {
+	if v < 0 {
+		return -round3(-v)
+	}
+	return float64(int64(v*1000+0.5)) / 1000
+}

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestSimTableAndJSON(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "rows.json")
+	var so, se bytes.Buffer
+	err := runSim([]string{"--op", "allreduce,allgather", "--minbytes", "8", "--maxbytes", "64M", "--factor", "8", "--json", out}, &so, &se)
+	if err != nil {
+		t.Fatalf("runSim: %v\n%s", err, se.String())
+	}
+	text := so.String()
+	for _, want := range []string{"# allreduce", "# allgather", "busbw(GB/s)", "Ring", "Simple", "LL "} {
+		if !strings.Contains(text, want) {
+			t.Errorf("table lacks %q:\n%s", want, text)
+		}
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []map[string]any
+	if err := json.Unmarshal(data, &rows); err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 16 {
+		t.Fatalf("got %d rows, want 16 (8 sizes x 2 ops)", len(rows))
+	}
+	for _, k := range []string{"op", "bytes", "algo", "proto", "nchannels", "time_us", "algbw_GBps", "busbw_GBps"} {
+		if _, ok := rows[0][k]; !ok {
+			t.Errorf("JSON row lacks %q: %v", k, rows[0])
+		}
+	}
+	// Deterministic: a second run writes the same bytes.
+	out2 := filepath.Join(dir, "rows2.json")
+	so.Reset()
+	if err := runSim([]string{"--op", "allreduce,allgather", "--minbytes", "8", "--maxbytes", "64M", "--factor", "8", "--json", out2}, &so, &se); err != nil {
+		t.Fatal(err)
+	}
+	data2, _ := os.ReadFile(out2)
+	if !bytes.Equal(data, data2) {
+		t.Error("two identical runs wrote different JSON")
+	}
+}
+
+func TestSimForcedAndErrors(t *testing.T) {
+	var so, se bytes.Buffer
+	if err := runSim([]string{"--op", "allreduce", "--minbytes", "1M", "--maxbytes", "1M", "--algo", "tree", "--proto", "ll128", "--nchannels", "2"}, &so, &se); err != nil {
+		t.Fatalf("forced tree/LL128: %v", err)
+	}
+	if !strings.Contains(so.String(), "Tree") || !strings.Contains(so.String(), "LL128") {
+		t.Errorf("forced choice not in table:\n%s", so.String())
+	}
+	bad := [][]string{
+		{"--op", "alltoall"},
+		{"--op", "nonsense"},
+		{"--minbytes", "10", "--maxbytes", "5"},
+		{"--factor", "1"},
+		{"--proto", "fast"},
+		{"--dtype", "float7"},
+		{"--root", "9"},
+		{"--nchannels", "99", "--op", "allreduce", "--maxbytes", "8"},
+		{"--calib", "/nonexistent/calib.json"},
+		{"--topo", "/nonexistent/topo.xml"},
+	}
+	for _, args := range bad {
+		err := runSim(args, &so, &se)
+		if err == nil {
+			t.Errorf("runSim %v: no error", args)
+			continue
+		}
+		if strings.TrimSpace(err.Error()) == "" {
+			t.Errorf("runSim %v: empty error", args)
+		}
+	}
+	if err := runSim([]string{"--op", "sendrecv"}, &so, &se); !errors.Is(err, errUsage) {
+		t.Errorf("sendrecv: want a usage error, got %v", err)
+	}
+}
+
+func TestCalibrateErrors(t *testing.T) {
+	var so, se bytes.Buffer
+	if err := runCalibrate(nil, &so, &se); !errors.Is(err, errUsage) {
+		t.Errorf("no --table: want usage error, got %v", err)
+	}
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.tsv")
+	os.WriteFile(bad, []byte("# x\nall_reduce 8\n"), 0o644)
+	err := runCalibrate([]string{"--table", bad}, &so, &se)
+	if err == nil || !strings.Contains(err.Error(), "bad.tsv:2") {
+		t.Errorf("bad table: want an error naming bad.tsv:2, got %v", err)
+	}
+}
+
+func TestCalibrateSmall(t *testing.T) {
+	dir := t.TempDir()
+	tab := filepath.Join(dir, "t.tsv")
+	os.WriteFile(tab, []byte("all_reduce 8 5.65\nall_reduce 33554432 136.04\nbroadcast 8388608 36.34\n"), 0o644)
+	out := filepath.Join(dir, "c.json")
+	var so, se bytes.Buffer
+	if err := runCalibrate([]string{"--table", tab, "--out", out, "--max-evals", "60", "--restarts", "1"}, &so, &se); err != nil {
+		t.Fatalf("calibrate: %v\n%s", err, se.String())
+	}
+	if !strings.Contains(so.String(), "median |err|") {
+		t.Errorf("no summary:\n%s", so.String())
+	}
+	var so2 bytes.Buffer
+	if err := runSim([]string{"--calib", out, "--op", "allreduce", "--maxbytes", "1K"}, &so2, &se); err != nil {
+		t.Fatalf("sim with the fitted calibration: %v", err)
+	}
+}

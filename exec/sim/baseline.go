@@ -1,0 +1,159 @@
+package sim
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/twinccl/twinccl/model"
+)
+
+// Measurement is one row of a measured timing table: an nccl-tests-style
+// buffer size of a collective and its time.
+type Measurement struct {
+	Coll   model.Collective
+	Bytes  int64   // nccl-tests size: AllGather output, ReduceScatter input, else the buffer
+	MeanUs float64 // mean time per call
+	BestUs float64 // best repetition (0 when the table has none)
+	Line   int
+}
+
+// ReadMeasurements reads a whitespace-separated timing table: lines
+// "coll bytes mean_us [best_us ...]", '#' comments, coll as nccl-tests
+// names it (all_reduce, all_gather, reduce_scatter, broadcast, reduce) or
+// as model.ParseCollective reads it.
+func ReadMeasurements(r io.Reader, name string) ([]Measurement, error) {
+	var out []Measurement
+	sc := bufio.NewScanner(r)
+	ln := 0
+	for sc.Scan() {
+		ln++
+		t := strings.TrimSpace(sc.Text())
+		if t == "" || t[0] == '#' {
+			continue
+		}
+		f := strings.Fields(t)
+		if len(f) < 3 {
+			return nil, fmt.Errorf("%s:%d: want \"coll bytes mean_us [best_us]\", got %d field(s)", name, ln, len(f))
+		}
+		c, err := model.ParseCollective(f[0])
+		if err != nil || int(c) >= model.NumTunedCollectives {
+			return nil, fmt.Errorf("%s:%d: unknown collective %q", name, ln, f[0])
+		}
+		b, err := strconv.ParseInt(f[1], 10, 64)
+		if err != nil || b < 0 {
+			return nil, fmt.Errorf("%s:%d: bad byte count %q", name, ln, f[1])
+		}
+		mean, err := strconv.ParseFloat(f[2], 64)
+		if err != nil || !(mean > 0) || math.IsInf(mean, 0) {
+			return nil, fmt.Errorf("%s:%d: bad time %q", name, ln, f[2])
+		}
+		m := Measurement{Coll: c, Bytes: b, MeanUs: mean, Line: ln}
+		if len(f) > 3 {
+			if v, err := strconv.ParseFloat(f[3], 64); err == nil && v > 0 {
+				m.BestUs = v
+			}
+		}
+		out = append(out, m)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: no measurements", name)
+	}
+	return out, nil
+}
+
+// ReadMeasurementsFile reads a timing table from disk.
+func ReadMeasurementsFile(path string) ([]Measurement, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return ReadMeasurements(f, path)
+}
+
+// CountOf turns an nccl-tests byte size into NCCL's count argument.
+func CountOf(c model.Collective, bytes int64, d model.Dtype, nRanks int) (int64, error) {
+	es := int64(d.Size())
+	if es == 0 {
+		return 0, fmt.Errorf("unknown datatype %d", int(d))
+	}
+	if bytes%es != 0 {
+		return 0, fmt.Errorf("%d bytes is not a whole number of %d-byte %s elements", bytes, es, d)
+	}
+	n := bytes / es
+	if c == model.CollAllGather || c == model.CollReduceScatter {
+		if n%int64(nRanks) != 0 {
+			return 0, fmt.Errorf("%s: %d elements do not split evenly over %d ranks", c, n, nRanks)
+		}
+		n /= int64(nRanks)
+	}
+	return n, nil
+}
+
+// BusFactor is nccl-tests' bus bandwidth factor.
+func BusFactor(c model.Collective, n int) float64 {
+	switch c {
+	case model.CollAllReduce:
+		return 2 * float64(n-1) / float64(n)
+	case model.CollAllGather, model.CollReduceScatter:
+		return float64(n-1) / float64(n)
+	}
+	return 1
+}
+
+// Comparison is a simulated row next to its measurement.
+type Comparison struct {
+	Measurement
+	Algo      model.Algorithm
+	Proto     model.Protocol
+	NChannels int
+	SimUs     float64
+	Err       float64 // (sim - measured) / measured
+}
+
+// Compare simulates every measurement (float32, sum, root 0, the tuner's
+// choices) and returns the rows with their relative errors.
+func (s *Simulator) Compare(ms []Measurement) ([]Comparison, error) {
+	out := make([]Comparison, 0, len(ms))
+	n := s.Machine.Cluster.NRanks
+	for _, m := range ms {
+		cnt, err := CountOf(m.Coll, m.Bytes, model.DtypeFP32, n)
+		if err != nil {
+			return nil, fmt.Errorf("line %d: %w", m.Line, err)
+		}
+		cr, err := s.Run(Call{Coll: m.Coll, Count: cnt, Dtype: model.DtypeFP32, Op: model.RedSum, Algo: -1, Proto: -1})
+		if err != nil {
+			return nil, fmt.Errorf("line %d: %w", m.Line, err)
+		}
+		out = append(out, Comparison{Measurement: m, Algo: cr.Algo, Proto: cr.Proto, NChannels: cr.NChannels,
+			SimUs: cr.TimeUs, Err: (cr.TimeUs - m.MeanUs) / m.MeanUs})
+	}
+	return out, nil
+}
+
+// ErrorStats returns the median and the maximum absolute relative error.
+func ErrorStats(cs []Comparison) (median, maxAbs float64) {
+	if len(cs) == 0 {
+		return 0, 0
+	}
+	a := make([]float64, len(cs))
+	for i, c := range cs {
+		a[i] = math.Abs(c.Err)
+	}
+	sort.Float64s(a)
+	if n := len(a); n%2 == 1 {
+		median = a[n/2]
+	} else {
+		median = (a[n/2-1] + a[n/2]) / 2
+	}
+	return median, a[len(a)-1]
+}

@@ -1,0 +1,227 @@
+package sim
+
+import (
+	"bytes"
+	"embed"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"strings"
+
+	"github.com/twinccl/twinccl/model"
+)
+
+// CalibVersion is the version of the calibration file format this package
+// reads and writes. Files of another version are refused.
+const CalibVersion = 1
+
+// ProtoCalib are the costs of one protocol (LL, LL128 or Simple).
+type ProtoCalib struct {
+	// OpOverheadUs is paid once per primitive call before its first slice
+	// (work loading, pointer set-up). It overlaps with waiting for data.
+	OpOverheadUs float64 `json:"op_overhead_us"`
+	// SliceOverheadUs is paid per slice once its data and credits are
+	// there (flag or counter polling, fences, posting): it does not overlap.
+	SliceOverheadUs float64 `json:"slice_overhead_us"`
+	// CopyGBps is the memory traffic one channel's thread block sustains:
+	// bytes loaded plus bytes stored per second (a send loads once and
+	// stores once, so it moves data at half this rate).
+	CopyGBps float64 `json:"copy_GBps"`
+	// ReduceCost is the extra load/store units a reduction costs per
+	// additional source (arithmetic and the extra dependency).
+	ReduceCost float64 `json:"reduce_cost"`
+	// LinkEff multiplies every link's effective bandwidth for this
+	// protocol's wire traffic (store granularity, line format efficiency
+	// beyond the flag overhead that is modelled exactly).
+	LinkEff float64 `json:"link_eff"`
+	// ReduceFrac is the share of a tree rank's thread block given to the
+	// reduce-up group when it runs reduce and broadcast lanes side by side
+	// (NCCL: Simple about 1/2, LL and LL128 70%).
+	ReduceFrac float64 `json:"reduce_frac"`
+}
+
+// LinkCalib are the costs of one link type.
+type LinkCalib struct {
+	// Eff multiplies NCCL's bandwidth of the link (GB/s) to give its
+	// achievable data rate.
+	Eff float64 `json:"eff"`
+	// LatencyUs is the one-way latency of one hop of this type.
+	LatencyUs float64 `json:"latency_us"`
+}
+
+// Calib holds every constant of the simulator for one GPU architecture and
+// its transports. The zero value is not valid; start from DefaultCalib or
+// LoadCalib.
+type Calib struct {
+	Version int    `json:"version"`
+	Name    string `json:"name"`
+	// Source says where the numbers come from (measurement table, fit).
+	Source string `json:"source,omitempty"`
+	// LaunchUs is the fixed cost of one collective call from the host's
+	// point of view: kernel launch, block start-up and completion.
+	LaunchUs float64 `json:"launch_us"`
+	// LL, LL128 and Simple are the per-protocol costs.
+	LL     ProtoCalib `json:"ll"`
+	LL128  ProtoCalib `json:"ll128"`
+	Simple ProtoCalib `json:"simple"`
+	// Links are the costs per link type: "LOC", "NVL", "C2C", "PCI",
+	// "SYS", "NET".
+	Links map[string]LinkCalib `json:"links"`
+	// NetProxyUs is the latency the send and receive proxies add to every
+	// network step together (polling, isend/irecv, completion).
+	NetProxyUs float64 `json:"net_proxy_us"`
+	// SHMCopyGBps bounds a SHM connection (through host memory): the
+	// receiving side's copy out of host memory.
+	SHMCopyGBps float64 `json:"shm_copy_GBps"`
+	// NoGDRPenaltyUs is the extra latency of a network step staged through
+	// host memory when GPUDirect RDMA is off.
+	NoGDRPenaltyUs float64 `json:"nogdr_penalty_us"`
+	// Fit records, for a fitted file, the quality of the fit.
+	Fit *FitReport `json:"fit,omitempty"`
+}
+
+// FitReport is what "replay calibrate" measured about its fit.
+type FitReport struct {
+	Table     string  `json:"table"`
+	Rows      int     `json:"rows"`
+	MedianErr float64 `json:"median_abs_err"`
+	MaxErr    float64 `json:"max_abs_err"`
+	Evals     int     `json:"evals"`
+}
+
+// Proto returns the costs of protocol p.
+func (c *Calib) Proto(p model.Protocol) *ProtoCalib {
+	switch p {
+	case model.ProtoLL:
+		return &c.LL
+	case model.ProtoLL128:
+		return &c.LL128
+	}
+	return &c.Simple
+}
+
+// Link returns the costs of link type t (a neutral 1.0 efficiency and no
+// latency for a type the file does not list).
+func (c *Calib) Link(t model.LinkType) LinkCalib {
+	if l, ok := c.Links[t.String()]; ok {
+		return l
+	}
+	return LinkCalib{Eff: 1}
+}
+
+// Clone returns a deep copy.
+func (c *Calib) Clone() *Calib {
+	d := *c
+	d.Links = make(map[string]LinkCalib, len(c.Links))
+	for k, v := range c.Links {
+		d.Links[k] = v
+	}
+	if c.Fit != nil {
+		f := *c.Fit
+		d.Fit = &f
+	}
+	return &d
+}
+
+// Validate checks that every constant is finite and in range.
+func (c *Calib) Validate() error {
+	if c.Version != CalibVersion {
+		return fmt.Errorf("calibration %q: version %d, this simulator reads version %d", c.Name, c.Version, CalibVersion)
+	}
+	bad := func(name string, v float64, lo, hi float64) error {
+		if math.IsNaN(v) || math.IsInf(v, 0) || v < lo || v > hi {
+			return fmt.Errorf("calibration %q: %s = %v out of range [%g, %g]", c.Name, name, v, lo, hi)
+		}
+		return nil
+	}
+	if err := bad("launch_us", c.LaunchUs, 0, 1e6); err != nil {
+		return err
+	}
+	for i, pc := range []*ProtoCalib{&c.LL, &c.LL128, &c.Simple} {
+		n := strings.ToLower(model.Protocol(i).String())
+		checks := []struct {
+			name   string
+			v      float64
+			lo, hi float64
+		}{
+			{"op_overhead_us", pc.OpOverheadUs, 0, 1e6},
+			{"slice_overhead_us", pc.SliceOverheadUs, 0, 1e6},
+			{"copy_GBps", pc.CopyGBps, 1e-3, 1e6},
+			{"reduce_cost", pc.ReduceCost, 0, 100},
+			{"link_eff", pc.LinkEff, 1e-3, 10},
+			{"reduce_frac", pc.ReduceFrac, 0.05, 0.95},
+		}
+		for _, k := range checks {
+			if err := bad(n+"."+k.name, k.v, k.lo, k.hi); err != nil {
+				return err
+			}
+		}
+	}
+	for k, l := range c.Links {
+		if err := bad("links."+k+".eff", l.Eff, 1e-3, 10); err != nil {
+			return err
+		}
+		if err := bad("links."+k+".latency_us", l.LatencyUs, 0, 1e6); err != nil {
+			return err
+		}
+	}
+	if err := bad("net_proxy_us", c.NetProxyUs, 0, 1e6); err != nil {
+		return err
+	}
+	if err := bad("shm_copy_GBps", c.SHMCopyGBps, 1e-3, 1e6); err != nil {
+		return err
+	}
+	return bad("nogdr_penalty_us", c.NoGDRPenaltyUs, 0, 1e6)
+}
+
+//go:embed calib/*.json
+var calibFiles embed.FS
+
+// DefaultCalibName is the embedded calibration used when none is given.
+const DefaultCalibName = "h200.json"
+
+// DefaultCalib returns the embedded calibration for GPUs of compute
+// capability sm. Only Hopper (sm90) has been measured; other
+// architectures get it too, which the caller should report.
+func DefaultCalib(sm int) (*Calib, error) {
+	_ = sm
+	data, err := calibFiles.ReadFile("calib/" + DefaultCalibName)
+	if err != nil {
+		return nil, fmt.Errorf("embedded calibration: %w", err)
+	}
+	return ParseCalib(bytes.NewReader(data), "embedded:"+DefaultCalibName)
+}
+
+// ParseCalib reads a JSON calibration file; name is used in errors.
+func ParseCalib(r io.Reader, name string) (*Calib, error) {
+	dec := json.NewDecoder(r)
+	dec.DisallowUnknownFields()
+	c := &Calib{}
+	if err := dec.Decode(c); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return c, nil
+}
+
+// LoadCalib reads a JSON calibration file from disk.
+func LoadCalib(path string) (*Calib, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return ParseCalib(f, path)
+}
+
+// WriteJSON writes the calibration as indented JSON (map keys sorted, so
+// the output is deterministic).
+func (c *Calib) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(c)
+}

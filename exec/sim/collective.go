@@ -1,0 +1,125 @@
+package sim
+
+import (
+	"fmt"
+
+	"github.com/twinccl/twinccl/model"
+	"github.com/twinccl/twinccl/search"
+)
+
+// Call is one collective call to simulate.
+type Call struct {
+	Coll model.Collective
+	// Count is NCCL's count argument: elements per rank for AllGather and
+	// ReduceScatter, elements of the buffer otherwise.
+	Count int64
+	Dtype model.Dtype
+	Op    model.RedOp
+	Root  int
+	// Algo and Proto force an algorithm and a protocol; negative values
+	// take the tuner's choice.
+	Algo  model.Algorithm
+	Proto model.Protocol
+	// NChannels forces the channel budget; 0 takes the tuner's.
+	NChannels int
+}
+
+// CallResult is a simulated call with the decisions it ran with.
+type CallResult struct {
+	Algo      model.Algorithm
+	Proto     model.Protocol
+	NChannels int // channels that carried work
+	// TunerUs is the tuner's own predicted time of its choice (NCCL's
+	// cost model), or -1 when the pair was forced and not costed.
+	TunerUs float64
+	*Result
+}
+
+// Simulator couples a Machine with the tuner of the same search result.
+type Simulator struct {
+	Machine *Machine
+	Search  *search.Result
+}
+
+// NewSimulator prepares the result of search.Run for simulation.
+func NewSimulator(res *search.Result, c *Calib) (*Simulator, error) {
+	if res == nil {
+		return nil, fmt.Errorf("sim: no search result")
+	}
+	m, err := NewMachine(res.Cluster, res.Plan, c)
+	if err != nil {
+		return nil, err
+	}
+	return &Simulator{Machine: m, Search: res}, nil
+}
+
+// Program generates the Program a call runs, with the tuner's algorithm,
+// protocol and channels unless the call forces them.
+func (s *Simulator) Program(c Call) (*model.Program, CallResult, error) {
+	var cr CallResult
+	if c.Count < 0 {
+		return nil, cr, fmt.Errorf("sim: %s: negative count %d", c.Coll, c.Count)
+	}
+	if int(c.Coll) >= model.NumTunedCollectives || c.Coll < 0 {
+		return nil, cr, fmt.Errorf("sim: %s is not simulated (collectives: broadcast, reduce, allgather, reducescatter, allreduce)", c.Coll)
+	}
+	if c.Dtype.Size() == 0 {
+		return nil, cr, fmt.Errorf("sim: unknown datatype %d", int(c.Dtype))
+	}
+	ch, err := s.Search.Tuning.Choose(c.Coll, c.Count, c.Dtype.Size())
+	if err != nil {
+		return nil, cr, fmt.Errorf("sim: %w", err)
+	}
+	algo, proto, nch := ch.Algo, ch.Proto, ch.NChannels
+	cr.TunerUs = float64(ch.TimeUs)
+	if c.Algo >= 0 || c.Proto >= 0 {
+		if c.Algo >= 0 {
+			algo = c.Algo
+		}
+		if c.Proto >= 0 {
+			proto = c.Proto
+		}
+		if algo != ch.Algo || proto != ch.Proto {
+			cr.TunerUs = -1
+			if v := ch.Costs[algo][proto]; v >= 0 {
+				cr.TunerUs = float64(v)
+			}
+			nch = s.Search.Plan.NChannels
+		}
+	}
+	if c.NChannels > 0 {
+		if c.NChannels > s.Search.Plan.NChannels {
+			return nil, cr, fmt.Errorf("sim: %d channels requested, the plan has %d", c.NChannels, s.Search.Plan.NChannels)
+		}
+		nch = c.NChannels
+	}
+	if !model.CollAllowed(c.Coll, algo, proto) {
+		return nil, cr, fmt.Errorf("sim: %s with %s/%s has no Program (ring for every collective, tree for AllReduce)", c.Coll, algo, proto)
+	}
+	nch = max(nch, 1)
+	p, err := model.GenerateProgram(s.Search.Plan, c.Coll, algo, proto, c.Count, c.Dtype, c.Op, model.ProgOptions{NChannels: nch, Root: c.Root})
+	if err != nil {
+		return nil, cr, fmt.Errorf("sim: %w", err)
+	}
+	cr.Algo, cr.Proto = algo, proto
+	used := map[int32]bool{}
+	for i := range p.Lanes {
+		used[p.Lanes[i].Channel] = true
+	}
+	cr.NChannels = len(used)
+	return p, cr, nil
+}
+
+// Run simulates one call.
+func (s *Simulator) Run(c Call) (CallResult, error) {
+	p, cr, err := s.Program(c)
+	if err != nil {
+		return cr, err
+	}
+	r, err := s.Machine.Run(p)
+	if err != nil {
+		return cr, fmt.Errorf("%s %s/%s count %d: %w", c.Coll, cr.Algo, cr.Proto, c.Count, err)
+	}
+	cr.Result = r
+	return cr, nil
+}

@@ -1,0 +1,266 @@
+package sim
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/twinccl/twinccl/model"
+	"github.com/twinccl/twinccl/model/refexec"
+)
+
+// h100XML is the 8x H100 NVSwitch host with 16 NICs (shared topologies).
+func h100XML(t testing.TB) string {
+	p := filepath.Join(repoRoot(), "..", "shared", "topologies", "oci-bm-gpu-h100.8-h100x8-nvswitch-16x200g.xml")
+	if _, err := os.Stat(p); err != nil {
+		t.Skipf("H100 topology not available: %v", err)
+	}
+	return p
+}
+
+// checkConservation verifies that every connection carried the wire bytes
+// the reference interpreter counts for the same Program, that every link
+// carried exactly the bytes of the connections routed over it, and that no
+// link ever ran above its capacity.
+func checkConservation(t *testing.T, s *Simulator, p *model.Program, r *Result) {
+	t.Helper()
+	inputs := make([][]byte, p.NRanks)
+	for i := range inputs {
+		inputs[i] = make([]byte, p.InCount*int64(p.Dtype.Size()))
+	}
+	ref, err := refexec.Run(p, inputs, refexec.Options{})
+	if err != nil {
+		t.Fatalf("refexec: %v", err)
+	}
+	want := map[string]float64{}
+	for i, cs := range r.Conns {
+		if cs.WireBytes != ref.Conns[i].WireBytes || cs.Bytes != ref.Conns[i].Bytes || uint64(cs.Slices) != uint64(ref.Conns[i].Slices) {
+			t.Errorf("conn %d (%d->%d ch %d): sim bytes %d wire %d slices %d, refexec %d %d %d", i, cs.From, cs.To, cs.Channel,
+				cs.Bytes, cs.WireBytes, cs.Slices, ref.Conns[i].Bytes, ref.Conns[i].WireBytes, ref.Conns[i].Slices)
+		}
+		rt, err := s.Machine.route(cs.From, cs.To, cs.Channel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range rt.res {
+			want[s.Machine.res[id].name] += float64(cs.WireBytes)
+		}
+	}
+	got := r.LinkBytesByName()
+	for name, w := range want {
+		if g := got[name]; math.Abs(g-w) > 1e-6*w+1e-6 {
+			t.Errorf("link %s carried %.0f bytes, connections imply %.0f", name, g, w)
+		}
+	}
+	for name, g := range got {
+		if _, ok := want[name]; !ok && g != 0 {
+			t.Errorf("link %s carried %.0f bytes no connection routes over it", name, g)
+		}
+	}
+	for _, l := range r.Links {
+		if l.PeakGBps > l.CapGBps*(1+1e-9) {
+			t.Errorf("link %s peaked at %.3f GB/s above its %.3f GB/s", l.Name, l.PeakGBps, l.CapGBps)
+		}
+	}
+}
+
+func TestConservationH200(t *testing.T) {
+	s := newSim(t, loadSearch(t, "", 1), nil)
+	cases := []struct {
+		coll  model.Collective
+		algo  model.Algorithm
+		proto model.Protocol
+		count int64
+	}{
+		{model.CollAllReduce, model.AlgoRing, model.ProtoSimple, 3<<20 + 17},
+		{model.CollAllReduce, model.AlgoRing, model.ProtoLL, 100000},
+		{model.CollAllReduce, model.AlgoRing, model.ProtoLL128, 1 << 20},
+		{model.CollAllReduce, model.AlgoTree, model.ProtoSimple, 1 << 20},
+		{model.CollAllGather, model.AlgoRing, model.ProtoSimple, 1 << 20},
+		{model.CollReduceScatter, model.AlgoRing, model.ProtoLL128, 1 << 18},
+		{model.CollBroadcast, model.AlgoRing, model.ProtoSimple, 5 << 20},
+		{model.CollReduce, model.AlgoRing, model.ProtoLL, 1 << 16},
+	}
+	for _, c := range cases {
+		name := c.coll.String() + "/" + c.algo.String() + "/" + c.proto.String()
+		t.Run(name, func(t *testing.T) {
+			p, _, err := s.Program(Call{Coll: c.coll, Count: c.count, Dtype: model.DtypeFP32, Algo: c.algo, Proto: c.proto})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := s.Machine.Run(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkConservation(t, s, p, r)
+		})
+	}
+}
+
+func TestConservationMultiNodeH100(t *testing.T) {
+	s := newSim(t, loadSearch(t, h100XML(t), 2), nil)
+	for _, proto := range []model.Protocol{model.ProtoSimple, model.ProtoLL} {
+		p, _, err := s.Program(Call{Coll: model.CollAllReduce, Count: 1 << 20, Dtype: model.DtypeFP32, Algo: model.AlgoRing, Proto: proto})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := s.Machine.Run(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkConservation(t, s, p, r)
+		net := 0
+		for _, c := range r.Conns {
+			if c.Transport == "NET" {
+				net++
+			}
+		}
+		if net == 0 {
+			t.Errorf("%s: two nodes but no NET connection", proto)
+		}
+		if r.TimeUs <= 0 {
+			t.Errorf("%s: time %v", proto, r.TimeUs)
+		}
+	}
+}
+
+// zeroCalib has no latency and no overheads: only bandwidths remain.
+func zeroCalib(copyGBps, nvlEff float64) *Calib {
+	c, _ := DefaultCalib(90)
+	c.LaunchUs = 0
+	for _, pc := range []*ProtoCalib{&c.LL, &c.LL128, &c.Simple} {
+		pc.OpOverheadUs, pc.SliceOverheadUs, pc.ReduceCost, pc.LinkEff, pc.CopyGBps = 0, 0, 0, 1, copyGBps
+	}
+	for k, l := range c.Links {
+		l.LatencyUs = 0
+		if k == "NVL" {
+			l.Eff = nvlEff
+		}
+		c.Links[k] = l
+	}
+	return c
+}
+
+// TestAnalyticPipeline: with one channel there is no contention, and a
+// two-rank Simple broadcast is a two-stage pipeline of k slices: the root's
+// copySend (3 loads/stores per byte, or the link) then the peer's recv (2).
+// Its time is a + (k-1)*max(a,b) + b.
+func TestAnalyticPipeline(t *testing.T) {
+	res := loadSearch(t, "", 1)
+	const slice = 512 << 10 // Simple broadcast: one 512 KiB step per call
+	const k = 10
+	for _, tc := range []struct {
+		name           string
+		copyGBps, eff  float64
+		rootGBps, rcvB float64 // data rates of the two stages
+	}{
+		{"copy-bound", 30, 1, 10, 15},
+		{"link-bound", 3000, 1e-2, 3.708, 1500},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSim(t, res, zeroCalib(tc.copyGBps, tc.eff))
+			r, err := s.Run(Call{Coll: model.CollBroadcast, Count: k * slice / 4, Dtype: model.DtypeFP32, Algo: model.AlgoRing, Proto: model.ProtoSimple, NChannels: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.NChannels != 1 {
+				t.Fatalf("ran on %d channels", r.NChannels)
+			}
+			a := slice / (tc.rootGBps * 1e3) // µs
+			b := slice / (tc.rcvB * 1e3)
+			want := a + (k-1)*max(a, b) + b
+			if math.Abs(r.TimeUs-want) > 1e-3*want {
+				t.Errorf("time %.4f us, analytic pipeline %.4f us", r.TimeUs, want)
+			}
+		})
+	}
+}
+
+func TestDeterministic(t *testing.T) {
+	s := newSim(t, loadSearch(t, h100XML(t), 1), nil)
+	var first CallResult
+	for i := 0; i < 3; i++ {
+		r, err := s.Run(Call{Coll: model.CollAllReduce, Count: 12345679, Dtype: model.DtypeFP32, Algo: -1, Proto: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			first = r
+			continue
+		}
+		if !reflect.DeepEqual(first.Result, r.Result) {
+			t.Fatalf("run %d differs from run 0: %.6f vs %.6f us", i, r.TimeUs, first.TimeUs)
+		}
+	}
+}
+
+func TestDeadlockIsReported(t *testing.T) {
+	s := newSim(t, loadSearch(t, "", 1), nil)
+	p, _, err := s.Program(Call{Coll: model.CollBroadcast, Count: 1 << 20, Dtype: model.DtypeFP32, Algo: model.AlgoRing, Proto: model.ProtoSimple, NChannels: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The root stops sending after its first call: the peer waits forever.
+	for i := range p.Lanes {
+		if p.Lanes[i].Rank == 0 {
+			p.Lanes[i].Ops = p.Lanes[i].Ops[:1]
+		}
+	}
+	_, err = s.Machine.Run(p)
+	if err == nil || !strings.Contains(err.Error(), "deadlock") || !strings.Contains(err.Error(), "rank 1") {
+		t.Fatalf("want a deadlock naming rank 1, got %v", err)
+	}
+}
+
+func TestCalibFileErrors(t *testing.T) {
+	for _, tc := range []struct{ json, want string }{
+		{`{"version": 2}`, "version 2"},
+		{`{"version": 1, "bogus": 1}`, "unknown field"},
+		{`{"version": 1, "launch_us": -1}`, "launch_us"},
+		{`not json`, "invalid character"},
+	} {
+		_, err := ParseCalib(strings.NewReader(tc.json), "x.json")
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "x.json") {
+			t.Errorf("%s: want error with %q, got %v", tc.json, tc.want, err)
+		}
+	}
+	c, err := DefaultCalib(90)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	if err := c.WriteJSON(&b); err != nil {
+		t.Fatal(err)
+	}
+	d, err := ParseCalib(strings.NewReader(b.String()), "roundtrip")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(c, d) {
+		t.Error("calibration changed in a JSON round trip")
+	}
+}
+
+func TestBadPrograms(t *testing.T) {
+	s := newSim(t, loadSearch(t, "", 1), nil)
+	if _, err := s.Machine.Run(nil); err == nil {
+		t.Error("nil program accepted")
+	}
+	p, _, err := s.Program(Call{Coll: model.CollAllReduce, Count: 1024, Dtype: model.DtypeFP32, Algo: -1, Proto: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.NRanks = 3
+	if _, err := s.Machine.Run(p); err == nil {
+		t.Error("program with the wrong rank count accepted")
+	}
+	if _, err := s.Run(Call{Coll: model.CollSendRecv, Count: 4, Dtype: model.DtypeFP32, Algo: -1, Proto: -1}); err == nil {
+		t.Error("sendrecv accepted")
+	}
+	if _, err := s.Run(Call{Coll: model.CollAllGather, Count: 4, Dtype: model.DtypeFP32, Algo: model.AlgoTree, Proto: -1}); err == nil {
+		t.Error("tree allgather accepted")
+	}
+}

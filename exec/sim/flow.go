@@ -1,0 +1,285 @@
+package sim
+
+import "math"
+
+// resource is a shared link (or network port): a capacity in bytes per
+// picosecond shared max-min fairly by the flows that cross it.
+type resource struct {
+	name  string
+	cap   float64 // bytes/ps
+	lat   Time
+	flows []int32 // active flows, in arrival order
+	// wire bytes carried by finished flows
+	bytes float64
+	// sum of the rates of its flows, and its peak (conservation checks)
+	load, peak float64
+	// sum of the private caps of its flows: while it stays below cap, the
+	// resource constrains none of them (the fast path of start/finish)
+	sumCap float64
+	// scratch of the sharing computation
+	mark   uint32
+	remCap float64
+	nUnf   int
+}
+
+// flow is one transfer in progress: wire bytes over the resources of a
+// route, at a rate recomputed whenever the sharing changes.
+type flow struct {
+	res    []int32 // resources of the route (shared with the route)
+	total  float64 // wire bytes the flow occupies its resources for
+	acct   float64 // wire bytes accounted to its resources when it ends
+	rem    float64 // wire bytes still to move at last
+	rate   float64 // bytes/ps
+	cap    float64 // private rate cap (bytes/ps), +Inf when none
+	last   Time
+	ver    uint64
+	owner  int32 // actor to notify
+	active bool
+	frozen bool
+	mark   uint32
+}
+
+// fabric is the set of resources and the flows in progress.
+type fabric struct {
+	res   []resource
+	flows []flow
+	free  []int32
+	gen   uint32
+	// component scratch
+	compRes   []int32
+	compFlows []int32
+	oldRate   []float64
+	// reshares counts sharing recomputations (statistics).
+	reshares uint64
+}
+
+// addResource appends a resource and returns its id.
+func (f *fabric) addResource(name string, gbps float64, lat Time) int32 {
+	f.res = append(f.res, resource{name: name, cap: gbps * 1e-3, lat: lat})
+	return int32(len(f.res) - 1)
+}
+
+// start begins a flow of wire bytes over res, capped at capBpps (bytes
+// per ps), owned by actor owner. Completion is announced by an evFlow
+// event on q.
+func (f *fabric) start(q *queue, now Time, res []int32, wire, acct float64, capBpps float64, owner int32) int32 {
+	var id int32
+	if n := len(f.free); n > 0 {
+		id = f.free[n-1]
+		f.free = f.free[:n-1]
+	} else {
+		f.flows = append(f.flows, flow{})
+		id = int32(len(f.flows) - 1)
+	}
+	fl := &f.flows[id]
+	ver := fl.ver + 1
+	*fl = flow{res: res, total: wire, acct: acct, rem: wire, cap: capBpps, last: now, ver: ver, owner: owner, active: true}
+	if len(res) == 0 {
+		// A private transfer: no sharing, its cap is its rate.
+		fl.rate = capBpps
+		f.schedule(q, now, id)
+		return id
+	}
+	free := true
+	for _, r := range res {
+		rs := &f.res[r]
+		rs.flows = append(rs.flows, id)
+		rs.sumCap += capBpps
+		free = free && rs.sumCap <= rs.cap
+	}
+	if free {
+		// Every resource of the route has room for all its flows at their
+		// caps: the new flow runs at its cap and nobody else's rate moves.
+		fl.rate = capBpps
+		for _, r := range res {
+			rs := &f.res[r]
+			rs.load += capBpps
+			rs.peak = max(rs.peak, rs.load)
+		}
+		f.schedule(q, now, id)
+		return id
+	}
+	f.reshare(q, now, res)
+	return id
+}
+
+// finish retires a completed flow and reshares its resources.
+func (f *fabric) finish(q *queue, now Time, id int32) {
+	fl := &f.flows[id]
+	fl.active = false
+	fl.ver++
+	free := true
+	for _, r := range fl.res {
+		rs := &f.res[r]
+		free = free && rs.sumCap <= rs.cap
+		rs.sumCap -= fl.cap
+		rs.load -= fl.rate
+		rs.bytes += fl.acct
+		for i, x := range rs.flows {
+			if x == id {
+				copy(rs.flows[i:], rs.flows[i+1:])
+				rs.flows = rs.flows[:len(rs.flows)-1]
+				break
+			}
+		}
+		if len(rs.flows) == 0 {
+			rs.sumCap, rs.load = 0, 0 // no rounding drift across idle periods
+		}
+	}
+	res := fl.res
+	f.free = append(f.free, id)
+	if len(res) > 0 && !free {
+		// Some resource of the route may have held other flows back.
+		f.reshare(q, now, res)
+	}
+}
+
+// schedule posts the completion event of flow id at its current rate.
+func (f *fabric) schedule(q *queue, now Time, id int32) {
+	fl := &f.flows[id]
+	fl.ver++
+	dt := Time(0)
+	if fl.rem > 0 {
+		if fl.rate <= 0 {
+			return // starved: rescheduled when the sharing changes
+		}
+		d := math.Ceil(fl.rem / fl.rate)
+		if d > 1e18 {
+			d = 1e18
+		}
+		dt = Time(d)
+	}
+	q.push(now+dt, evFlow, id, fl.ver)
+}
+
+// current reports whether an evFlow event (id, ver) is the flow's
+// current completion (rate changes make earlier events stale).
+func (f *fabric) current(id int32, ver uint64) bool {
+	fl := &f.flows[id]
+	return fl.active && fl.ver == ver
+}
+
+// reshare recomputes the max-min fair rates of the connected component of
+// flows and resources reachable from seeds (progressive filling), and
+// reschedules the flows whose rate changed.
+func (f *fabric) reshare(q *queue, now Time, seeds []int32) {
+	f.reshares++
+	f.gen++
+	g := f.gen
+	cr := f.compRes[:0]
+	cf := f.compFlows[:0]
+	for _, r := range seeds {
+		if f.res[r].mark != g {
+			f.res[r].mark = g
+			cr = append(cr, r)
+		}
+	}
+	for i := 0; i < len(cr); i++ {
+		for _, fid := range f.res[cr[i]].flows {
+			fl := &f.flows[fid]
+			if fl.mark == g {
+				continue
+			}
+			fl.mark = g
+			cf = append(cf, fid)
+			for _, r := range fl.res {
+				if f.res[r].mark != g {
+					f.res[r].mark = g
+					cr = append(cr, r)
+				}
+			}
+		}
+	}
+	// Bring every flow of the component to now at its old rate.
+	for _, fid := range cf {
+		fl := &f.flows[fid]
+		if dt := now - fl.last; dt > 0 {
+			fl.rem -= fl.rate * float64(dt)
+			if fl.rem < 0 {
+				fl.rem = 0
+			}
+		}
+		fl.last = now
+		fl.frozen = false
+	}
+	for _, r := range cr {
+		rs := &f.res[r]
+		rs.remCap = rs.cap
+		rs.nUnf = len(rs.flows)
+	}
+	old := f.oldRates(cf)
+	left := len(cf)
+	for left > 0 {
+		best := math.Inf(1)
+		bestRes, bestFlow := int32(-1), int32(-1)
+		for _, r := range cr {
+			rs := &f.res[r]
+			if rs.nUnf > 0 {
+				if s := rs.remCap / float64(rs.nUnf); s < best {
+					best, bestRes, bestFlow = s, r, -1
+				}
+			}
+		}
+		for _, fid := range cf {
+			fl := &f.flows[fid]
+			if !fl.frozen && fl.cap < best {
+				best, bestFlow, bestRes = fl.cap, fid, -1
+			}
+		}
+		if best < 0 {
+			best = 0
+		}
+		if bestFlow >= 0 {
+			f.freeze(bestFlow, best)
+			left--
+			continue
+		}
+		if bestRes < 0 {
+			break // no resource constrains the rest (cannot happen: every flow here has one)
+		}
+		for _, fid := range f.res[bestRes].flows {
+			if !f.flows[fid].frozen {
+				f.freeze(fid, best)
+				left--
+			}
+		}
+	}
+	for i, fid := range cf {
+		if f.flows[fid].rate != old[i] {
+			f.schedule(q, now, fid)
+		}
+	}
+	for _, r := range cr {
+		rs := &f.res[r]
+		rs.load = 0
+		for _, fid := range rs.flows {
+			rs.load += f.flows[fid].rate
+		}
+		rs.peak = max(rs.peak, rs.load)
+	}
+	f.compRes, f.compFlows = cr, cf
+}
+
+// oldRates returns the rates of flows before resharing (scratch reused).
+func (f *fabric) oldRates(cf []int32) []float64 {
+	out := f.oldRate[:0]
+	for _, fid := range cf {
+		out = append(out, f.flows[fid].rate)
+	}
+	f.oldRate = out
+	return out
+}
+
+func (f *fabric) freeze(fid int32, rate float64) {
+	fl := &f.flows[fid]
+	fl.frozen = true
+	fl.rate = rate
+	for _, r := range fl.res {
+		rs := &f.res[r]
+		rs.remCap -= rate
+		if rs.remCap < 0 {
+			rs.remCap = 0
+		}
+		rs.nUnf--
+	}
+}

@@ -1,0 +1,68 @@
+package sim
+
+import (
+	"bytes"
+	"path/filepath"
+	"runtime"
+	"testing"
+
+	"github.com/twinccl/twinccl"
+	"github.com/twinccl/twinccl/model"
+	"github.com/twinccl/twinccl/search"
+)
+
+// repoRoot is the module root (two levels above this package).
+func repoRoot() string {
+	_, f, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(f), "..", "..")
+}
+
+// baselineTSV is the measured table the default calibration is fitted to.
+func baselineTSV() string {
+	return filepath.Join(repoRoot(), "..", "shared", "baselines", "h200x2-nvswitch", "nccl-2.28.9-p2p.tsv")
+}
+
+// loadSearch loads an embedded or on-disk topology and runs the search.
+func loadSearch(t testing.TB, file string, nodes int) *search.Result {
+	t.Helper()
+	var root *model.Element
+	var err error
+	if file == "" {
+		data, rerr := twinccl.RecordedTopology(twinccl.DefaultTopology)
+		if rerr != nil {
+			t.Fatal(rerr)
+		}
+		file = "embedded:" + twinccl.DefaultTopology
+		root, _, err = model.ParseTopologyXML(bytes.NewReader(data), file)
+	} else {
+		root, _, err = model.ReadTopologyFile(file)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := model.LoadCluster(root, file, model.LoadOptions{Nodes: nodes, Params: model.DefaultParams()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := search.Run(cl, search.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func newSim(t testing.TB, res *search.Result, c *Calib) *Simulator {
+	t.Helper()
+	if c == nil {
+		var err error
+		c, err = DefaultCalib(90)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := NewSimulator(res, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}

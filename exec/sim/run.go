@@ -1,0 +1,453 @@
+package sim
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/twinccl/twinccl/model"
+)
+
+// Actor phases.
+const (
+	phOpStart uint8 = iota // load the next primitive call
+	phWait                 // wait for receive data and send credits
+	phData                 // start the slice's transfers
+	phFinish               // transfers running; then post
+	phDone
+)
+
+// actor is one lane of the Program.
+type actor struct {
+	lane    *model.ProgLane
+	op      int
+	sl, nsl int
+	phase   uint8
+	waiting bool
+	pending int32
+	frac    float64 // share of the channel's thread block
+	finish  Time
+	slices  [model.ProgSlots]model.ProgSlice
+}
+
+// connState is the flow-control state of one connection as its two ends
+// see it (the values are the visible ones: posts travel with latency).
+type connState struct {
+	tail, head, started uint64
+	sender, recver      int32
+	rt                  *route
+	bytes, wire         int64
+	slices              int64
+	steps               uint64
+}
+
+// ConnStats is the traffic of one connection of a run.
+type ConnStats struct {
+	From, To, Channel int
+	Transport         string
+	Bytes             int64 // user data bytes
+	WireBytes         int64 // bytes on the wire (LL/LL128 lines included)
+	Slices            int64
+	Steps             uint64
+}
+
+// LinkStats is the traffic of one link resource of a run.
+type LinkStats struct {
+	Name     string
+	Type     string
+	CapGBps  float64 // effective capacity
+	Bytes    float64 // wire bytes carried
+	PeakGBps float64 // largest sum of rates of its flows at any time
+}
+
+// Result is what a simulated collective produced.
+type Result struct {
+	// TimeUs is the predicted time of the call as nccl-tests measures it:
+	// the launch cost plus the time until the last lane finished.
+	TimeUs float64
+	// KernelUs is the time from the start of the lanes to the last finish.
+	KernelUs float64
+	// Events is the number of events the engine processed.
+	Events uint64
+	// Slices is the number of slices executed over all lanes.
+	Slices int64
+	// Reshares is the number of fair-share recomputations.
+	Reshares uint64
+	Conns    []ConnStats
+	// Links lists the resources that carried traffic, in resource order.
+	Links []LinkStats
+}
+
+// runner is the state of one simulated Program.
+type runner struct {
+	m       *Machine
+	p       *model.Program
+	c       *Calib
+	pc      *ProtoCalib
+	q       queue
+	fab     fabric
+	actors  []actor
+	conns   []connState
+	now     Time
+	events  uint64
+	slices  int64
+	esize   int64
+	credits uint64
+	stream  bool // LL/LL128: data streams through, receivers start on the first line
+	opOv    Time
+	slOv    Time
+	copyBps float64 // bytes (loads + stores) per ps of a whole block
+	scratch []model.ProgSlice
+}
+
+// Run simulates one Program on the machine and returns its predicted time
+// and traffic. The Program must use the machine's ranks; its connections'
+// channels select the NICs of network routes.
+func (m *Machine) Run(p *model.Program) (*Result, error) {
+	if p == nil {
+		return nil, fmt.Errorf("sim: nil program")
+	}
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("sim: %w", err)
+	}
+	if p.NRanks != m.Cluster.NRanks {
+		return nil, fmt.Errorf("sim: program has %d ranks, the machine %d", p.NRanks, m.Cluster.NRanks)
+	}
+	x := &runner{m: m, p: p, c: m.calib, esize: int64(p.Dtype.Size()), credits: uint64(p.Credits)}
+	x.pc = x.c.Proto(p.Proto)
+	x.stream = p.Proto != model.ProtoSimple
+	x.opOv = usToPs(x.pc.OpOverheadUs)
+	x.slOv = usToPs(x.pc.SliceOverheadUs)
+	x.copyBps = x.pc.CopyGBps * 1e-3
+	x.fab.res = make([]resource, len(m.res))
+	copy(x.fab.res, m.res)
+	for i := range x.fab.res {
+		x.fab.res[i].flows = nil
+	}
+	x.conns = make([]connState, len(p.Conns))
+	for i, cn := range p.Conns {
+		rt, err := m.route(int(cn.From), int(cn.To), int(cn.Channel))
+		if err != nil {
+			return nil, err
+		}
+		x.conns[i] = connState{sender: -1, recver: -1, rt: rt}
+	}
+	x.actors = make([]actor, len(p.Lanes))
+	type rc struct{ r, c int32 }
+	perBlock := map[rc]int{}
+	for i := range p.Lanes {
+		perBlock[rc{p.Lanes[i].Rank, p.Lanes[i].Channel}]++
+	}
+	seen := map[rc]int{}
+	for i := range p.Lanes {
+		l := &p.Lanes[i]
+		a := &x.actors[i]
+		a.lane = l
+		a.frac = 1
+		k := rc{l.Rank, l.Channel}
+		if n := perBlock[k]; n == 2 { // tree: reduce-up and broadcast-down groups
+			if seen[k] == 0 {
+				a.frac = x.pc.ReduceFrac
+			} else {
+				a.frac = 1 - x.pc.ReduceFrac
+			}
+		} else if n > 2 {
+			a.frac = 1 / float64(n)
+		}
+		seen[k]++
+		for _, c := range l.Send {
+			x.conns[c].sender = int32(i)
+		}
+		for _, c := range l.Recv {
+			x.conns[c].recver = int32(i)
+		}
+	}
+	for i := range x.actors {
+		x.advance(int32(i))
+	}
+	for !x.q.empty() {
+		ev := x.q.pop()
+		x.now = ev.t
+		x.events++
+		switch ev.kind {
+		case evWake:
+			x.advance(ev.id)
+		case evFlow:
+			if !x.fab.current(ev.id, ev.val) {
+				continue
+			}
+			owner := x.fab.flows[ev.id].owner
+			x.fab.finish(&x.q, x.now, ev.id)
+			a := &x.actors[owner]
+			a.pending--
+			if a.pending == 0 {
+				x.advance(owner)
+			}
+		case evTail:
+			c := &x.conns[ev.id]
+			if ev.val > c.tail {
+				c.tail = ev.val
+			}
+			x.wake(c.recver)
+		case evStarted:
+			c := &x.conns[ev.id]
+			if ev.val > c.started {
+				c.started = ev.val
+			}
+			x.wake(c.recver)
+		case evHead:
+			c := &x.conns[ev.id]
+			if ev.val > c.head {
+				c.head = ev.val
+			}
+			x.wake(c.sender)
+		}
+	}
+	var end Time
+	for i := range x.actors {
+		a := &x.actors[i]
+		if a.phase != phDone {
+			return nil, x.deadlock()
+		}
+		end = max(end, a.finish)
+	}
+	return x.result(end), nil
+}
+
+func (x *runner) wake(ai int32) {
+	if ai >= 0 && x.actors[ai].waiting {
+		x.advance(ai)
+	}
+}
+
+// deadlock describes the first blocked lanes.
+func (x *runner) deadlock() error {
+	var b strings.Builder
+	n := 0
+	for i := range x.actors {
+		a := &x.actors[i]
+		if a.phase == phDone {
+			continue
+		}
+		if n < 4 {
+			fmt.Fprintf(&b, "; lane %d (rank %d channel %d) blocked at op %d slice %d", i, a.lane.Rank, a.lane.Channel, a.op, a.sl)
+		}
+		n++
+	}
+	return fmt.Errorf("sim: deadlock at %.3f us: %d lane(s) cannot progress%s", float64(x.now)/psPerUs, n, b.String())
+}
+
+// wireBytes is what n data bytes occupy on the wire with the protocol.
+func (x *runner) wireBytes(n int64) int64 {
+	switch x.p.Proto {
+	case model.ProtoLL:
+		return (n + model.LLLineData - 1) / model.LLLineData * model.LLLineBytes
+	case model.ProtoLL128:
+		return (n + model.LL128LineData - 1) / model.LL128LineData * model.LL128LineBytes
+	}
+	return n
+}
+
+// units is the memory traffic per data byte of a primitive call: its
+// loads and stores, plus the reduction's extra cost per extra source.
+func (x *runner) units(l *model.ProgLane, op model.ProgOp) float64 {
+	k := op.Kind
+	srcs, dsts := 0, 0
+	if k.Receives() {
+		srcs += len(l.Recv)
+	}
+	if k.ReadsInput() || (k == model.PrimSend && op.Flags&model.PrimFromOutput != 0) {
+		srcs++
+	}
+	if k.Sends() {
+		dsts += len(l.Send)
+	}
+	if k.WritesOutput() {
+		dsts++
+	}
+	u := float64(srcs + dsts)
+	if k.Receives() && k.ReadsInput() && srcs > 1 { // reductions
+		u += x.pc.ReduceCost * float64(srcs-1)
+	}
+	return max(u, 1)
+}
+
+// advance runs actor ai until it has to wait.
+func (x *runner) advance(ai int32) {
+	a := &x.actors[ai]
+	a.waiting = false
+	l := a.lane
+	for {
+		switch a.phase {
+		case phOpStart:
+			if a.op >= len(l.Ops) {
+				a.phase = phDone
+				a.finish = x.now
+				return
+			}
+			x.scratch = x.p.Slices(l.Ops[a.op], x.scratch[:0])
+			a.nsl = copy(a.slices[:], x.scratch)
+			a.sl = 0
+			a.phase = phWait
+			if x.opOv > 0 {
+				x.q.push(x.now+x.opOv, evWake, ai, 0)
+				return
+			}
+		case phWait:
+			s := &a.slices[a.sl]
+			need := uint64(s.Steps)
+			op := &l.Ops[a.op]
+			if op.Kind.Receives() {
+				for _, c := range l.Recv {
+					cs := &x.conns[c]
+					if x.stream {
+						if cs.started < uint64(s.RecvStep)+need {
+							a.waiting = true
+							return
+						}
+					} else if cs.tail < uint64(s.RecvStep)+need {
+						a.waiting = true
+						return
+					}
+				}
+			}
+			if op.Kind.Sends() {
+				for _, c := range l.Send {
+					if x.conns[c].head+x.credits < uint64(s.SendStep)+need {
+						a.waiting = true
+						return
+					}
+				}
+			}
+			a.phase = phData
+			if x.slOv > 0 {
+				x.q.push(x.now+x.slOv, evWake, ai, 0)
+				return
+			}
+		case phData:
+			x.startSlice(ai, a)
+			a.phase = phFinish
+			if a.pending > 0 {
+				return
+			}
+		case phFinish:
+			s := &a.slices[a.sl]
+			op := &l.Ops[a.op]
+			need := uint64(s.Steps)
+			if x.stream && op.Kind.Receives() {
+				for _, c := range l.Recv {
+					if x.conns[c].tail < uint64(s.RecvStep)+need {
+						a.waiting = true
+						return
+					}
+				}
+			}
+			x.post(a, op, s)
+			x.slices++
+			a.sl++
+			if a.sl < a.nsl {
+				a.phase = phWait
+			} else {
+				a.op++
+				a.phase = phOpStart
+			}
+		default:
+			return
+		}
+	}
+}
+
+// startSlice starts the transfers of the current slice of actor ai.
+func (x *runner) startSlice(ai int32, a *actor) {
+	l := a.lane
+	op := l.Ops[a.op]
+	s := &a.slices[a.sl]
+	a.pending = 0
+	data := s.Elems * x.esize
+	sends := op.Kind.Sends()
+	if sends && x.stream {
+		for _, c := range l.Send {
+			cs := &x.conns[c]
+			x.q.push(x.now+cs.rt.lat, evStarted, c, uint64(s.SendStep)+uint64(s.Steps))
+		}
+	}
+	if data <= 0 {
+		return
+	}
+	rate := x.copyBps * a.frac / x.units(l, op) // data bytes per ps
+	if sends {
+		wire := x.wireBytes(data)
+		scale := float64(wire) / float64(data)
+		eff := x.pc.LinkEff
+		for _, c := range l.Send {
+			cs := &x.conns[c]
+			capW := rate * scale
+			if cs.rt.capGBps > 0 {
+				capW = min(capW, cs.rt.capGBps*1e-3*scale)
+			}
+			// A protocol efficiency below one makes its wire bytes occupy
+			// the links longer; the links still account the true bytes.
+			x.fab.start(&x.q, x.now, cs.rt.res, float64(wire)/eff, float64(wire), capW/eff, ai)
+			a.pending++
+		}
+		return
+	}
+	x.fab.start(&x.q, x.now, nil, float64(data), float64(data), rate, ai)
+	a.pending++
+}
+
+// post publishes the end of a slice: tails (and data) to the receivers,
+// heads (credits) back to the senders.
+func (x *runner) post(a *actor, op *model.ProgOp, s *model.ProgSlice) {
+	l := a.lane
+	need := uint64(s.Steps)
+	if op.Kind.Sends() {
+		data := s.Elems * x.esize
+		for _, c := range l.Send {
+			cs := &x.conns[c]
+			cs.bytes += data
+			cs.wire += x.wireBytes(data)
+			cs.slices++
+			cs.steps += need
+			x.q.push(x.now+cs.rt.lat, evTail, c, uint64(s.SendStep)+need)
+		}
+	}
+	if op.Kind.Receives() {
+		for _, c := range l.Recv {
+			cs := &x.conns[c]
+			x.q.push(x.now+cs.rt.lat, evHead, c, uint64(s.RecvStep)+need)
+		}
+	}
+}
+
+func (x *runner) result(end Time) *Result {
+	r := &Result{
+		KernelUs: float64(end) / psPerUs,
+		Events:   x.events,
+		Slices:   x.slices,
+		Reshares: x.fab.reshares,
+	}
+	r.TimeUs = r.KernelUs + x.c.LaunchUs
+	for i, cn := range x.p.Conns {
+		cs := &x.conns[i]
+		r.Conns = append(r.Conns, ConnStats{From: int(cn.From), To: int(cn.To), Channel: int(cn.Channel),
+			Transport: cs.rt.transport.String(), Bytes: cs.bytes, WireBytes: cs.wire, Slices: cs.slices, Steps: cs.steps})
+	}
+	for i := range x.fab.res {
+		rs := &x.fab.res[i]
+		if rs.bytes == 0 && rs.peak == 0 {
+			continue
+		}
+		r.Links = append(r.Links, LinkStats{Name: rs.name, Type: x.m.resType[i].String(), CapGBps: rs.cap * 1e3,
+			Bytes: rs.bytes, PeakGBps: rs.peak * 1e3})
+	}
+	return r
+}
+
+// LinkBytesByName sums the wire bytes of the result's links per name.
+func (r *Result) LinkBytesByName() map[string]float64 {
+	out := map[string]float64{}
+	for _, l := range r.Links {
+		out[l.Name] += l.Bytes
+	}
+	return out
+}

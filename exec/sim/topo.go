@@ -1,0 +1,240 @@
+package sim
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/twinccl/twinccl/model"
+)
+
+// Transport is how a connection moves its data (nccl-facts §7.6).
+type Transport uint8
+
+// Transports.
+const (
+	TransportP2P Transport = iota // GPU to GPU over NVLink or PCIe
+	TransportSHM                  // through host memory
+	TransportNET                  // through proxies and NICs
+)
+
+// String returns NCCL's name of the transport.
+func (t Transport) String() string {
+	switch t {
+	case TransportP2P:
+		return "P2P"
+	case TransportSHM:
+		return "SHM"
+	case TransportNET:
+		return "NET"
+	}
+	return fmt.Sprintf("Transport(%d)", int(t))
+}
+
+// route is the way one connection's data goes: the resources it crosses,
+// its one-way latency and an optional rate cap of the transport.
+type route struct {
+	res       []int32
+	lat       Time
+	capGBps   float64 // 0: none
+	transport Transport
+	gdr       bool
+	desc      string
+}
+
+// Machine is a Cluster and its Plan prepared for simulation: one resource
+// per directed link of every host, and the routes of connections (built on
+// demand and cached). A Machine is not safe for concurrent use.
+type Machine struct {
+	Cluster *model.Cluster
+	Plan    *model.Plan
+	calib   *Calib
+	res     []resource
+	resType []model.LinkType
+	linkRes map[*model.Link]int32
+	// rankNode is the cluster node of every rank.
+	rankNode []int
+	routes   map[routeKey]*route
+}
+
+type routeKey struct{ from, to, channel int32 }
+
+// NewMachine prepares a cluster and its plan (from search.Run) for
+// simulation with calibration c.
+func NewMachine(cl *model.Cluster, plan *model.Plan, c *Calib) (*Machine, error) {
+	if cl == nil || len(cl.Nodes) == 0 {
+		return nil, fmt.Errorf("sim: empty cluster")
+	}
+	if plan == nil || plan.NRanks != cl.NRanks {
+		return nil, fmt.Errorf("sim: plan does not match the cluster's %d ranks", cl.NRanks)
+	}
+	if c == nil {
+		return nil, fmt.Errorf("sim: no calibration")
+	}
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("sim: %w", err)
+	}
+	m := &Machine{Cluster: cl, Plan: plan, calib: c.Clone(), linkRes: map[*model.Link]int32{}, routes: map[routeKey]*route{}}
+	m.rankNode = make([]int, cl.NRanks)
+	for i := range m.rankNode {
+		m.rankNode[i] = -1
+	}
+	for ni, n := range cl.Nodes {
+		for _, r := range n.Ranks {
+			if r < 0 || r >= cl.NRanks {
+				return nil, fmt.Errorf("sim: node %d lists rank %d outside %d ranks", ni, r, cl.NRanks)
+			}
+			m.rankNode[r] = ni
+		}
+		s := n.System
+		for t := 0; t < model.NumNodeTypes; t++ {
+			for _, nd := range s.Nodes[t] {
+				for _, l := range nd.Links {
+					if _, ok := m.linkRes[l]; ok {
+						continue
+					}
+					lc := m.calib.Link(l.Type)
+					name := fmt.Sprintf("h%d:%s->%s", ni, nd.Name(), l.Remote.Name())
+					m.res = append(m.res, resource{name: name, cap: float64(l.BW) * lc.Eff * 1e-3, lat: usToPs(lc.LatencyUs)})
+					m.resType = append(m.resType, l.Type)
+					m.linkRes[l] = int32(len(m.res) - 1)
+				}
+			}
+		}
+	}
+	for r, n := range m.rankNode {
+		if n < 0 {
+			return nil, fmt.Errorf("sim: rank %d is on no node of the cluster", r)
+		}
+	}
+	return m, nil
+}
+
+// NumResources is the number of link resources of the machine.
+func (m *Machine) NumResources() int { return len(m.res) }
+
+// linksToRoute appends the resources of a model path.
+func (m *Machine) linksToRoute(rt *route, p *model.Path, what string) error {
+	if p == nil || p.Type == model.PathDIS {
+		return fmt.Errorf("no path %s", what)
+	}
+	for _, l := range p.Links {
+		id, ok := m.linkRes[l]
+		if !ok {
+			return fmt.Errorf("path %s uses a link outside the machine", what)
+		}
+		rt.res = append(rt.res, id)
+		rt.lat += m.res[id].lat
+	}
+	return nil
+}
+
+// route returns (building it once) the route of the connection from rank
+// from to rank to on a channel, following NCCL's transport choice: P2P
+// when ncclTopoCheckP2p allows it and the NIC is not preferred, else SHM
+// within a host, else NET through the channel's NICs.
+func (m *Machine) route(from, to, channel int) (*route, error) {
+	k := routeKey{int32(from), int32(to), int32(channel)}
+	if rt, ok := m.routes[k]; ok {
+		return rt, nil
+	}
+	rt, err := m.buildRoute(from, to, channel)
+	if err != nil {
+		return nil, fmt.Errorf("sim: connection %d->%d on channel %d: %w", from, to, channel, err)
+	}
+	m.routes[k] = rt
+	return rt, nil
+}
+
+func (m *Machine) buildRoute(from, to, channel int) (*route, error) {
+	if from < 0 || from >= len(m.rankNode) || to < 0 || to >= len(m.rankNode) {
+		return nil, fmt.Errorf("rank out of range")
+	}
+	na := m.Cluster.Nodes[m.rankNode[from]]
+	sa := na.System
+	ga := sa.GPUByRank(from)
+	if ga == nil {
+		return nil, fmt.Errorf("rank %d has no GPU on its node", from)
+	}
+	rt := &route{}
+	if from == to {
+		rt.transport, rt.desc = TransportP2P, "self"
+		return rt, nil
+	}
+	if gb := sa.GPUByRank(to); gb != nil {
+		p2p, _, _ := sa.CheckP2P(ga, gb)
+		viaNet := sa.CheckNet(ga, gb)
+		switch {
+		case p2p && !viaNet:
+			rt.transport = TransportP2P
+			if err := m.linksToRoute(rt, ga.Path(gb), ga.Name()+" to "+gb.Name()); err != nil {
+				return nil, err
+			}
+			rt.desc = "P2P/" + ga.Path(gb).Type.String()
+			return rt, nil
+		case !viaNet:
+			rt.transport = TransportSHM
+			cpu := sa.LocalCPU(ga)
+			if cpu == nil {
+				return nil, fmt.Errorf("%s has no local CPU for SHM", ga.Name())
+			}
+			if err := m.linksToRoute(rt, ga.Path(cpu), ga.Name()+" to "+cpu.Name()); err != nil {
+				return nil, err
+			}
+			if err := m.linksToRoute(rt, cpu.Path(gb), cpu.Name()+" to "+gb.Name()); err != nil {
+				return nil, err
+			}
+			rt.capGBps = m.calib.SHMCopyGBps
+			rt.desc = "SHM/" + ga.Path(gb).Type.String()
+			return rt, nil
+		}
+		// NET within the host (ncclTopoCheckNet): loop through the NICs.
+		return m.netRoute(rt, sa, ga, sa, gb, channel)
+	}
+	nb := m.Cluster.Nodes[m.rankNode[to]]
+	gb := nb.System.GPUByRank(to)
+	if gb == nil {
+		return nil, fmt.Errorf("rank %d has no GPU on its node", to)
+	}
+	return m.netRoute(rt, sa, ga, nb.System, gb, channel)
+}
+
+// netRoute is a NET connection: sender GPU to its channel's NET port
+// (GPUDirect RDMA or staged through host memory), the network, the
+// receiver's NET port to its GPU; the proxies add their latency.
+func (m *Machine) netRoute(rt *route, sa *model.System, ga *model.Node, sb *model.System, gb *model.Node, channel int) (*route, error) {
+	rt.transport = TransportNET
+	neta, err := sa.LocalNet(ga, channel)
+	if err != nil {
+		return nil, err
+	}
+	netb, err := sb.LocalNet(gb, channel)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.linksToRoute(rt, ga.Path(neta), ga.Name()+" to "+neta.Name()); err != nil {
+		return nil, err
+	}
+	if err := m.linksToRoute(rt, netb.Path(gb), netb.Name()+" to "+gb.Name()); err != nil {
+		return nil, err
+	}
+	gdrA, err := sa.CheckGDR(ga, neta, true)
+	if err != nil {
+		return nil, err
+	}
+	gdrB, err := sb.CheckGDR(gb, netb, false)
+	if err != nil {
+		return nil, err
+	}
+	rt.gdr = gdrA != model.GDRDisabled && gdrB != model.GDRDisabled
+	rt.lat += usToPs(m.calib.NetProxyUs)
+	if !rt.gdr {
+		rt.lat += usToPs(m.calib.NoGDRPenaltyUs)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "NET/%s->%s", neta.NET.Name, netb.NET.Name)
+	if rt.gdr {
+		b.WriteString("/GDR")
+	}
+	rt.desc = b.String()
+	return rt, nil
+}
