@@ -16,7 +16,8 @@ import (
 
 const simHelp = `Usage: replay sim [--topo FILE.xml] [--nodes N] [--op OPS] [--minbytes B] [--maxbytes B]
                   [--factor F] [--algo A] [--proto P] [--nchannels C] [--dtype T] [--root R]
-                  [--calib FILE.json] [--json OUT]
+                  [--calib FILE.json] [--json OUT] [--trace PREFIX]
+                  [--timeline OUT.json] [--profile OUT.pb.gz]
 
 Simulates collectives on a topology with the discrete-event simulator (exec/sim):
 NCCL 2.28.9's search and tuner decide the algorithm, protocol and channels (unless
@@ -30,13 +31,26 @@ nccl-tests counts it (AllGather: the total output; ReduceScatter: the total inpu
 sizes that do not divide evenly are rounded down as nccl-tests does.
 
 OPS is a comma-separated list of allreduce, allgather, reducescatter, broadcast,
-reduce, or "all" (the default). alltoall and sendrecv are not simulated yet.
+reduce, alltoall, sendrecv, or "all" (the default). alltoall and sendrecv run on
+NCCL's p2p schedule (model.GenerateAlltoAllProgram, model.GenerateP2PProgram):
+alltoall's SIZE is each rank's whole buffer (SIZE/ranks to every peer, itself
+included); sendrecv sends SIZE from every rank to the next and receives SIZE from
+the previous one, as nccl-tests' sendrecv_perf does. Their protocol is NCCL's
+per-transfer choice (LL up to the p2p LL threshold, else Simple); --algo and
+--nchannels do not apply to them.
 Sizes take K, M, G suffixes (powers of 1024). Without --topo (or a FILE argument)
 the embedded default topology is used (%s). Without --calib the embedded
 calibration (%s, fitted on the H200 pair) is used.
 
 --json OUT writes one row per call: op, bytes, count, algo, proto, nchannels,
 time_us, algbw_GBps, busbw_GBps, tuner_us, events (- for stdout).
+
+--trace PREFIX writes the predicted traces (package traces' parquet schema, source
+"sim"): PREFIX.calls.parquet (one row per call and rank) and PREFIX.events.parquet
+(one row per slice of every rank and channel: primitive, peers, bytes, start, end).
+The calls of the sweep run back to back in virtual time. --timeline writes them as
+a Chrome/Perfetto JSON timeline and --profile as a pprof profile of where simulated
+time went (rank, channel, link, primitive); "replay trace" reads the parquet files.
 
 Flags:
 `
@@ -64,6 +78,7 @@ var simOps = []struct {
 }{
 	{"allreduce", model.CollAllReduce}, {"allgather", model.CollAllGather}, {"reducescatter", model.CollReduceScatter},
 	{"broadcast", model.CollBroadcast}, {"reduce", model.CollReduce},
+	{"alltoall", model.CollAlltoAll}, {"sendrecv", model.CollSendRecv},
 }
 
 // parseSimOps reads the --op list.
@@ -81,8 +96,6 @@ func parseSimOps(s string) ([]model.Collective, []string, error) {
 				colls, names = append(colls, o.coll), append(names, o.name)
 			}
 			continue
-		case "alltoall", "sendrecv":
-			return nil, nil, fmt.Errorf("%w: --op %s: not simulated yet (no Program generator for p2p operations)", errUsage, f)
 		}
 		found := false
 		for _, o := range simOps {
@@ -91,7 +104,7 @@ func parseSimOps(s string) ([]model.Collective, []string, error) {
 			}
 		}
 		if !found {
-			return nil, nil, fmt.Errorf("%w: --op %q: want a comma-separated list of allreduce, allgather, reducescatter, broadcast, reduce or all", errUsage, f)
+			return nil, nil, fmt.Errorf("%w: --op %q: want a comma-separated list of allreduce, allgather, reducescatter, broadcast, reduce, alltoall, sendrecv or all", errUsage, f)
 		}
 	}
 	if len(colls) == 0 {
@@ -139,6 +152,9 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 	root := fs.Int("root", 0, "root rank of broadcast and reduce")
 	calibPath := fs.String("calib", "", "calibration `FILE.json` (default: embedded)")
 	jsonOut := fs.String("json", "", "also write the rows as JSON to `OUT` (- for stdout only)")
+	traceOut := fs.String("trace", "", "write predicted call and event traces to `PREFIX`.calls.parquet and PREFIX.events.parquet")
+	timelineOut := fs.String("timeline", "", "write a Chrome/Perfetto timeline to `OUT.json`")
+	profileOut := fs.String("profile", "", "write a pprof profile of simulated time to `OUT.pb.gz`")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, simHelp, twinccl.DefaultTopology, sim.DefaultCalibName)
 		fs.PrintDefaults()
@@ -205,8 +221,20 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if *jsonOut == "-" && (*timelineOut == "-" || *profileOut == "-") || *timelineOut == "-" && *profileOut == "-" {
+		return fmt.Errorf("%w: only one of --json, --timeline and --profile may write to stdout", errUsage)
+	}
+	tr, err := newSimTracer(fmt.Sprintf("replay sim %s", res.Cluster.File), *traceOut, *timelineOut, *profileOut, n)
+	if err != nil {
+		return err
+	}
+	var rec func(*sim.SliceEvent)
+	if tr != nil {
+		rec = tr.slice
+		defer tr.abort()
+	}
 	var rows []simRow
-	quiet := *jsonOut == "-"
+	quiet := *jsonOut == "-" || *timelineOut == "-" || *profileOut == "-"
 	if !quiet {
 		fmt.Fprintf(stdout, "# replay sim: %s, %d rank(s) on %d node(s), NCCL %s rules, calibration %s (%s)\n",
 			res.Cluster.File, n, res.Plan.NNodes, search.NCCLVersion, calib.Name, calibName)
@@ -219,7 +247,7 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 		}
 		for size := lo; size <= hi; size *= *factor {
 			unit := es
-			if coll == model.CollAllGather || coll == model.CollReduceScatter {
+			if coll == model.CollAllGather || coll == model.CollReduceScatter || coll == model.CollAlltoAll {
 				unit = es * int64(n)
 			}
 			bytes := size / unit * unit
@@ -230,13 +258,31 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 			if err != nil {
 				return err
 			}
-			cr, err := s.Run(sim.Call{Coll: coll, Count: count, Dtype: dt, Op: model.RedSum, Root: *root,
-				Algo: forceAlgo, Proto: forceProto, NChannels: *nch})
+			call := sim.Call{Coll: coll, Count: count, Dtype: dt, Op: model.RedSum, Root: *root,
+				Algo: forceAlgo, Proto: forceProto, NChannels: *nch}
+			if coll == model.CollAlltoAll || coll == model.CollSendRecv {
+				// The p2p schedule has no algorithm or channel budget; a
+				// forced LL128 does not exist for it.
+				call.Algo, call.NChannels = -1, 0
+				if call.Proto == model.ProtoLL128 {
+					call.Proto = -1
+				}
+			}
+			cr, err := s.RunRecord(call, rec)
 			if err != nil {
 				return err
 			}
+			if tr != nil {
+				if err := tr.end(call, cr); err != nil {
+					return err
+				}
+			}
 			algBW := float64(bytes) / (cr.TimeUs * 1e3)
-			row := simRow{Op: names[i], Bytes: bytes, Count: count, Dtype: dt.String(), Algo: cr.Algo.String(),
+			algoName := cr.Algo.String()
+			if coll == model.CollAlltoAll || coll == model.CollSendRecv {
+				algoName = "P2P" // NCCL's p2p schedule, not an algorithm
+			}
+			row := simRow{Op: names[i], Bytes: bytes, Count: count, Dtype: dt.String(), Algo: algoName,
 				Proto: cr.Proto.String(), NChannels: cr.NChannels, TimeUs: round3(cr.TimeUs), AlgBW: round3(algBW),
 				BusBW: round3(algBW * sim.BusFactor(coll, n)), TunerUs: round3(cr.TunerUs), Events: cr.Events}
 			rows = append(rows, row)
@@ -247,6 +293,11 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 			if size > hi / *factor {
 				break // the next size would overflow or exceed hi
 			}
+		}
+	}
+	if tr != nil {
+		if err := tr.finish(stdout); err != nil {
+			return err
 		}
 	}
 	if *jsonOut != "" {

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/twinccl/twinccl/traces"
 )
 
 func TestSimTableAndJSON(t *testing.T) {
@@ -61,7 +63,7 @@ func TestSimForcedAndErrors(t *testing.T) {
 		t.Errorf("forced choice not in table:\n%s", so.String())
 	}
 	bad := [][]string{
-		{"--op", "alltoall"},
+		{"--op", "alltoall,bogus"},
 		{"--op", "nonsense"},
 		{"--minbytes", "10", "--maxbytes", "5"},
 		{"--factor", "1"},
@@ -82,8 +84,11 @@ func TestSimForcedAndErrors(t *testing.T) {
 			t.Errorf("runSim %v: empty error", args)
 		}
 	}
-	if err := runSim([]string{"--op", "sendrecv"}, &so, &se); !errors.Is(err, errUsage) {
-		t.Errorf("sendrecv: want a usage error, got %v", err)
+	if err := runSim([]string{"--op", "sendrecv,"}, &so, &se); err != nil {
+		t.Errorf("sendrecv: %v", err)
+	}
+	if err := runSim([]string{"--op", "gather"}, &so, &se); !errors.Is(err, errUsage) {
+		t.Errorf("unknown op: want a usage error, got %v", err)
 	}
 }
 
@@ -116,5 +121,54 @@ func TestCalibrateSmall(t *testing.T) {
 	var so2 bytes.Buffer
 	if err := runSim([]string{"--calib", out, "--op", "allreduce", "--maxbytes", "1K"}, &so2, &se); err != nil {
 		t.Fatalf("sim with the fitted calibration: %v", err)
+	}
+}
+
+// TestSimTraceOutputs: --trace, --timeline and --profile write readable
+// parquet traces, a Chrome JSON timeline and a gzipped pprof profile.
+func TestSimTraceOutputs(t *testing.T) {
+	dir := t.TempDir()
+	prefix := filepath.Join(dir, "run")
+	tl, pf := filepath.Join(dir, "t.json"), filepath.Join(dir, "p.pb.gz")
+	var so, se bytes.Buffer
+	if err := runSim([]string{"--op", "allreduce,alltoall", "--minbytes", "1M", "--maxbytes", "4M",
+		"--trace", prefix + ".parquet", "--timeline", tl, "--profile", pf}, &so, &se); err != nil {
+		t.Fatalf("sim: %v\n%s", err, se.String())
+	}
+	calls, err := traces.OpenCallFile(prefix + ".calls.parquet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer calls.Close()
+	events, err := traces.OpenEventFile(prefix + ".events.parquet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer events.Close()
+	if n := calls.Info().Rows; n != 4*2 { // 2 sizes x 2 ops x 2 ranks
+		t.Errorf("call trace has %d rows, want 8", n)
+	}
+	if events.Info().Rows == 0 {
+		t.Error("empty event trace")
+	}
+	var doc struct {
+		TraceEvents []map[string]any `json:"traceEvents"`
+	}
+	data, err := os.ReadFile(tl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &doc); err != nil || len(doc.TraceEvents) == 0 {
+		t.Errorf("timeline is not a Chrome trace: %v (%d events)", err, len(doc.TraceEvents))
+	}
+	if b, err := os.ReadFile(pf); err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Errorf("profile is not gzipped: %v", err)
+	}
+	if !strings.Contains(so.String(), "P2P") {
+		t.Errorf("alltoall rows not marked P2P:\n%s", so.String())
+	}
+	err = runSim([]string{"--op", "allreduce", "--maxbytes", "8", "--trace", filepath.Join(dir, "missing", "x")}, &so, &se)
+	if err == nil {
+		t.Error("trace into a missing directory: no error")
 	}
 }

@@ -80,7 +80,8 @@ func ReadMeasurementsFile(path string) ([]Measurement, error) {
 	return ReadMeasurements(f, path)
 }
 
-// CountOf turns an nccl-tests byte size into NCCL's count argument.
+// CountOf turns an nccl-tests byte size into NCCL's count argument
+// (AlltoAll: elements per peer; SendRecv: elements sent).
 func CountOf(c model.Collective, bytes int64, d model.Dtype, nRanks int) (int64, error) {
 	es := int64(d.Size())
 	if es == 0 {
@@ -90,7 +91,7 @@ func CountOf(c model.Collective, bytes int64, d model.Dtype, nRanks int) (int64,
 		return 0, fmt.Errorf("%d bytes is not a whole number of %d-byte %s elements", bytes, es, d)
 	}
 	n := bytes / es
-	if c == model.CollAllGather || c == model.CollReduceScatter {
+	if c == model.CollAllGather || c == model.CollReduceScatter || c == model.CollAlltoAll {
 		if n%int64(nRanks) != 0 {
 			return 0, fmt.Errorf("%s: %d elements do not split evenly over %d ranks", c, n, nRanks)
 		}
@@ -104,7 +105,7 @@ func BusFactor(c model.Collective, n int) float64 {
 	switch c {
 	case model.CollAllReduce:
 		return 2 * float64(n-1) / float64(n)
-	case model.CollAllGather, model.CollReduceScatter:
+	case model.CollAllGather, model.CollReduceScatter, model.CollAlltoAll:
 		return float64(n-1) / float64(n)
 	}
 	return 1

@@ -32,6 +32,14 @@ type ProtoCalib struct {
 	// ReduceCost is the extra load/store units a reduction costs per
 	// additional source (arithmetic and the extra dependency).
 	ReduceCost float64 `json:"reduce_cost"`
+	// RemoteStoreCost is the cost, in units of a local load or store, of a
+	// store that crosses a link into a peer GPU's memory (P2P write) or host
+	// memory (SHM): a thread block keeps fewer such stores in flight for
+	// their longer round trip. 0 reads as 1 (no difference).
+	RemoteStoreCost float64 `json:"remote_store_cost,omitempty"`
+	// LoadCost is the cost of a load (from the input buffer or a receive
+	// buffer) in units of a local store. 0 reads as 1.
+	LoadCost float64 `json:"load_cost,omitempty"`
 	// LinkEff multiplies every link's effective bandwidth for this
 	// protocol's wire traffic (store granularity, line format efficiency
 	// beyond the flag overhead that is modelled exactly).
@@ -40,6 +48,22 @@ type ProtoCalib struct {
 	// reduce-up group when it runs reduce and broadcast lanes side by side
 	// (NCCL: Simple about 1/2, LL and LL128 70%).
 	ReduceFrac float64 `json:"reduce_frac"`
+}
+
+// remoteStoreCost is RemoteStoreCost with its default.
+func (pc *ProtoCalib) remoteStoreCost() float64 {
+	if pc.RemoteStoreCost == 0 {
+		return 1
+	}
+	return pc.RemoteStoreCost
+}
+
+// loadCost is LoadCost with its default.
+func (pc *ProtoCalib) loadCost() float64 {
+	if pc.LoadCost == 0 {
+		return 1
+	}
+	return pc.LoadCost
 }
 
 // LinkCalib are the costs of one link type.
@@ -150,6 +174,8 @@ func (c *Calib) Validate() error {
 			{"slice_overhead_us", pc.SliceOverheadUs, 0, 1e6},
 			{"copy_GBps", pc.CopyGBps, 1e-3, 1e6},
 			{"reduce_cost", pc.ReduceCost, 0, 100},
+			{"remote_store_cost", pc.RemoteStoreCost, 0, 100},
+			{"load_cost", pc.LoadCost, 0, 100},
 			{"link_eff", pc.LinkEff, 1e-3, 10},
 			{"reduce_frac", pc.ReduceFrac, 0.05, 0.95},
 		}

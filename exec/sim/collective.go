@@ -60,11 +60,14 @@ func (s *Simulator) Program(c Call) (*model.Program, CallResult, error) {
 	if c.Count < 0 {
 		return nil, cr, fmt.Errorf("sim: %s: negative count %d", c.Coll, c.Count)
 	}
-	if int(c.Coll) >= model.NumTunedCollectives || c.Coll < 0 {
-		return nil, cr, fmt.Errorf("sim: %s is not simulated (collectives: broadcast, reduce, allgather, reducescatter, allreduce)", c.Coll)
-	}
 	if c.Dtype.Size() == 0 {
 		return nil, cr, fmt.Errorf("sim: unknown datatype %d", int(c.Dtype))
+	}
+	if c.Coll == model.CollAlltoAll || c.Coll == model.CollSendRecv {
+		return s.p2pProgram(c)
+	}
+	if int(c.Coll) >= model.NumTunedCollectives || c.Coll < 0 {
+		return nil, cr, fmt.Errorf("sim: %s is not simulated (collectives: broadcast, reduce, allgather, reducescatter, allreduce, alltoall, sendrecv)", c.Coll)
 	}
 	ch, err := s.Search.Tuning.Choose(c.Coll, c.Count, c.Dtype.Size())
 	if err != nil {
@@ -110,13 +113,69 @@ func (s *Simulator) Program(c Call) (*model.Program, CallResult, error) {
 	return p, cr, nil
 }
 
+// p2pProgram generates the Program of an AlltoAll (Count elements per
+// peer) or of nccl-tests' SendRecv pattern (every rank sends Count
+// elements to the next rank and receives as many from the previous one)
+// on NCCL's p2p schedule. The protocol is NCCL's per-transfer choice
+// (model.P2PProtocol) for the transfers between distinct ranks, unless
+// forced; the channels are the plan's p2p channels.
+func (s *Simulator) p2pProgram(c Call) (*model.Program, CallResult, error) {
+	cr := CallResult{Algo: model.AlgoRing, TunerUs: -1}
+	plan := s.Search.Plan
+	n := plan.NRanks
+	if c.Algo >= 0 && c.Algo != model.AlgoRing {
+		return nil, cr, fmt.Errorf("sim: %s runs on the p2p schedule: --algo %s does not apply", c.Coll, c.Algo)
+	}
+	if c.NChannels > 0 {
+		return nil, cr, fmt.Errorf("sim: %s uses the plan's p2p channels (%d per peer): a channel budget does not apply", c.Coll, plan.P2PChannelsPerPeer)
+	}
+	bytes := c.Count * int64(c.Dtype.Size())
+	_, chMax := model.P2PChannelRange(n, plan.P2PChannels, plan.P2PChannelsPerPeer)
+	proto := model.P2PProtocol(bytes, chMax, plan.NNodes > 1, false)
+	if c.Proto >= 0 {
+		if c.Proto == model.ProtoLL128 {
+			return nil, cr, fmt.Errorf("sim: %s has no LL128 p2p Program (Simple or LL)", c.Coll)
+		}
+		proto = c.Proto
+	}
+	var p *model.Program
+	var err error
+	if c.Coll == model.CollAlltoAll {
+		p, err = model.GenerateAlltoAllProgram(plan, proto, c.Count, c.Dtype, model.P2POptions{})
+	} else {
+		tasks := make([]model.P2PTask, 0, 2*n)
+		for r := 0; r < n; r++ {
+			tasks = append(tasks,
+				model.P2PTask{Rank: r, Peer: (r + 1) % n, Send: true, Count: c.Count},
+				model.P2PTask{Rank: r, Peer: (r + n - 1) % n, Send: false, Count: c.Count})
+		}
+		p, err = model.GenerateP2PProgram(plan, tasks, proto, c.Dtype, model.P2POptions{})
+	}
+	if err != nil {
+		return nil, cr, fmt.Errorf("sim: %w", err)
+	}
+	cr.Proto = proto
+	used := map[int32]bool{}
+	for i := range p.Lanes {
+		used[p.Lanes[i].Channel] = true
+	}
+	cr.NChannels = len(used)
+	return p, cr, nil
+}
+
 // Run simulates one call.
 func (s *Simulator) Run(c Call) (CallResult, error) {
+	return s.RunRecord(c, nil)
+}
+
+// RunRecord simulates one call and reports its slices to rec (see
+// Machine.RunRecord); a nil rec records nothing.
+func (s *Simulator) RunRecord(c Call, rec func(*SliceEvent)) (CallResult, error) {
 	p, cr, err := s.Program(c)
 	if err != nil {
 		return cr, err
 	}
-	r, err := s.Machine.Run(p)
+	r, err := s.Machine.RunRecord(p, rec)
 	if err != nil {
 		return cr, fmt.Errorf("%s %s/%s count %d: %w", c.Coll, cr.Algo, cr.Proto, c.Count, err)
 	}

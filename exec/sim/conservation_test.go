@@ -133,6 +133,7 @@ func zeroCalib(copyGBps, nvlEff float64) *Calib {
 	c.LaunchUs = 0
 	for _, pc := range []*ProtoCalib{&c.LL, &c.LL128, &c.Simple} {
 		pc.OpOverheadUs, pc.SliceOverheadUs, pc.ReduceCost, pc.LinkEff, pc.CopyGBps = 0, 0, 0, 1, copyGBps
+		pc.LoadCost, pc.RemoteStoreCost = 1, 1
 	}
 	for k, l := range c.Links {
 		l.LatencyUs = 0
@@ -147,7 +148,9 @@ func zeroCalib(copyGBps, nvlEff float64) *Calib {
 // TestAnalyticPipeline: with one channel there is no contention, and a
 // two-rank Simple broadcast is a two-stage pipeline of k slices: the root's
 // copySend (3 loads/stores per byte, or the link) then the peer's recv (2).
-// Its time is a + (k-1)*max(a,b) + b.
+// Its time is a + (k-1)*max(a,b) + b. With a remote store cost of 2.5 and
+// a load cost of 0.5, the root's copySend costs 0.5+1+2.5 = 4 units and
+// the recv 1.5.
 func TestAnalyticPipeline(t *testing.T) {
 	res := loadSearch(t, "", 1)
 	const slice = 512 << 10 // Simple broadcast: one 512 KiB step per call
@@ -155,13 +158,17 @@ func TestAnalyticPipeline(t *testing.T) {
 	for _, tc := range []struct {
 		name           string
 		copyGBps, eff  float64
+		load, remote   float64
 		rootGBps, rcvB float64 // data rates of the two stages
 	}{
-		{"copy-bound", 30, 1, 10, 15},
-		{"link-bound", 3000, 1e-2, 3.708, 1500},
+		{"copy-bound", 30, 1, 1, 1, 10, 15},
+		{"link-bound", 3000, 1e-2, 1, 1, 3.708, 1500},
+		{"store-costs", 30, 1, 0.5, 2.5, 7.5, 20},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newSim(t, res, zeroCalib(tc.copyGBps, tc.eff))
+			c := zeroCalib(tc.copyGBps, tc.eff)
+			c.Simple.LoadCost, c.Simple.RemoteStoreCost = tc.load, tc.remote
+			s := newSim(t, res, c)
 			r, err := s.Run(Call{Coll: model.CollBroadcast, Count: k * slice / 4, Dtype: model.DtypeFP32, Algo: model.AlgoRing, Proto: model.ProtoSimple, NChannels: 1})
 			if err != nil {
 				t.Fatal(err)
@@ -257,10 +264,40 @@ func TestBadPrograms(t *testing.T) {
 	if _, err := s.Machine.Run(p); err == nil {
 		t.Error("program with the wrong rank count accepted")
 	}
-	if _, err := s.Run(Call{Coll: model.CollSendRecv, Count: 4, Dtype: model.DtypeFP32, Algo: -1, Proto: -1}); err == nil {
-		t.Error("sendrecv accepted")
+	if _, err := s.Run(Call{Coll: model.CollSendRecv, Count: 4, Dtype: model.DtypeFP32, Algo: -1, Proto: model.ProtoLL128}); err == nil {
+		t.Error("LL128 sendrecv accepted")
+	}
+	if _, err := s.Run(Call{Coll: model.CollAlltoAll, Count: 4, Dtype: model.DtypeFP32, Algo: model.AlgoTree, Proto: -1}); err == nil {
+		t.Error("tree alltoall accepted")
 	}
 	if _, err := s.Run(Call{Coll: model.CollAllGather, Count: 4, Dtype: model.DtypeFP32, Algo: model.AlgoTree, Proto: -1}); err == nil {
 		t.Error("tree allgather accepted")
+	}
+}
+
+// TestP2PConservation: AlltoAll and SendRecv Programs (p2p schedule) carry
+// the bytes the reference interpreter counts, over links within capacity.
+func TestP2PConservation(t *testing.T) {
+	for _, nodes := range []int{1, 2} {
+		s := newSim(t, loadSearch(t, h100XML(t), nodes), nil)
+		for _, c := range []Call{
+			{Coll: model.CollAlltoAll, Count: 100000, Dtype: model.DtypeFP32, Algo: -1, Proto: -1},
+			{Coll: model.CollAlltoAll, Count: 1000, Dtype: model.DtypeFP32, Algo: -1, Proto: -1},
+			{Coll: model.CollSendRecv, Count: 1 << 20, Dtype: model.DtypeFP32, Algo: -1, Proto: -1},
+			{Coll: model.CollSendRecv, Count: 5000, Dtype: model.DtypeFP32, Algo: -1, Proto: -1},
+		} {
+			p, cr, err := s.Program(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := s.Machine.Run(p)
+			if err != nil {
+				t.Fatalf("%s count %d on %d node(s): %v", c.Coll, c.Count, nodes, err)
+			}
+			if r.TimeUs <= 0 || cr.NChannels == 0 {
+				t.Errorf("%s: time %v on %d channels", c.Coll, r.TimeUs, cr.NChannels)
+			}
+			checkConservation(t, s, p, r)
+		}
 	}
 }

@@ -31,10 +31,20 @@
 // through) and for send credits (head + NCCL_STEPS), pays a per-slice
 // synchronisation cost, moves its bytes (LL lines carry 8 of 16 bytes,
 // LL128 lines 120 of 128) at the lower of its fair share of the route and
-// the block's copy throughput, divided by the loads and stores the
-// primitive performs (a reduction reads two sources), and posts its
+// the block's copy throughput divided by the cost of the loads and stores
+// the primitive performs per byte (a reduction reads two sources; a load
+// and a store into a peer GPU's memory have their own calibrated costs,
+// relative to a local store), and posts its
 // counters, which become visible to the peer after the route latency.
 // Network connections add the proxy's latency. All constants come from a
 // versioned calibration (Calib), fitted to measurements by
 // "replay calibrate".
+//
+// # Outputs
+//
+// Run returns the predicted time and per-connection and per-link traffic;
+// RunRecord also reports every slice (rank, channel, primitive, peers,
+// bytes, start and end), which cmd/replay turns into parquet traces, a
+// Chrome timeline and a pprof profile. AlltoAll and SendRecv run on NCCL's
+// p2p schedule (model.GenerateAlltoAllProgram, model.GenerateP2PProgram).
 package sim

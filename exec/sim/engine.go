@@ -36,46 +36,58 @@ type queue struct {
 	seq uint64
 }
 
-func (q *queue) less(i, j int) bool {
-	a, b := &q.h[i], &q.h[j]
+// before orders events by (time, sequence number).
+func before(a, b *event) bool {
 	return a.t < b.t || (a.t == b.t && a.seq < b.seq)
 }
 
+// The heap is 4-ary: half the depth of a binary heap, and the four
+// children of a node share a cache line or two. Sifting moves a hole
+// instead of swapping.
 func (q *queue) push(t Time, kind uint8, id int32, val uint64) {
 	q.seq++
-	q.h = append(q.h, event{t: t, seq: q.seq, val: val, id: id, kind: kind})
+	e := event{t: t, seq: q.seq, val: val, id: id, kind: kind}
+	q.h = append(q.h, e)
 	i := len(q.h) - 1
 	for i > 0 {
-		p := (i - 1) / 2
-		if !q.less(i, p) {
+		p := (i - 1) / 4
+		if !before(&e, &q.h[p]) {
 			break
 		}
-		q.h[i], q.h[p] = q.h[p], q.h[i]
+		q.h[i] = q.h[p]
 		i = p
 	}
+	q.h[i] = e
 }
 
 func (q *queue) pop() event {
 	top := q.h[0]
 	n := len(q.h) - 1
-	q.h[0] = q.h[n]
+	e := q.h[n]
 	q.h = q.h[:n]
+	if n == 0 {
+		return top
+	}
 	i := 0
 	for {
-		l := 2*i + 1
-		if l >= n {
+		c := 4*i + 1
+		if c >= n {
 			break
 		}
-		m := l
-		if r := l + 1; r < n && q.less(r, l) {
-			m = r
+		m := c
+		end := min(c+4, n)
+		for j := c + 1; j < end; j++ {
+			if before(&q.h[j], &q.h[m]) {
+				m = j
+			}
 		}
-		if !q.less(m, i) {
+		if !before(&q.h[m], &e) {
 			break
 		}
-		q.h[i], q.h[m] = q.h[m], q.h[i]
+		q.h[i] = q.h[m]
 		i = m
 	}
+	q.h[i] = e
 	return top
 }
 

@@ -40,12 +40,16 @@ func fitParams(protos []model.Protocol, links []model.LinkType) []FitParam {
 				get: func(c *Calib) float64 { return c.Proto(p).CopyGBps }, set: func(c *Calib, v float64) { c.Proto(p).CopyGBps = v }},
 			FitParam{Name: n + ".reduce_cost", Floor: 0.01, Lo: 0, Hi: 4,
 				get: func(c *Calib) float64 { return c.Proto(p).ReduceCost }, set: func(c *Calib, v float64) { c.Proto(p).ReduceCost = v }},
+			FitParam{Name: n + ".remote_store_cost", Floor: 0, Lo: 0.25, Hi: 8,
+				get: func(c *Calib) float64 { return c.Proto(p).remoteStoreCost() }, set: func(c *Calib, v float64) { c.Proto(p).RemoteStoreCost = v }},
+			FitParam{Name: n + ".load_cost", Floor: 0, Lo: 0.02, Hi: 2,
+				get: func(c *Calib) float64 { return c.Proto(p).loadCost() }, set: func(c *Calib, v float64) { c.Proto(p).LoadCost = v }},
 		)
 	}
 	for _, t := range links {
 		k := t.String()
 		ps = append(ps,
-			FitParam{Name: "links." + k + ".eff", Floor: 0, Lo: 0.2, Hi: 1.25,
+			FitParam{Name: "links." + k + ".eff", Floor: 0, Lo: 0.2, Hi: MaxLinkEff,
 				get: func(c *Calib) float64 { return c.Links[k].Eff },
 				set: func(c *Calib, v float64) { l := c.Links[k]; l.Eff = v; c.Links[k] = l }},
 			FitParam{Name: "links." + k + ".latency_us", Floor: 0.01, Lo: 0, Hi: 20,
@@ -314,6 +318,10 @@ func nelderMead(f func([]float64) float64, x0 []float64, step float64, maxEvals 
 	}
 	return pts[b], vals[b]
 }
+
+// MaxLinkEff bounds the fitted efficiency of a link type: a link cannot
+// carry more data than NCCL's bandwidth rating of it.
+const MaxLinkEff = 1.0
 
 // worstWeight is the weight of the worst row's squared log error in the
 // fit's loss, next to the mean over all rows.

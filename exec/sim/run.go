@@ -25,6 +25,8 @@ type actor struct {
 	waiting bool
 	pending int32
 	frac    float64 // share of the channel's thread block
+	remote  int     // sends that store into another GPU's (or host) memory
+	start   Time    // when the current slice's data and credits were there
 	finish  Time
 	slices  [model.ProgSlots]model.ProgSlice
 }
@@ -75,6 +77,9 @@ type Result struct {
 	Conns    []ConnStats
 	// Links lists the resources that carried traffic, in resource order.
 	Links []LinkStats
+	// RankKernelUs is, per rank, the time from the start of the lanes to
+	// the end of the rank's last lane.
+	RankKernelUs []float64
 }
 
 // runner is the state of one simulated Program.
@@ -96,13 +101,49 @@ type runner struct {
 	opOv    Time
 	slOv    Time
 	copyBps float64 // bytes (loads + stores) per ps of a whole block
-	scratch []model.ProgSlice
+	// remoteCost is the cost of a store into a peer's memory in units of a
+	// local load or store
+	remoteCost float64
+	// loadCost is the cost of a load in units of a local store
+	loadCost float64
+	scratch  []model.ProgSlice
+	// rec, when set, receives every slice as it ends; steps numbers the
+	// slices of every (rank, channel) for it.
+	rec   func(*SliceEvent)
+	steps []int64
+	ev    SliceEvent
+}
+
+// SliceEvent is one slice a lane executed: one wait/post round of a
+// primitive call on one rank and channel.
+type SliceEvent struct {
+	Rank, Channel int32
+	// SendPeer and RecvPeer are the first peer the slice sends to and
+	// receives from, -1 where it does not.
+	SendPeer, RecvPeer int32
+	Prim               model.PrimKind
+	Proto              model.Protocol
+	// Step numbers the slices of one rank on one channel in execution
+	// order (the k-th slice sending from a to b on a channel pairs with
+	// the k-th slice of b receiving from a there).
+	Step  int64
+	Bytes int64 // data bytes
+	// Start is when the slice's data and send credits were there (the
+	// slice's overhead follows); End is when it posted.
+	Start, End Time
 }
 
 // Run simulates one Program on the machine and returns its predicted time
 // and traffic. The Program must use the machine's ranks; its connections'
 // channels select the NICs of network routes.
 func (m *Machine) Run(p *model.Program) (*Result, error) {
+	return m.RunRecord(p, nil)
+}
+
+// RunRecord is Run that also reports every slice to rec as it ends, in
+// virtual time order of their ends (the event is reused: copy it to keep
+// it). A nil rec records nothing.
+func (m *Machine) RunRecord(p *model.Program, rec func(*SliceEvent)) (*Result, error) {
 	if p == nil {
 		return nil, fmt.Errorf("sim: nil program")
 	}
@@ -112,12 +153,17 @@ func (m *Machine) Run(p *model.Program) (*Result, error) {
 	if p.NRanks != m.Cluster.NRanks {
 		return nil, fmt.Errorf("sim: program has %d ranks, the machine %d", p.NRanks, m.Cluster.NRanks)
 	}
-	x := &runner{m: m, p: p, c: m.calib, esize: int64(p.Dtype.Size()), credits: uint64(p.Credits)}
+	x := &runner{m: m, p: p, c: m.calib, esize: int64(p.Dtype.Size()), credits: uint64(p.Credits), rec: rec}
+	if rec != nil {
+		x.steps = make([]int64, p.NRanks*max(p.NChannels, 1))
+	}
 	x.pc = x.c.Proto(p.Proto)
 	x.stream = p.Proto != model.ProtoSimple
 	x.opOv = usToPs(x.pc.OpOverheadUs)
 	x.slOv = usToPs(x.pc.SliceOverheadUs)
 	x.copyBps = x.pc.CopyGBps * 1e-3
+	x.remoteCost = x.pc.remoteStoreCost()
+	x.loadCost = x.pc.loadCost()
 	x.fab.res = make([]resource, len(m.res))
 	copy(x.fab.res, m.res)
 	for i := range x.fab.res {
@@ -144,18 +190,21 @@ func (m *Machine) Run(p *model.Program) (*Result, error) {
 		a.lane = l
 		a.frac = 1
 		k := rc{l.Rank, l.Channel}
-		if n := perBlock[k]; n == 2 { // tree: reduce-up and broadcast-down groups
+		if n := perBlock[k]; n == 2 && p.Algo == model.AlgoTree { // reduce-up and broadcast-down groups
 			if seen[k] == 0 {
 				a.frac = x.pc.ReduceFrac
 			} else {
 				a.frac = 1 - x.pc.ReduceFrac
 			}
-		} else if n > 2 {
+		} else if n >= 2 { // p2p: the block's warps split between directions
 			a.frac = 1 / float64(n)
 		}
 		seen[k]++
 		for _, c := range l.Send {
 			x.conns[c].sender = int32(i)
+			if rt := x.conns[c].rt; rt.transport != TransportNET && len(rt.res) > 0 {
+				a.remote++
+			}
 		}
 		for _, c := range l.Recv {
 			x.conns[c].recver = int32(i)
@@ -249,7 +298,8 @@ func (x *runner) wireBytes(n int64) int64 {
 
 // units is the memory traffic per data byte of a primitive call: its
 // loads and stores, plus the reduction's extra cost per extra source.
-func (x *runner) units(l *model.ProgLane, op model.ProgOp) float64 {
+func (x *runner) units(a *actor, op model.ProgOp) float64 {
+	l := a.lane
 	k := op.Kind
 	srcs, dsts := 0, 0
 	if k.Receives() {
@@ -258,17 +308,19 @@ func (x *runner) units(l *model.ProgLane, op model.ProgOp) float64 {
 	if k.ReadsInput() || (k == model.PrimSend && op.Flags&model.PrimFromOutput != 0) {
 		srcs++
 	}
+	remote := 0
 	if k.Sends() {
-		dsts += len(l.Send)
+		dsts += len(l.Send) - a.remote
+		remote = a.remote
 	}
 	if k.WritesOutput() {
 		dsts++
 	}
-	u := float64(srcs + dsts)
+	u := x.loadCost*float64(srcs) + float64(dsts) + x.remoteCost*float64(remote)
 	if k.Receives() && k.ReadsInput() && srcs > 1 { // reductions
 		u += x.pc.ReduceCost * float64(srcs-1)
 	}
-	return max(u, 1)
+	return max(u, 0.05)
 }
 
 // advance runs actor ai until it has to wait.
@@ -319,6 +371,7 @@ func (x *runner) advance(ai int32) {
 				}
 			}
 			a.phase = phData
+			a.start = x.now
 			if x.slOv > 0 {
 				x.q.push(x.now+x.slOv, evWake, ai, 0)
 				return
@@ -342,6 +395,9 @@ func (x *runner) advance(ai int32) {
 				}
 			}
 			x.post(a, op, s)
+			if x.rec != nil {
+				x.record(a, op, s)
+			}
 			x.slices++
 			a.sl++
 			if a.sl < a.nsl {
@@ -373,7 +429,7 @@ func (x *runner) startSlice(ai int32, a *actor) {
 	if data <= 0 {
 		return
 	}
-	rate := x.copyBps * a.frac / x.units(l, op) // data bytes per ps
+	rate := x.copyBps * a.frac / x.units(a, op) // data bytes per ps
 	if sends {
 		wire := x.wireBytes(data)
 		scale := float64(wire) / float64(data)
@@ -419,6 +475,25 @@ func (x *runner) post(a *actor, op *model.ProgOp, s *model.ProgSlice) {
 	}
 }
 
+// record reports the slice that actor a just posted.
+func (x *runner) record(a *actor, op *model.ProgOp, s *model.ProgSlice) {
+	l := a.lane
+	e := &x.ev
+	*e = SliceEvent{Rank: l.Rank, Channel: l.Channel, SendPeer: -1, RecvPeer: -1, Prim: op.Kind, Proto: x.p.Proto,
+		Bytes: s.Elems * x.esize, Start: a.start, End: x.now}
+	if op.Kind.Sends() && len(l.Send) > 0 {
+		e.SendPeer = x.p.Conns[l.Send[0]].To
+	}
+	if op.Kind.Receives() && len(l.Recv) > 0 {
+		e.RecvPeer = x.p.Conns[l.Recv[0]].From
+	}
+	if k := int(l.Rank)*max(x.p.NChannels, 1) + int(l.Channel); k >= 0 && k < len(x.steps) {
+		e.Step = x.steps[k]
+		x.steps[k]++
+	}
+	x.rec(e)
+}
+
 func (x *runner) result(end Time) *Result {
 	r := &Result{
 		KernelUs: float64(end) / psPerUs,
@@ -427,6 +502,13 @@ func (x *runner) result(end Time) *Result {
 		Reshares: x.fab.reshares,
 	}
 	r.TimeUs = r.KernelUs + x.c.LaunchUs
+	r.RankKernelUs = make([]float64, x.p.NRanks)
+	for i := range x.actors {
+		a := &x.actors[i]
+		if rk := int(a.lane.Rank); rk >= 0 && rk < len(r.RankKernelUs) {
+			r.RankKernelUs[rk] = max(r.RankKernelUs[rk], float64(a.finish)/psPerUs)
+		}
+	}
 	for i, cn := range x.p.Conns {
 		cs := &x.conns[i]
 		r.Conns = append(r.Conns, ConnStats{From: int(cn.From), To: int(cn.To), Channel: int(cn.Channel),
