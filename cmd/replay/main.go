@@ -8,6 +8,7 @@
 //	replay tune [FILE.xml] --op allreduce --bytes 64M [--nodes N]
 //	replay sim [FILE.xml] --op allreduce --minbytes 8 --maxbytes 1G
 //	replay calibrate TABLE.tsv --out CALIB.json
+//	replay run CALLS.parquet [--topo FILE.xml] [--out PREFIX]
 //	replay trace info|cat|export FILE...
 //
 // Run "replay help" for the full text.
@@ -36,6 +37,7 @@ var commands = []command{
 	{"search", "run NCCL's channel search, ring/tree wiring and tuning model on a topology", runSearch},
 	{"tune", "predict NCCL's algorithm, protocol, channels and time for one collective call", runTune},
 	{"sim", "simulate collectives on a topology and print an nccl-tests-like table", runSim},
+	{"run", "replay a recorded call trace on a topology and write predicted traces", runReplayRun},
 	{"calibrate", "fit the simulator's calibration to measured timings", runCalibrate},
 	{"trace", "inspect, print and export call and event traces (info, cat, export)", runTrace},
 }

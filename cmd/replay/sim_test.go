@@ -172,3 +172,55 @@ func TestSimTraceOutputs(t *testing.T) {
 		t.Error("trace into a missing directory: no error")
 	}
 }
+
+// TestSimFastMode: --fast folds a multi-host ring and predicts the same
+// table as --mode accurate; a forced progress bar goes to stderr only.
+func TestSimFastMode(t *testing.T) {
+	dir := t.TempDir()
+	var so, se bytes.Buffer
+	args := []string{"--nodes", "4", "--op", "allreduce,reducescatter", "--algo", "ring", "--minbytes", "64K", "--maxbytes", "16M", "--factor", "16"}
+	read := func(name string) []map[string]any {
+		data, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rows []map[string]any
+		if err := json.Unmarshal(data, &rows); err != nil {
+			t.Fatal(err)
+		}
+		return rows
+	}
+	if err := runSim(append(args, "--fast", "--json", filepath.Join(dir, "fast.json")), &so, &se); err != nil {
+		t.Fatal(err)
+	}
+	if se.Len() != 0 {
+		t.Errorf("stderr written without --progress: %q", se.String())
+	}
+	if err := runSim(append(args, "--mode", "accurate", "--json", filepath.Join(dir, "acc.json")), &so, &se); err != nil {
+		t.Fatal(err)
+	}
+	fast, acc := read("fast.json"), read("acc.json")
+	if len(fast) != len(acc) || len(fast) == 0 {
+		t.Fatalf("%d fast rows, %d accurate", len(fast), len(acc))
+	}
+	for i := range fast {
+		if fast[i]["folded"] != float64(4) || acc[i]["folded"] != nil {
+			t.Errorf("row %d: folded %v (fast) %v (accurate)", i, fast[i]["folded"], acc[i]["folded"])
+		}
+		if f, a := fast[i]["time_us"].(float64), acc[i]["time_us"].(float64); f < a*0.98 || f > a*1.02 {
+			t.Errorf("row %d: fast %.3f us, accurate %.3f us", i, f, a)
+		}
+	}
+	for _, bad := range [][]string{{"--mode", "quick"}, {"--fast", "--mode", "accurate"}} {
+		if err := runSim(append(args, bad...), &so, &se); err == nil {
+			t.Errorf("%v: no error", bad)
+		}
+	}
+	se.Reset()
+	if err := runSim([]string{"--op", "allreduce", "--minbytes", "1G", "--maxbytes", "1G", "--proto", "ll", "--progress"}, &so, &se); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(se.String(), "%") {
+		t.Errorf("--progress drew nothing on stderr: %q", se.String())
+	}
+}

@@ -39,6 +39,8 @@ type CallResult struct {
 type Simulator struct {
 	Machine *Machine
 	Search  *search.Result
+	// Mode selects step-accurate (the default), fast or automatic runs.
+	Mode Mode
 }
 
 // NewSimulator prepares the result of search.Run for simulation.
@@ -56,6 +58,19 @@ func NewSimulator(res *search.Result, c *Calib) (*Simulator, error) {
 // Program generates the Program a call runs, with the tuner's algorithm,
 // protocol and channels unless the call forces them.
 func (s *Simulator) Program(c Call) (*model.Program, CallResult, error) {
+	if c.Coll == model.CollAlltoAll || c.Coll == model.CollSendRecv {
+		return s.p2pProgram(c)
+	}
+	g, cr, err := s.Generator(c)
+	if err != nil {
+		return nil, cr, err
+	}
+	return g.Program(), cr, nil
+}
+
+// Generator is Program without materialising the lanes: the generator
+// streams them per rank and channel.
+func (s *Simulator) Generator(c Call) (*model.ProgGen, CallResult, error) {
 	var cr CallResult
 	if c.Count < 0 {
 		return nil, cr, fmt.Errorf("sim: %s: negative count %d", c.Coll, c.Count)
@@ -64,7 +79,11 @@ func (s *Simulator) Program(c Call) (*model.Program, CallResult, error) {
 		return nil, cr, fmt.Errorf("sim: unknown datatype %d", int(c.Dtype))
 	}
 	if c.Coll == model.CollAlltoAll || c.Coll == model.CollSendRecv {
-		return s.p2pProgram(c)
+		p, cr, err := s.p2pProgram(c)
+		if err != nil {
+			return nil, cr, err
+		}
+		return model.NewProgGenFromProgram(p), cr, nil
 	}
 	if int(c.Coll) >= model.NumTunedCollectives || c.Coll < 0 {
 		return nil, cr, fmt.Errorf("sim: %s is not simulated (collectives: broadcast, reduce, allgather, reducescatter, allreduce, alltoall, sendrecv)", c.Coll)
@@ -100,17 +119,13 @@ func (s *Simulator) Program(c Call) (*model.Program, CallResult, error) {
 		return nil, cr, fmt.Errorf("sim: %s with %s/%s has no Program (ring for every collective, tree for AllReduce)", c.Coll, algo, proto)
 	}
 	nch = max(nch, 1)
-	p, err := model.GenerateProgram(s.Search.Plan, c.Coll, algo, proto, c.Count, c.Dtype, c.Op, model.ProgOptions{NChannels: nch, Root: c.Root})
+	g, err := model.NewProgGen(s.Search.Plan, c.Coll, algo, proto, c.Count, c.Dtype, c.Op, model.ProgOptions{NChannels: nch, Root: c.Root})
 	if err != nil {
 		return nil, cr, fmt.Errorf("sim: %w", err)
 	}
 	cr.Algo, cr.Proto = algo, proto
-	used := map[int32]bool{}
-	for i := range p.Lanes {
-		used[p.Lanes[i].Channel] = true
-	}
-	cr.NChannels = len(used)
-	return p, cr, nil
+	cr.NChannels = len(g.Channels())
+	return g, cr, nil
 }
 
 // p2pProgram generates the Program of an AlltoAll (Count elements per
@@ -170,15 +185,63 @@ func (s *Simulator) Run(c Call) (CallResult, error) {
 
 // RunRecord simulates one call and reports its slices to rec (see
 // Machine.RunRecord); a nil rec records nothing.
+//
+// In ModeFast (and ModeAuto above AutoFastSlices) a ring collective over
+// identical hosts runs folded onto host 0 (see Fold); rec then sees the
+// slices of host 0's ranks only.
 func (s *Simulator) RunRecord(c Call, rec func(*SliceEvent)) (CallResult, error) {
-	p, cr, err := s.Program(c)
+	if c.Coll == model.CollAlltoAll || c.Coll == model.CollSendRecv {
+		p, cr, err := s.p2pProgram(c)
+		if err != nil {
+			return cr, err
+		}
+		r, err := s.Machine.RunRecord(p, rec)
+		if err != nil {
+			return cr, fmt.Errorf("%s %s/%s count %d: %w", c.Coll, cr.Algo, cr.Proto, c.Count, err)
+		}
+		cr.Result = r
+		return cr, nil
+	}
+	g, cr, err := s.Generator(c)
 	if err != nil {
 		return cr, err
 	}
-	r, err := s.Machine.RunRecord(p, rec)
+	var r *Result
+	if f := s.foldFor(g); f != nil {
+		r, err = s.Machine.runFolded(f, rec)
+	} else {
+		r, err = s.Machine.RunGen(g, rec)
+	}
 	if err != nil {
 		return cr, fmt.Errorf("%s %s/%s count %d: %w", c.Coll, cr.Algo, cr.Proto, c.Count, err)
 	}
 	cr.Result = r
 	return cr, nil
+}
+
+// foldFor returns the fold of g when the mode asks for one and the call
+// allows it, else nil.
+func (s *Simulator) foldFor(g *model.ProgGen) *folded {
+	switch s.Mode {
+	case ModeFast:
+	case ModeAuto:
+		if estimateSlices(g) <= AutoFastSlices {
+			return nil
+		}
+	default:
+		return nil
+	}
+	f, _ := s.Machine.fold(g)
+	return f
+}
+
+// Fold reports whether the call can run folded in the fast mode, and why
+// not when it cannot.
+func (s *Simulator) Fold(c Call) (bool, string, error) {
+	g, _, err := s.Generator(c)
+	if err != nil {
+		return false, "", err
+	}
+	f, why := s.Machine.fold(g)
+	return f != nil, why, nil
 }

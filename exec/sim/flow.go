@@ -16,21 +16,28 @@ type resource struct {
 	// sum of the private caps of its flows: while it stays below cap, the
 	// resource constrains none of them (the fast path of start/finish)
 	sumCap float64
-	// scratch of the sharing computation
+	// sum of the weights of its flows
+	wsum float64
+	// scratch of the sharing computation: remaining capacity and the
+	// weight of the flows not yet frozen
 	mark   uint32
 	remCap float64
-	nUnf   int
+	nUnf   float64
 }
 
 // flow is one transfer in progress: wire bytes over the resources of a
 // route, at a rate recomputed whenever the sharing changes.
 type flow struct {
-	res    []int32 // resources of the route (shared with the route)
-	total  float64 // wire bytes the flow occupies its resources for
-	acct   float64 // wire bytes accounted to its resources when it ends
-	rem    float64 // wire bytes still to move at last
-	rate   float64 // bytes/ps
-	cap    float64 // private rate cap (bytes/ps), +Inf when none
+	res   []int32 // resources of the route (shared with the route)
+	total float64 // wire bytes the flow occupies its resources for
+	acct  float64 // wire bytes accounted to its resources when it ends
+	rem   float64 // wire bytes still to move at last
+	rate  float64 // bytes/ps
+	cap   float64 // private rate cap (bytes/ps), +Inf when none
+	// w is the number of identical transfers the flow stands for (the
+	// fast mode merges identical channels): it loads its resources w times
+	// its rate.
+	w      float64
 	last   Time
 	ver    uint64
 	owner  int32 // actor to notify
@@ -62,7 +69,10 @@ func (f *fabric) addResource(name string, gbps float64, lat Time) int32 {
 // start begins a flow of wire bytes over res, capped at capBpps (bytes
 // per ps), owned by actor owner. Completion is announced by an evFlow
 // event on q.
-func (f *fabric) start(q *queue, now Time, res []int32, wire, acct float64, capBpps float64, owner int32) int32 {
+//
+// The flow stands for w identical transfers (w >= 1): it weighs w times on
+// the sharing of its resources, and accounts w times its bytes.
+func (f *fabric) start(q *queue, now Time, res []int32, wire, acct float64, capBpps, w float64, owner int32) int32 {
 	var id int32
 	if n := len(f.free); n > 0 {
 		id = f.free[n-1]
@@ -73,7 +83,7 @@ func (f *fabric) start(q *queue, now Time, res []int32, wire, acct float64, capB
 	}
 	fl := &f.flows[id]
 	ver := fl.ver + 1
-	*fl = flow{res: res, total: wire, acct: acct, rem: wire, cap: capBpps, last: now, ver: ver, owner: owner, active: true}
+	*fl = flow{res: res, total: wire, acct: acct, rem: wire, cap: capBpps, w: w, last: now, ver: ver, owner: owner, active: true}
 	if len(res) == 0 {
 		// A private transfer: no sharing, its cap is its rate.
 		fl.rate = capBpps
@@ -84,7 +94,8 @@ func (f *fabric) start(q *queue, now Time, res []int32, wire, acct float64, capB
 	for _, r := range res {
 		rs := &f.res[r]
 		rs.flows = append(rs.flows, id)
-		rs.sumCap += capBpps
+		rs.sumCap += w * capBpps
+		rs.wsum += w
 		free = free && rs.sumCap <= rs.cap
 	}
 	if free {
@@ -93,7 +104,7 @@ func (f *fabric) start(q *queue, now Time, res []int32, wire, acct float64, capB
 		fl.rate = capBpps
 		for _, r := range res {
 			rs := &f.res[r]
-			rs.load += capBpps
+			rs.load += w * capBpps
 			rs.peak = max(rs.peak, rs.load)
 		}
 		f.schedule(q, now, id)
@@ -112,9 +123,10 @@ func (f *fabric) finish(q *queue, now Time, id int32) {
 	for _, r := range fl.res {
 		rs := &f.res[r]
 		free = free && rs.sumCap <= rs.cap
-		rs.sumCap -= fl.cap
-		rs.load -= fl.rate
-		rs.bytes += fl.acct
+		rs.sumCap -= fl.w * fl.cap
+		rs.wsum -= fl.w
+		rs.load -= fl.w * fl.rate
+		rs.bytes += fl.w * fl.acct
 		for i, x := range rs.flows {
 			if x == id {
 				copy(rs.flows[i:], rs.flows[i+1:])
@@ -123,7 +135,7 @@ func (f *fabric) finish(q *queue, now Time, id int32) {
 			}
 		}
 		if len(rs.flows) == 0 {
-			rs.sumCap, rs.load = 0, 0 // no rounding drift across idle periods
+			rs.sumCap, rs.load, rs.wsum = 0, 0, 0 // no rounding drift across idle periods
 		}
 	}
 	res := fl.res
@@ -205,7 +217,7 @@ func (f *fabric) reshare(q *queue, now Time, seeds []int32) {
 	for _, r := range cr {
 		rs := &f.res[r]
 		rs.remCap = rs.cap
-		rs.nUnf = len(rs.flows)
+		rs.nUnf = rs.wsum
 	}
 	old := f.oldRates(cf)
 	left := len(cf)
@@ -215,7 +227,7 @@ func (f *fabric) reshare(q *queue, now Time, seeds []int32) {
 		for _, r := range cr {
 			rs := &f.res[r]
 			if rs.nUnf > 0 {
-				if s := rs.remCap / float64(rs.nUnf); s < best {
+				if s := rs.remCap / rs.nUnf; s < best {
 					best, bestRes, bestFlow = s, r, -1
 				}
 			}
@@ -253,7 +265,8 @@ func (f *fabric) reshare(q *queue, now Time, seeds []int32) {
 		rs := &f.res[r]
 		rs.load = 0
 		for _, fid := range rs.flows {
-			rs.load += f.flows[fid].rate
+			fl := &f.flows[fid]
+			rs.load += fl.w * fl.rate
 		}
 		rs.peak = max(rs.peak, rs.load)
 	}
@@ -276,10 +289,10 @@ func (f *fabric) freeze(fid int32, rate float64) {
 	fl.rate = rate
 	for _, r := range fl.res {
 		rs := &f.res[r]
-		rs.remCap -= rate
+		rs.remCap -= fl.w * rate
 		if rs.remCap < 0 {
 			rs.remCap = 0
 		}
-		rs.nUnf--
+		rs.nUnf -= fl.w
 	}
 }

@@ -19,7 +19,10 @@ const (
 // actor is one lane of the Program.
 type actor struct {
 	lane    *model.ProgLane
-	op      int
+	op      int // index into lane.Ops (a window of the lane when streamed)
+	opBase  int // index of lane.Ops[0] in the whole lane (streamed lanes)
+	nOps    int // primitive calls of the whole lane
+	li      int // index of the lane among its rank's on its channel (streamed lanes)
 	sl, nsl int
 	phase   uint8
 	waiting bool
@@ -80,6 +83,10 @@ type Result struct {
 	// RankKernelUs is, per rank, the time from the start of the lanes to
 	// the end of the rank's last lane.
 	RankKernelUs []float64
+	// Folded is the number of hosts the fast mode folded onto one to run
+	// the call (their lanes, events and slices are not counted), 0 when the
+	// call ran step-accurate.
+	Folded int
 }
 
 // runner is the state of one simulated Program.
@@ -112,7 +119,18 @@ type runner struct {
 	rec   func(*SliceEvent)
 	steps []int64
 	ev    SliceEvent
+	// gen, when set, streams the lanes: each actor holds a window of at
+	// most streamWindow calls of its lane and regenerates the lane into
+	// genOps to move the window on.
+	gen    *model.ProgGen
+	genOps []model.ProgOp
+	// total is the number of slices the run executes (for Progress).
+	total int64
 }
+
+// streamWindow is the number of primitive calls a streamed lane keeps in
+// memory at a time.
+const streamWindow = 512
 
 // SliceEvent is one slice a lane executed: one wait/post round of a
 // primitive call on one rank and channel.
@@ -144,16 +162,59 @@ func (m *Machine) Run(p *model.Program) (*Result, error) {
 // virtual time order of their ends (the event is reused: copy it to keep
 // it). A nil rec records nothing.
 func (m *Machine) RunRecord(p *model.Program, rec func(*SliceEvent)) (*Result, error) {
+	return m.run(p, nil, rec)
+}
+
+// run is RunRecord with optional routes: routes[i], when routes is not
+// nil, is the route of connection i instead of the machine's own (the
+// fast mode folds a ring onto one host's resources this way).
+func (m *Machine) run(p *model.Program, routes []*route, rec func(*SliceEvent)) (*Result, error) {
 	if p == nil {
 		return nil, fmt.Errorf("sim: nil program")
 	}
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("sim: %w", err)
 	}
+	return m.exec(p, routes, rec, nil, nil)
+}
+
+// RunGen is RunRecord on the Program of a generator, streaming its lanes:
+// every lane keeps at most a window of its primitive calls in memory, so
+// that large jobs run in bounded memory. The result is the same as
+// RunRecord(g.Program(), rec).
+func (m *Machine) RunGen(g *model.ProgGen, rec func(*SliceEvent)) (*Result, error) {
+	h := g.Header()
+	if err := h.Validate(); err != nil {
+		return nil, fmt.Errorf("sim: %w", err)
+	}
+	var nops []int
+	var full []model.ProgOp
+	for r := 0; r < h.NRanks; r++ {
+		for _, ch := range g.Channels() {
+			for i := 0; i < g.NumLanes(r, ch); i++ {
+				l := g.Lane(r, ch, i, full)
+				full = l.Ops
+				for _, c := range append(l.Recv[:len(l.Recv):len(l.Recv)], l.Send...) {
+					if c < 0 || int(c) >= len(h.Conns) {
+						return nil, fmt.Errorf("sim: lane of rank %d channel %d uses connection %d outside %d", r, ch, c, len(h.Conns))
+					}
+				}
+				l.Ops = append([]model.ProgOp(nil), l.Ops[:min(len(l.Ops), streamWindow)]...)
+				h.Lanes = append(h.Lanes, l)
+				nops = append(nops, len(full))
+			}
+		}
+	}
+	return m.exec(h, nil, rec, g, nops)
+}
+
+// exec runs a checked Program (lanes windowed when gen is set, nops then
+// giving the length of each whole lane).
+func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent), gen *model.ProgGen, nops []int) (*Result, error) {
 	if p.NRanks != m.Cluster.NRanks {
 		return nil, fmt.Errorf("sim: program has %d ranks, the machine %d", p.NRanks, m.Cluster.NRanks)
 	}
-	x := &runner{m: m, p: p, c: m.calib, esize: int64(p.Dtype.Size()), credits: uint64(p.Credits), rec: rec}
+	x := &runner{m: m, p: p, c: m.calib, esize: int64(p.Dtype.Size()), credits: uint64(p.Credits), rec: rec, gen: gen}
 	if rec != nil {
 		x.steps = make([]int64, p.NRanks*max(p.NChannels, 1))
 	}
@@ -171,9 +232,14 @@ func (m *Machine) RunRecord(p *model.Program, rec func(*SliceEvent)) (*Result, e
 	}
 	x.conns = make([]connState, len(p.Conns))
 	for i, cn := range p.Conns {
-		rt, err := m.route(int(cn.From), int(cn.To), int(cn.Channel))
-		if err != nil {
-			return nil, err
+		var rt *route
+		if routes != nil {
+			rt = routes[i]
+		} else {
+			var err error
+			if rt, err = m.route(int(cn.From), int(cn.To), int(cn.Channel)); err != nil {
+				return nil, err
+			}
 		}
 		x.conns[i] = connState{sender: -1, recver: -1, rt: rt}
 	}
@@ -189,7 +255,12 @@ func (m *Machine) RunRecord(p *model.Program, rec func(*SliceEvent)) (*Result, e
 		a := &x.actors[i]
 		a.lane = l
 		a.frac = 1
+		a.nOps = len(l.Ops)
 		k := rc{l.Rank, l.Channel}
+		if gen != nil {
+			a.nOps = nops[i]
+			a.li = seen[k]
+		}
 		if n := perBlock[k]; n == 2 && p.Algo == model.AlgoTree { // reduce-up and broadcast-down groups
 			if seen[k] == 0 {
 				a.frac = x.pc.ReduceFrac
@@ -213,10 +284,22 @@ func (m *Machine) RunRecord(p *model.Program, rec func(*SliceEvent)) (*Result, e
 	for i := range x.actors {
 		x.advance(int32(i))
 	}
+	if m.Progress != nil {
+		spc := int64(1)
+		if p.Proto == model.ProtoSimple {
+			spc = int64(p.SlicesPerChunk)
+		}
+		for i := range x.actors {
+			x.total += int64(x.actors[i].nOps) * spc
+		}
+	}
 	for !x.q.empty() {
 		ev := x.q.pop()
 		x.now = ev.t
 		x.events++
+		if x.events&0xffff == 0 && m.Progress != nil {
+			m.Progress(x.slices, x.total)
+		}
 		switch ev.kind {
 		case evWake:
 			x.advance(ev.id)
@@ -278,7 +361,7 @@ func (x *runner) deadlock() error {
 			continue
 		}
 		if n < 4 {
-			fmt.Fprintf(&b, "; lane %d (rank %d channel %d) blocked at op %d slice %d", i, a.lane.Rank, a.lane.Channel, a.op, a.sl)
+			fmt.Fprintf(&b, "; lane %d (rank %d channel %d) blocked at op %d slice %d", i, a.lane.Rank, a.lane.Channel, a.opBase+a.op, a.sl)
 		}
 		n++
 	}
@@ -332,6 +415,10 @@ func (x *runner) advance(ai int32) {
 		switch a.phase {
 		case phOpStart:
 			if a.op >= len(l.Ops) {
+				if a.opBase+len(l.Ops) < a.nOps {
+					x.slide(a)
+					continue
+				}
 				a.phase = phDone
 				a.finish = x.now
 				return
@@ -412,6 +499,16 @@ func (x *runner) advance(ai int32) {
 	}
 }
 
+// slide moves the window of a streamed lane to its next calls.
+func (x *runner) slide(a *actor) {
+	l := a.lane
+	full := x.gen.Lane(int(l.Rank), int(l.Channel), a.li, x.genOps)
+	x.genOps = full.Ops
+	a.opBase += len(l.Ops)
+	l.Ops = append(l.Ops[:0], full.Ops[a.opBase:min(a.opBase+streamWindow, len(full.Ops))]...)
+	a.op = 0
+}
+
 // startSlice starts the transfers of the current slice of actor ai.
 func (x *runner) startSlice(ai int32, a *actor) {
 	l := a.lane
@@ -442,12 +539,12 @@ func (x *runner) startSlice(ai int32, a *actor) {
 			}
 			// A protocol efficiency below one makes its wire bytes occupy
 			// the links longer; the links still account the true bytes.
-			x.fab.start(&x.q, x.now, cs.rt.res, float64(wire)/eff, float64(wire), capW/eff, ai)
+			x.fab.start(&x.q, x.now, cs.rt.res, float64(wire)/eff, float64(wire), capW/eff, cs.rt.w, ai)
 			a.pending++
 		}
 		return
 	}
-	x.fab.start(&x.q, x.now, nil, float64(data), float64(data), rate, ai)
+	x.fab.start(&x.q, x.now, nil, float64(data), float64(data), rate, 1, ai)
 	a.pending++
 }
 

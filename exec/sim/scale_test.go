@@ -10,25 +10,33 @@ import (
 	"github.com/twinccl/twinccl/model"
 )
 
-// TestScaleH100 measures the step-accurate engine on TWINCCL_SIM_TWINCCL_SIM_SCALE_NODES
-// nodes of 8 H100 (1 GiB ring Simple AllReduce); skipped when unset.
+// TestScaleH100 measures the simulator on TWINCCL_SIM_SCALE_NODES nodes of
+// 8 H100 (1 GiB ring Simple AllReduce) in the mode TWINCCL_SIM_SCALE_MODE
+// (accurate, fast or auto; default accurate); skipped when unset.
 func TestScaleH100(t *testing.T) {
 	n, _ := strconv.Atoi(os.Getenv("TWINCCL_SIM_SCALE_NODES"))
 	if n == 0 {
-		t.Skip()
+		t.Skip("TWINCCL_SIM_SCALE_NODES not set")
 	}
-	s := newSim(t, loadSearch(t, h100XML(t), n), nil)
+	mode := ModeAccurate
+	if v := os.Getenv("TWINCCL_SIM_SCALE_MODE"); v != "" {
+		var err error
+		if mode, err = ParseMode(v); err != nil {
+			t.Fatal(err)
+		}
+	}
 	t0 := time.Now()
-	p, cr, err := s.Program(Call{Coll: model.CollAllReduce, Count: 1 << 28, Dtype: model.DtypeFP32, Algo: model.AlgoRing, Proto: model.ProtoSimple})
+	s := newSim(t, loadSearch(t, h100XML(t), n), nil)
+	s.Mode = mode
+	tSearch := time.Since(t0)
+	t1 := time.Now()
+	cr, err := s.Run(Call{Coll: model.CollAllReduce, Count: 1 << 28, Dtype: model.DtypeFP32, Algo: model.AlgoRing, Proto: model.ProtoSimple})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tg := time.Since(t0)
-	r, err := s.Machine.Run(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	run := time.Since(t1)
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	t.Logf("nodes %d ranks %d ch %d ops %d: gen %v run %v events %d (%.1f M/s) sim %.1f us, heap sys %d MB", n, p.NRanks, cr.NChannels, p.NumOps(), tg, time.Since(t0)-tg, r.Events, float64(r.Events)/(time.Since(t0)-tg).Seconds()/1e6, r.TimeUs, ms.Sys>>20)
+	t.Logf("mode %s nodes %d ranks %d ch %d folded %d: search %v run %v events %d (%.1f M/s) slices %d sim %.1f us, heap sys %d MB, total alloc %d MB",
+		mode, n, n*8, cr.NChannels, cr.Folded, tSearch, run, cr.Events, float64(cr.Events)/run.Seconds()/1e6, cr.Slices, cr.TimeUs, ms.Sys>>20, ms.TotalAlloc>>20)
 }

@@ -39,6 +39,9 @@ type route struct {
 	transport Transport
 	gdr       bool
 	desc      string
+	// w is the number of identical connections the route carries (the fast
+	// mode's merged channels); 1 otherwise.
+	w float64
 }
 
 // Machine is a Cluster and its Plan prepared for simulation: one resource
@@ -54,6 +57,15 @@ type Machine struct {
 	// rankNode is the cluster node of every rank.
 	rankNode []int
 	routes   map[routeKey]*route
+	// hostRes[i] is the first resource of cluster node i; hostRes has one
+	// more entry, the number of resources.
+	hostRes []int32
+	// Progress, when set, is called during long runs (about every 65536
+	// events) with the slices executed so far and the total the run will
+	// execute. It must not call back into the Machine.
+	Progress func(done, total int64)
+	// symmetric caches hostsIdentical once symChecked.
+	symChecked, symmetric bool
 }
 
 type routeKey struct{ from, to, channel int32 }
@@ -85,6 +97,7 @@ func NewMachine(cl *model.Cluster, plan *model.Plan, c *Calib) (*Machine, error)
 			}
 			m.rankNode[r] = ni
 		}
+		m.hostRes = append(m.hostRes, int32(len(m.res)))
 		s := n.System
 		for t := 0; t < model.NumNodeTypes; t++ {
 			for _, nd := range s.Nodes[t] {
@@ -101,6 +114,7 @@ func NewMachine(cl *model.Cluster, plan *model.Plan, c *Calib) (*Machine, error)
 			}
 		}
 	}
+	m.hostRes = append(m.hostRes, int32(len(m.res)))
 	for r, n := range m.rankNode {
 		if n < 0 {
 			return nil, fmt.Errorf("sim: rank %d is on no node of the cluster", r)
@@ -155,7 +169,7 @@ func (m *Machine) buildRoute(from, to, channel int) (*route, error) {
 	if ga == nil {
 		return nil, fmt.Errorf("rank %d has no GPU on its node", from)
 	}
-	rt := &route{}
+	rt := &route{w: 1}
 	if from == to {
 		rt.transport, rt.desc = TransportP2P, "self"
 		return rt, nil

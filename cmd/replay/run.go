@@ -1,0 +1,408 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/twinccl/twinccl/exec/sim"
+	"github.com/twinccl/twinccl/model"
+	"github.com/twinccl/twinccl/traces"
+)
+
+const runHelp = `Usage: replay run CALLS.parquet [--topo FILE.xml] [--nodes N] [--out PREFIX]
+                  [--calib FILE.json] [--mode auto|fast|accurate] [--progress]
+
+Replays a recorded call trace (package traces' call schema: one row per call and
+rank) on a topology with the simulator. Every call runs with its recorded
+collective, count, datatype, reduction and root, and with its recorded algorithm
+and protocol when the trace has them (else the tuner's choice). Calls depend on
+each other by stream order per rank: on every rank, a call starts when the
+previous call of the same stream ended (calls are ordered by enqueue time, then
+communicator and sequence number); a collective starts when all its ranks can
+start it. Calls on different streams overlap without sharing links.
+
+It writes PREFIX.calls.parquet (one row per call and rank, source "sim") and
+PREFIX.events.parquet (one row per simulated slice), PREFIX defaulting to CALLS
+without ".parquet" plus ".sim", and prints the recorded and predicted makespans.
+The trace's communicators must span all ranks of the topology (--nodes N
+replicates a single-host file).
+
+Flags:
+`
+
+// runCall is one collective call of a trace: its rows on every rank.
+type runCall struct {
+	comm  uint64
+	seq   int64
+	rows  []traces.CallRow // by rank
+	call  sim.Call
+	first int64 // earliest enqueue
+	done  bool
+}
+
+// runMemo is the simulation of a distinct call, with its slices when
+// they were cached.
+type runMemo struct {
+	cr     sim.CallResult
+	evs    []sim.SliceEvent
+	cached bool
+}
+
+// runCacheSlices bounds the slices kept to replay identical calls.
+const runCacheSlices = 4 << 20
+
+// runKey identifies a rank's stream.
+type runKey struct {
+	rank   int32
+	stream uint64
+}
+
+func runReplayRun(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	topo := fs.String("topo", "", "topology XML `FILE` (default: the embedded one)")
+	nodes := fs.Int("nodes", 1, "number of identical hosts the file stands for (single-host files)")
+	out := fs.String("out", "", "output `PREFIX` of the predicted traces")
+	calibPath := fs.String("calib", "", "calibration `FILE.json` (default: embedded)")
+	modeName := fs.String("mode", "auto", "engine: auto, fast or accurate")
+	progress := fs.Bool("progress", false, "draw a progress bar on stderr even when it is not a terminal")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, runHelp)
+		fs.PrintDefaults()
+	}
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return fmt.Errorf("%w: replay run wants one call trace (CALLS.parquet)", errUsage)
+	}
+	mode, err := sim.ParseMode(*modeName)
+	if err != nil {
+		return fmt.Errorf("%w: --mode: %v", errUsage, err)
+	}
+	in := pos[0]
+	calls, err := readRunCalls(in)
+	if err != nil {
+		return err
+	}
+	var topoArgs []string
+	if *topo != "" {
+		topoArgs = []string{*topo}
+	}
+	res, err := searchTopology(topoArgs, *nodes)
+	if err != nil {
+		return err
+	}
+	n := res.Cluster.NRanks
+	if err := checkRunCalls(in, calls, n); err != nil {
+		return err
+	}
+	calib, _, err := loadCalib(*calibPath, res.Cluster)
+	if err != nil {
+		return err
+	}
+	s, err := sim.NewSimulator(res, calib)
+	if err != nil {
+		return err
+	}
+	s.Mode = mode
+	bar := newProgressBar(stderr, *progress)
+	defer bar.done()
+	if bar != nil {
+		s.Machine.Progress = bar.update
+	}
+	prefix := *out
+	if prefix == "" {
+		prefix = strings.TrimSuffix(in, ".parquet") + ".sim"
+	}
+	callPath, eventPath := simTracePaths(prefix)
+	meta := map[string]string{"twinccl.sim.job": "replay run " + in, "twinccl.sim.topology": res.Cluster.File}
+	cw, err := traces.CreateCallFile(callPath, traces.WriterOptions{Metadata: meta})
+	if err != nil {
+		return fmt.Errorf("--out: %w", err)
+	}
+	defer cw.Close()
+	ew, err := traces.CreateEventFile(eventPath, traces.WriterOptions{Metadata: meta})
+	if err != nil {
+		return fmt.Errorf("--out: %w", err)
+	}
+	defer ew.Close()
+
+	// Per rank and stream, the calls in issue order.
+	queues := map[runKey][]*runCall{}
+	for _, c := range calls {
+		for _, r := range c.rows {
+			k := runKey{r.Rank, r.Stream}
+			queues[k] = append(queues[k], c)
+		}
+	}
+	keys := make([]runKey, 0, len(queues))
+	for k, q := range queues {
+		sort.SliceStable(q, func(i, j int) bool { return runBefore(q[i], q[j], k.rank) })
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		return keys[i].rank < keys[j].rank || keys[i].rank == keys[j].rank && keys[i].stream < keys[j].stream
+	})
+	head := map[runKey]int{}
+	ready := map[runKey]float64{} // ns when the stream's last call ended
+	memo := map[sim.Call]runMemo{}
+	var cachedSlices int64
+	var recEnd, recStart int64 = 0, -1
+	var predEnd float64
+	var evBuf []traces.EventRow
+	var evErr error
+	addEvent := func(c *runCall, base float64, e *sim.SliceEvent) {
+		evBuf = append(evBuf, traces.EventRow{Comm: c.comm, Call: c.seq, Rank: e.Rank, Channel: e.Channel, SendPeer: e.SendPeer,
+			RecvPeer: e.RecvPeer, Primitive: e.Prim.String(), Protocol: e.Proto.String(), Step: e.Step, Bytes: e.Bytes,
+			StartNs: int64(base + float64(e.Start)/1e3), EndNs: int64(base + float64(e.End)/1e3), Source: traces.SourceSim})
+		if len(evBuf) >= 4096 && evErr == nil {
+			evErr = ew.Append(evBuf...)
+			evBuf = evBuf[:0]
+		}
+	}
+	done := 0
+	for done < len(calls) {
+		// The ready calls: at the head of the queue of every rank they run on.
+		var next *runCall
+		for _, k := range keys {
+			q := queues[k]
+			if head[k] >= len(q) {
+				continue
+			}
+			c := q[head[k]]
+			ok := true
+			for _, r := range c.rows {
+				rk := runKey{r.Rank, r.Stream}
+				if queues[rk][head[rk]] != c {
+					ok = false
+					break
+				}
+			}
+			if ok && (next == nil || runKeyLess(c, next)) {
+				next = c
+			}
+		}
+		if next == nil {
+			return fmt.Errorf("%s: the calls cannot be ordered by stream: every rank waits for a call another rank issues later (inconsistent trace)", in)
+		}
+		start := 0.0
+		for _, r := range next.rows {
+			start = max(start, ready[runKey{r.Rank, r.Stream}])
+		}
+		bar.setLabel(fmt.Sprintf("call %d/%d", done+1, len(calls)))
+		// Identical calls are simulated once while their slices fit the
+		// cache; the slices are then shifted to each call's start.
+		m, ok := memo[next.call]
+		if !ok || !m.cached {
+			var evs []sim.SliceEvent
+			keep := cachedSlices < runCacheSlices
+			c0, base := next, start
+			cr, err := s.RunRecord(next.call, func(e *sim.SliceEvent) {
+				if keep {
+					evs = append(evs, *e)
+				} else {
+					addEvent(c0, base, e)
+				}
+			})
+			bar.done()
+			if err != nil {
+				return fmt.Errorf("%s: communicator %#x call %d: %w", in, next.comm, next.seq, err)
+			}
+			m = runMemo{cr: cr}
+			if keep && cachedSlices+int64(len(evs)) <= runCacheSlices {
+				m.evs, m.cached = evs, true
+				cachedSlices += int64(len(evs))
+			} else {
+				for i := range evs {
+					addEvent(next, start, &evs[i])
+				}
+			}
+			memo[next.call] = m
+		}
+		if m.cached {
+			for i := range m.evs {
+				addEvent(next, start, &m.evs[i])
+			}
+		}
+		cr := m.cr
+		if len(evBuf) > 0 && evErr == nil {
+			evErr = ew.Append(evBuf...)
+			evBuf = evBuf[:0]
+		}
+		if evErr != nil {
+			return fmt.Errorf("event trace %s: %w", eventPath, evErr)
+		}
+		// As "replay sim" records them: the kernel (and its slices) starts
+		// at the call's start, the stream is free again after the call's
+		// whole time (launch cost included).
+		rows := make([]traces.CallRow, 0, len(next.rows))
+		for _, r := range next.rows {
+			end := start + cr.RankKernelUs[r.Rank]*1e3
+			if r.EndNs > 0 {
+				recEnd = max(recEnd, r.EndNs)
+			}
+			if r.StartNs > 0 && (recStart < 0 || r.StartNs < recStart) {
+				recStart = r.StartNs
+			}
+			algo := cr.Algo.String()
+			if next.call.Coll == model.CollAlltoAll || next.call.Coll == model.CollSendRecv {
+				algo = ""
+			}
+			o := r
+			o.Algorithm, o.Protocol, o.Channels = algo, cr.Proto.String(), int32(cr.NChannels)
+			o.EnqueueNs, o.StartNs, o.EndNs = int64(start), int64(start), int64(end)
+			o.Source = traces.SourceSim
+			rows = append(rows, o)
+			ready[runKey{r.Rank, r.Stream}] = start + cr.TimeUs*1e3
+			predEnd = max(predEnd, start+cr.TimeUs*1e3)
+		}
+		if err := cw.Append(rows...); err != nil {
+			return fmt.Errorf("call trace %s: %w", callPath, err)
+		}
+		for _, r := range next.rows {
+			head[runKey{r.Rank, r.Stream}]++
+		}
+		next.done = true
+		done++
+	}
+	if err := ew.Close(); err != nil {
+		return fmt.Errorf("event trace %s: %w", eventPath, err)
+	}
+	if err := cw.Close(); err != nil {
+		return fmt.Errorf("call trace %s: %w", callPath, err)
+	}
+	fmt.Fprintf(stdout, "# replay run: %s on %s, %d rank(s), %d call(s) (%d distinct simulated)\n", in, res.Cluster.File, n, len(calls), len(memo))
+	if recStart >= 0 && recEnd > recStart {
+		fmt.Fprintf(stdout, "recorded makespan  %12.2f us\n", float64(recEnd-recStart)/1e3)
+	}
+	fmt.Fprintf(stdout, "predicted makespan %12.2f us\n", predEnd/1e3)
+	fmt.Fprintf(stdout, "wrote %s and %s\n", callPath, eventPath)
+	return nil
+}
+
+// runBefore orders the calls of one rank's stream: by the rank's enqueue
+// time, then communicator and sequence number.
+func runBefore(a, b *runCall, rank int32) bool {
+	ea, eb := a.rows[rankIndex(a, rank)].EnqueueNs, b.rows[rankIndex(b, rank)].EnqueueNs
+	if ea != eb {
+		return ea < eb
+	}
+	return runKeyLess(a, b)
+}
+
+// rankIndex finds the row of a rank in a call.
+func rankIndex(c *runCall, rank int32) int {
+	i := sort.Search(len(c.rows), func(i int) bool { return c.rows[i].Rank >= rank })
+	if i < len(c.rows) && c.rows[i].Rank == rank {
+		return i
+	}
+	return 0
+}
+
+// runKeyLess orders calls by first enqueue, communicator and sequence.
+func runKeyLess(a, b *runCall) bool {
+	if a.first != b.first {
+		return a.first < b.first
+	}
+	if a.comm != b.comm {
+		return a.comm < b.comm
+	}
+	return a.seq < b.seq
+}
+
+// readRunCalls reads a call trace and groups its rows into calls.
+func readRunCalls(path string) ([]*runCall, error) {
+	r, err := traces.OpenCallFile(path)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	type key struct {
+		comm uint64
+		seq  int64
+	}
+	byKey := map[key]*runCall{}
+	var calls []*runCall
+	err = r.Scan(traces.Filter{}, func(rows []traces.CallRow) error {
+		for _, row := range rows {
+			k := key{row.Comm, row.Call}
+			c := byKey[k]
+			if c == nil {
+				c = &runCall{comm: row.Comm, seq: row.Call, first: row.EnqueueNs}
+				byKey[k] = c
+				calls = append(calls, c)
+			}
+			c.first = min(c.first, row.EnqueueNs)
+			c.rows = append(c.rows, row)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(calls) == 0 {
+		return nil, fmt.Errorf("%s: no calls", path)
+	}
+	for _, c := range calls {
+		sort.SliceStable(c.rows, func(i, j int) bool { return c.rows[i].Rank < c.rows[j].Rank })
+	}
+	sort.Slice(calls, func(i, j int) bool { return runKeyLess(calls[i], calls[j]) })
+	return calls, nil
+}
+
+// checkRunCalls checks the calls against a topology of n ranks and turns
+// each into a sim.Call.
+func checkRunCalls(path string, calls []*runCall, n int) error {
+	for _, c := range calls {
+		where := fmt.Sprintf("%s: communicator %#x call %d", path, c.comm, c.seq)
+		r0 := c.rows[0]
+		for i, r := range c.rows {
+			if r.Rank < 0 || int(r.Rank) >= n {
+				return fmt.Errorf("%s: the trace names rank %d but the topology has %d rank(s) (ranks 0-%d; --nodes N replicates a single-host file)", where, r.Rank, n, n-1)
+			}
+			if int(r.NRanks) > n {
+				return fmt.Errorf("%s: the communicator has %d ranks but the topology only %d (--nodes N replicates a single-host file)", where, r.NRanks, n)
+			}
+			if i > 0 && r.Rank == c.rows[i-1].Rank {
+				return fmt.Errorf("%s: rank %d appears twice", where, r.Rank)
+			}
+			if r.Op != r0.Op || r.Count != r0.Count || r.Datatype != r0.Datatype || r.Algorithm != r0.Algorithm || r.Protocol != r0.Protocol {
+				return fmt.Errorf("%s: ranks %d and %d disagree on the call (%s %d %s vs %s %d %s)", where, r0.Rank, r.Rank, r0.Op, r0.Count, r0.Datatype, r.Op, r.Count, r.Datatype)
+			}
+		}
+		if int(r0.NRanks) != n || len(c.rows) != n {
+			return fmt.Errorf("%s: the call has %d of %d rank(s) but the topology %d: only communicators over all ranks are simulated", where, len(c.rows), r0.NRanks, n)
+		}
+		coll, err := model.ParseCollective(r0.Op)
+		if err != nil {
+			return fmt.Errorf("%s: %v", where, err)
+		}
+		dt, err := model.ParseDtype(r0.Datatype)
+		if err != nil {
+			return fmt.Errorf("%s: %v", where, err)
+		}
+		sc := sim.Call{Coll: coll, Count: r0.Count, Dtype: dt, Op: model.RedSum, Root: max(int(r0.Root), 0), Algo: -1, Proto: -1}
+		if r0.RedOp != "" {
+			if sc.Op, err = model.ParseRedOp(r0.RedOp); err != nil {
+				return fmt.Errorf("%s: %v", where, err)
+			}
+		}
+		if r0.Algorithm != "" && coll != model.CollAlltoAll && coll != model.CollSendRecv {
+			if sc.Algo, err = model.ParseAlgorithm(r0.Algorithm); err != nil {
+				return fmt.Errorf("%s: %v", where, err)
+			}
+		}
+		if r0.Protocol != "" {
+			if sc.Proto, err = model.ParseProtocol(r0.Protocol); err != nil {
+				return fmt.Errorf("%s: %v", where, err)
+			}
+		}
+		c.call = sc
+	}
+	return nil
+}

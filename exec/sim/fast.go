@@ -1,0 +1,383 @@
+package sim
+
+import (
+	"fmt"
+
+	"github.com/twinccl/twinccl/model"
+)
+
+// Mode selects how a Simulator executes a call.
+type Mode uint8
+
+// Modes.
+const (
+	// ModeAccurate runs every slice of every lane of the Program (the
+	// step-accurate engine). It is the zero value.
+	ModeAccurate Mode = iota
+	// ModeFast folds a ring collective whose hosts are identical onto one
+	// host (see Simulator.Fold) and runs only that host's lanes; calls that
+	// cannot be folded run step-accurate.
+	ModeFast
+	// ModeAuto is ModeFast for calls whose step-accurate run would execute
+	// more than AutoFastSlices slices, ModeAccurate for the others.
+	ModeAuto
+)
+
+// AutoFastSlices is the estimated number of slices above which ModeAuto
+// folds a call (a step-accurate run of that size takes a few seconds).
+const AutoFastSlices = 4_000_000
+
+// String returns the mode's flag name.
+func (m Mode) String() string {
+	switch m {
+	case ModeAccurate:
+		return "accurate"
+	case ModeFast:
+		return "fast"
+	case ModeAuto:
+		return "auto"
+	}
+	return fmt.Sprintf("Mode(%d)", int(m))
+}
+
+// ParseMode reads a mode name (accurate, fast, auto).
+func ParseMode(s string) (Mode, error) {
+	switch s {
+	case "accurate", "step", "exact":
+		return ModeAccurate, nil
+	case "fast":
+		return ModeFast, nil
+	case "auto", "":
+		return ModeAuto, nil
+	}
+	return 0, fmt.Errorf("unknown simulation mode %q (accurate, fast, auto)", s)
+}
+
+// folded is a ring Program folded onto the ranks of cluster node 0.
+//
+// The fold relies on the rotational symmetry of a ring collective over
+// identical hosts: when every ring of the call leaves each host from the
+// same local GPU, over the same NIC, towards the same local GPU of the next
+// host (a rotation by one host maps every ring onto itself), and every
+// rank moves chunks of the same size, then the ranks at the same local
+// position of every host run the same slices at the same virtual times,
+// and every host's links carry the same flows. One host's lanes then stand
+// for all: its outgoing ring connections are closed onto its own ranks
+// (the rank at the same local position as the real receiver), and the
+// resources the real route crosses on the receiving host are replaced by
+// the same resources of host 0, which the folded host's own incoming
+// connections load exactly as the real ones would. The contention of the
+// other hosts is thus accounted for by construction, at 1/hosts of the
+// cost of the step-accurate run.
+type folded struct {
+	prog   *model.Program
+	routes []*route
+	hosts  int
+	// local[r] is rank r's position on its node; rep[a] the rank of node 0
+	// at position a.
+	local []int32
+	rep   []int32
+	// conns maps the real Program's connections (channel-major, then rank:
+	// GenerateProgram's ring order) to the folded ones; from/to/channel
+	// of the real ones.
+	real []model.ProgConn
+	fold []int32
+	// merged is the number of channels that ran as another one.
+	merged int
+}
+
+// sameChannel reports whether two channels of a fold behave alike: the
+// same next ranks, the same routes and the same primitive calls.
+func sameChannel(nextA, nextB []int, rtA, rtB []*route, la, lb []model.ProgLane) bool {
+	if len(la) != len(lb) {
+		return false
+	}
+	for a := range nextA {
+		if nextA[a] != nextB[a] {
+			return false
+		}
+		x, y := rtA[a], rtB[a]
+		if x.lat != y.lat || x.capGBps != y.capGBps || x.transport != y.transport || len(x.res) != len(y.res) {
+			return false
+		}
+		for i := range x.res {
+			if x.res[i] != y.res[i] {
+				return false
+			}
+		}
+	}
+	for i := range la {
+		if len(la[i].Ops) != len(lb[i].Ops) {
+			return false
+		}
+		for j := range la[i].Ops {
+			u, v := la[i].Ops[j], lb[i].Ops[j]
+			if u.Kind != v.Kind || u.Flags != v.Flags || u.N != v.N || u.RecvStep != v.RecvStep || u.SendStep != v.SendStep {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// hostsIdentical reports whether every host of the machine has the same
+// resources (same link names after the host prefix, same capacities and
+// latencies) in the same order, and the same ranks count.
+func (m *Machine) hostsIdentical() bool {
+	if m.symChecked {
+		return m.symmetric
+	}
+	m.symChecked = true
+	h := len(m.Cluster.Nodes)
+	if h < 2 {
+		return false
+	}
+	n0 := m.hostRes[1] - m.hostRes[0]
+	p := len(m.Cluster.Nodes[0].Ranks)
+	for j := 1; j < h; j++ {
+		if m.hostRes[j+1]-m.hostRes[j] != n0 || len(m.Cluster.Nodes[j].Ranks) != p {
+			return false
+		}
+		pre0, prej := fmt.Sprintf("h%d:", 0), fmt.Sprintf("h%d:", j)
+		for i := int32(0); i < n0; i++ {
+			a, b := &m.res[m.hostRes[0]+i], &m.res[m.hostRes[j]+i]
+			if a.cap != b.cap || a.lat != b.lat || m.resType[m.hostRes[0]+i] != m.resType[m.hostRes[j]+i] ||
+				len(a.name) < len(pre0) || len(b.name) < len(prej) || a.name[len(pre0):] != b.name[len(prej):] {
+				return false
+			}
+		}
+		for a, r := range m.Cluster.Nodes[j].Ranks {
+			g0 := m.Cluster.Nodes[0].System.GPUByRank(m.Cluster.Nodes[0].Ranks[a])
+			gj := m.Cluster.Nodes[j].System.GPUByRank(r)
+			if g0 == nil || gj == nil || g0.Name() != gj.Name() {
+				return false
+			}
+		}
+	}
+	m.symmetric = true
+	return true
+}
+
+// toHost0 maps a resource of any host to the same resource of host 0.
+func (m *Machine) toHost0(id int32) int32 {
+	for j := 1; j+1 < len(m.hostRes); j++ {
+		if id >= m.hostRes[j] && id < m.hostRes[j+1] {
+			return id - m.hostRes[j] + m.hostRes[0]
+		}
+	}
+	return id
+}
+
+// fold folds the ring Program of generator g onto cluster node 0, or
+// returns a reason why it cannot.
+func (m *Machine) fold(g *model.ProgGen) (*folded, string) {
+	h := g.Header()
+	cl := m.Cluster
+	switch {
+	case h.Algo != model.AlgoRing:
+		return nil, "not a ring algorithm"
+	case h.Coll != model.CollAllReduce && h.Coll != model.CollAllGather && h.Coll != model.CollReduceScatter:
+		return nil, fmt.Sprintf("%s is not rotationally symmetric", h.Coll)
+	case len(cl.Nodes) < 2:
+		return nil, "one host"
+	case h.Count == 0 || len(g.Parts()) == 0:
+		return nil, "empty call"
+	case !m.hostsIdentical():
+		return nil, "hosts differ"
+	}
+	n := h.NRanks
+	hosts := len(cl.Nodes)
+	p := len(cl.Nodes[0].Ranks)
+	f := &folded{hosts: hosts, local: make([]int32, n), rep: make([]int32, p)}
+	for _, nd := range cl.Nodes {
+		for a, r := range nd.Ranks {
+			f.local[r] = int32(a)
+		}
+	}
+	for a, r := range cl.Nodes[0].Ranks {
+		f.rep[a] = int32(r)
+	}
+	plan := m.Plan
+	chans := g.Channels()
+	ix := make([]int, n)
+	// next[k][a]: the rank the representative at position a sends to on
+	// channel k (a real rank, maybe on another host).
+	next := make([][]int, len(chans))
+	for k, ch := range chans {
+		if ch >= len(plan.Rings) || len(plan.Rings[ch]) != n {
+			return nil, "ring missing"
+		}
+		ring := plan.Rings[ch]
+		for i, r := range ring {
+			ix[r] = i
+		}
+		next[k] = make([]int, p)
+		for a := range p {
+			next[k][a] = ring[(ix[f.rep[a]]+1)%n]
+		}
+		for r := range n {
+			nx := ring[(ix[r]+1)%n]
+			a := f.local[r]
+			rn := next[k][a]
+			d := (m.rankNode[nx] - m.rankNode[r] + hosts) % hosts
+			if f.local[nx] != f.local[rn] || d != m.rankNode[rn]%hosts {
+				return nil, fmt.Sprintf("ring %d is not symmetric under a rotation by one host", ch)
+			}
+		}
+	}
+	// Real routes of the representatives' ring connections, per channel.
+	rts := make([][]*route, len(chans))
+	for k, ch := range chans {
+		rts[k] = make([]*route, p)
+		for a := range p {
+			rt, err := m.route(int(f.rep[a]), next[k][a], ch)
+			if err != nil {
+				return nil, err.Error()
+			}
+			rts[k][a] = rt
+		}
+	}
+	// Representative lanes, per channel and position.
+	lanes := make([][]model.ProgLane, len(chans))
+	for k, ch := range chans {
+		for a := range p {
+			r := int(f.rep[a])
+			for i := 0; i < g.NumLanes(r, ch); i++ {
+				lanes[k] = append(lanes[k], g.Lane(r, ch, i, nil))
+			}
+		}
+	}
+	// Channels with the same ring, the same routes and the same primitive
+	// calls (sizes and steps; buffer offsets do not matter) behave alike:
+	// the first of them runs, weighing as many as it stands for on every
+	// link.
+	lead := make([]int, len(chans)) // index into chans of the class leader
+	slot := make([]int, len(chans)) // folded channel slot of each leader
+	var leaders []int
+	for k := range chans {
+		lead[k] = k
+		for _, j := range leaders {
+			if sameChannel(next[j], next[k], rts[j], rts[k], lanes[j], lanes[k]) {
+				lead[k] = j
+				break
+			}
+		}
+		if lead[k] == k {
+			slot[k] = len(leaders)
+			leaders = append(leaders, k)
+		}
+	}
+	weight := make([]float64, len(chans))
+	for k := range chans {
+		weight[lead[k]]++
+	}
+	fp := *h
+	fp.Conns = make([]model.ProgConn, 0, len(leaders)*p)
+	f.routes = make([]*route, 0, len(leaders)*p)
+	for _, k := range leaders {
+		for a := range p {
+			fp.Conns = append(fp.Conns, model.ProgConn{Channel: int32(chans[k]), From: f.rep[a], To: f.rep[f.local[next[k][a]]]})
+			frt := *rts[k][a]
+			frt.res = make([]int32, len(frt.res))
+			for i, id := range rts[k][a].res {
+				frt.res[i] = m.toHost0(id)
+			}
+			frt.w = weight[k]
+			f.routes = append(f.routes, &frt)
+		}
+	}
+	// Ring lanes receive on the connection of their ring predecessor and
+	// send on their own; renumber both into the folded connections. Lanes
+	// go rank-major, as GenerateProgram orders them.
+	prevPos := make([][]int32, len(chans))
+	for _, k := range leaders {
+		prevPos[k] = make([]int32, p)
+		for a := range p {
+			prevPos[k][f.local[next[k][a]]] = int32(a)
+		}
+	}
+	for a := range p {
+		for _, k := range leaders {
+			l := lanes[k][a]
+			l.Recv = []int32{int32(slot[k]*p) + prevPos[k][a]}
+			l.Send = []int32{int32(slot[k]*p + a)}
+			fp.Lanes = append(fp.Lanes, l)
+		}
+	}
+	f.merged = len(chans) - len(leaders)
+	f.prog = &fp
+	// The real connections, in GenerateProgram's order, and their folds.
+	f.real = h.Conns
+	f.fold = make([]int32, len(h.Conns))
+	for i, c := range h.Conns {
+		k := i / n
+		if k >= len(chans) || int(c.Channel) != chans[k] {
+			return nil, "unexpected connection order"
+		}
+		f.fold[i] = int32(slot[lead[k]]*p) + f.local[c.From]
+	}
+	return f, ""
+}
+
+// estimateSlices is the number of slices a step-accurate run of g would
+// execute, from one lane per channel (ring lanes of a call are alike).
+func estimateSlices(g *model.ProgGen) int64 {
+	h := g.Header()
+	var total int64
+	var ops []model.ProgOp
+	var sl []model.ProgSlice
+	for _, ch := range g.Channels() {
+		l := g.Lane(0, ch, 0, ops)
+		ops = l.Ops
+		var per int64
+		for _, op := range l.Ops {
+			sl = h.Slices(op, sl[:0])
+			per += int64(len(sl))
+		}
+		total += per * int64(g.NumLanes(0, ch)) * int64(h.NRanks)
+	}
+	return total
+}
+
+// runFolded runs a folded Program and expands its result to the real
+// ranks, connections and links.
+func (m *Machine) runFolded(f *folded, rec func(*SliceEvent)) (*Result, error) {
+	r, err := m.run(f.prog, f.routes, rec)
+	if err != nil {
+		return nil, err
+	}
+	n := len(f.local)
+	rk := make([]float64, n)
+	for i := range rk {
+		rk[i] = r.RankKernelUs[f.rep[f.local[i]]]
+	}
+	r.RankKernelUs = rk
+	conns := make([]ConnStats, len(f.real))
+	for i, c := range f.real {
+		cs := r.Conns[f.fold[i]]
+		cs.From, cs.To, cs.Channel = int(c.From), int(c.To), int(c.Channel)
+		conns[i] = cs
+	}
+	r.Conns = conns
+	// Host 0's links stand for every host's.
+	links := make([]LinkStats, 0, len(r.Links)*f.hosts)
+	ids := make([]int32, 0, len(r.Links))
+	name := map[string]int32{}
+	for id := m.hostRes[0]; id < m.hostRes[1]; id++ {
+		if _, ok := name[m.res[id].name]; !ok {
+			name[m.res[id].name] = id
+		}
+	}
+	for _, l := range r.Links {
+		ids = append(ids, name[l.Name]-m.hostRes[0])
+	}
+	for j := 0; j < f.hosts; j++ {
+		for i, l := range r.Links {
+			l.Name = m.res[m.hostRes[j]+ids[i]].name
+			links = append(links, l)
+		}
+	}
+	r.Links = links
+	r.Folded = f.hosts
+	return r, nil
+}
