@@ -35,6 +35,7 @@ type command struct {
 // Add new ones here.
 var commands = []command{
 	{name: "topo", summary: "discover this machine's topology and print or dump it as NCCL topology XML", run: runTopo},
+	{name: "bench", summary: "run collectives on the host device over shm and sockets and print an nccl-tests-like table", run: runBench},
 }
 
 // env is what a command gets from main: output streams and a logger.

@@ -34,7 +34,7 @@ func (x *runner) kernel(dsts, srcs [][]byte, post bool) {
 		} else {
 			reduce3(d, op, dst, srcs[0][lo:hi], srcs[1][lo:hi])
 			for _, s := range srcs[2:] {
-				reduceInto(d, op, dst, s[lo:hi])
+				ReduceInto(d, op, dst, s[lo:hi])
 			}
 		}
 		if post {
@@ -70,7 +70,7 @@ func reduce3(d model.Dtype, op model.RedOp, dst, a, b []byte) {
 		return
 	}
 	copy(dst, a)
-	reduceInto(d, op, dst, b)
+	ReduceInto(d, op, dst, b)
 }
 
 // addF32 is dst = a + b over float32 elements, four at a time.
@@ -91,9 +91,10 @@ func addF32(dst, a, b []byte) {
 	}
 }
 
-// reduceInto computes dst[i] = dst[i] op src[i] for every element of d.
+// ReduceInto computes dst[i] = dst[i] op src[i] for every element of d,
+// little-endian, as every executor must.
 // Avg reduces as a sum; its division is the post op.
-func reduceInto(d model.Dtype, op model.RedOp, dst, src []byte) {
+func ReduceInto(d model.Dtype, op model.RedOp, dst, src []byte) {
 	switch d {
 	case model.DtypeInt8:
 		for i := range dst {
