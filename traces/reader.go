@@ -350,65 +350,6 @@ func (f *file) unzstd(b []byte, limit int64) ([]byte, error) {
 	return out, nil
 }
 
-// scan reads the rows of every row group the filter may match, in batches.
-func scan[T any](f *file, filter Filter, keep func(*T) bool, fn func([]T) error) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("%s: malformed parquet data: %v", f.info.Name, r)
-		}
-	}()
-	batch := make([]T, readBatch)
-	var row int64
-	for i, rg := range f.pf.RowGroups() {
-		g := &f.info.RowGroups[i]
-		if f.info.Indexed && filter.skips(g) {
-			row += g.Rows
-			continue
-		}
-		if err := f.checkPages(i); err != nil {
-			return fmt.Errorf("%s: %w", f.info.Name, err)
-		}
-		r := parquet.NewGenericRowGroupReader[T](rg)
-		var read int64
-		for read < g.Rows {
-			// Never ask for more rows than remain: parquet-go probes every
-			// column for each missing row.
-			n, rerr := r.Read(batch[:min(int64(len(batch)), g.Rows-read)])
-			read += int64(n)
-			out := batch[:n]
-			if keep != nil {
-				k := 0
-				for j := range out {
-					if keep(&out[j]) {
-						out[k] = out[j]
-						k++
-					}
-				}
-				out = out[:k]
-			}
-			if len(out) > 0 {
-				if err := fn(out); err != nil {
-					r.Close()
-					return err
-				}
-			}
-			if rerr != nil && !errors.Is(rerr, io.EOF) {
-				r.Close()
-				return fmt.Errorf("%s: row group %d, rows %d..: %w", f.info.Name, i, row+read-int64(n), rerr)
-			}
-			if n == 0 {
-				break
-			}
-		}
-		r.Close()
-		if read != g.Rows {
-			return fmt.Errorf("%s: row group %d: read %d rows, it declares %d", f.info.Name, i, read, g.Rows)
-		}
-		row += read
-	}
-	return nil
-}
-
 func (f *file) close() error {
 	if f.zstd != nil {
 		f.zstd.Close()
@@ -474,7 +415,7 @@ func (r *CallReader) Scan(filter Filter, fn func([]CallRow) error) error {
 				(!filter.hasCall || (c.Comm == filter.comm && c.Call == filter.call))
 		}
 	}
-	return scan(r.f, filter, keep, fn)
+	return scanColumns(r.f, callFields, filter, keep, fn)
 }
 
 // Close closes the file if the reader opened it.
@@ -515,7 +456,7 @@ func (r *EventReader) Scan(filter Filter, fn func([]EventRow) error) error {
 				(!filter.hasCall || (e.Comm == filter.comm && e.Call == filter.call))
 		}
 	}
-	return scan(r.f, filter, keep, fn)
+	return scanColumns(r.f, eventFields, filter, keep, fn)
 }
 
 // Close closes the file if the reader opened it.

@@ -481,6 +481,17 @@ func FuzzOpenEventTrace(f *testing.F) {
 	f.Add(writeEvents(f, testEvents(50, 1), WriterOptions{RowGroupRows: 20}))
 	f.Add(writeEvents(f, testEvents(50, 1), WriterOptions{RowGroupRows: 20, Compression: CompressionSnappy}))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		_, _ = readAllEvents(t, data, Filter{})
+		fast, err := readAllEvents(t, data, Filter{})
+		if err != nil {
+			return
+		}
+		// Where the reflection-based reader also reads the file, the column
+		// reader must return the same rows.
+		r, err := NewEventReader(bytes.NewReader(data), int64(len(data)), "fuzz.parquet")
+		require.NoError(t, err)
+		var slow []EventRow
+		if scanReflect(r.f, Filter{}, nil, func(rows []EventRow) error { slow = append(slow, rows...); return nil }) == nil {
+			sameRows(t, slow, fast)
+		}
 	})
 }

@@ -1,6 +1,7 @@
 package traces
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,7 +17,8 @@ import (
 )
 
 // DefaultRowGroupRows is the default number of rows per row group: the
-// writer holds one row group in memory, the reader decodes one page at a time.
+// writer holds two row groups in memory (one filling, one being encoded),
+// the reader decodes one page per column at a time.
 const DefaultRowGroupRows = 128 << 10
 
 // Compression names accepted by WriterOptions.
@@ -29,7 +31,8 @@ const (
 // WriterOptions configure a trace writer. The zero value is usable.
 type WriterOptions struct {
 	// RowGroupRows is the number of rows buffered, sorted and written as one
-	// row group (DefaultRowGroupRows if 0). Memory use is proportional to it.
+	// row group (DefaultRowGroupRows if 0). Memory use is proportional to it:
+	// the writer buffers up to two row groups.
 	RowGroupRows int
 	// Compression is CompressionZstd (default), CompressionSnappy or CompressionNone.
 	Compression string
@@ -64,23 +67,49 @@ func (o WriterOptions) codec() (compress.Codec, error) {
 }
 
 // writer is the generic streaming writer behind CallWriter and EventWriter.
+//
+// Appending goroutines fill, sort and index one row group while a
+// background goroutine (the flusher, started with the first full row group)
+// encodes the previous one: at most two row groups are buffered.
 type writer[T any] struct {
-	mu      sync.Mutex
-	pw      *parquet.GenericWriter[T]
-	buf     []T
-	groups  []RowGroupInfo
-	rows    int64
-	sorted  bool
-	less    func(a, b *T) int
-	info    func(rows []T) RowGroupInfo
-	err     error
-	closed  bool
-	closer  io.Closer // the file CreateXxxFile opened, closed by Close
-	maxRows int
+	mu       sync.Mutex
+	pw       *parquet.GenericWriter[T] // used by the flusher once started, until done
+	buf      []T
+	nbufs    int // row-group buffers allocated: buf and those with the flusher
+	groups   []RowGroupInfo
+	rows     int64
+	sorted   bool
+	less     func(a, b *T) int
+	sortKeys func([]T, []sortKey) // the sort keys less compares, for the radix sort
+	info     func(rows []T) RowGroupInfo
+	err      error
+	closed   bool
+	closer   io.Closer // the file CreateXxxFile opened, closed by Close
+	name     string    // its path, for errors
+	maxRows  int
+
+	// Sort scratch, kept between row groups.
+	keys, tmp []uint64
+	packer    keyPacker
+
+	// The flusher: it receives row groups on work, returns their buffers on
+	// free, records its first error in flushErr and closes done on exit.
+	work     chan rowGroup[T]
+	free     chan []T
+	done     chan struct{}
+	errMu    sync.Mutex
+	flushErr error
+}
+
+// rowGroup is a sorted row group handed to the flusher.
+type rowGroup[T any] struct {
+	rows  []T
+	first int64 // file row number of rows[0]
+	index int   // row group number
 }
 
 func newWriter[T any](w io.Writer, kind Kind, sortOrder string, opt WriterOptions,
-	less func(a, b *T) int, info func([]T) RowGroupInfo) (*writer[T], error) {
+	less func(a, b *T) int, sortKeys func([]T, []sortKey), info func([]T) RowGroupInfo) (*writer[T], error) {
 	codec, err := opt.codec()
 	if err != nil {
 		return nil, err
@@ -114,12 +143,14 @@ func newWriter[T any](w io.Writer, kind Kind, sortOrder string, opt WriterOption
 		options = append(options, parquet.KeyValueMetadata(k, opt.Metadata[k]))
 	}
 	return &writer[T]{
-		pw:      parquet.NewGenericWriter[T](w, options...),
-		buf:     make([]T, 0, min(n, 1<<12)),
-		sorted:  !opt.Unsorted,
-		less:    less,
-		info:    info,
-		maxRows: n,
+		pw:       parquet.NewGenericWriter[T](w, options...),
+		buf:      make([]T, 0, min(n, 1<<12)),
+		nbufs:    1,
+		sorted:   !opt.Unsorted,
+		less:     less,
+		sortKeys: sortKeys,
+		info:     info,
+		maxRows:  n,
 	}, nil
 }
 
@@ -134,10 +165,14 @@ func (w *writer[T]) append(rows []T) error {
 	}
 	for len(rows) > 0 {
 		k := min(len(rows), w.maxRows-len(w.buf))
+		if len(w.buf)+k > cap(w.buf) {
+			// Grow to a full row group at once: no garbage from doubling.
+			w.buf = slices.Grow(w.buf, w.maxRows-len(w.buf))
+		}
 		w.buf = append(w.buf, rows[:k]...)
 		rows = rows[k:]
 		if len(w.buf) == w.maxRows {
-			if err := w.flushLocked(); err != nil {
+			if err := w.flushLocked(false); err != nil {
 				return err
 			}
 		}
@@ -145,27 +180,83 @@ func (w *writer[T]) append(rows []T) error {
 	return nil
 }
 
-// flushLocked sorts and writes the buffered rows as one row group.
-func (w *writer[T]) flushLocked() error {
+// flushLocked sorts and indexes the buffered rows and hands them to the
+// flusher as one row group. Unless last, it then takes a free buffer for the
+// next rows, waiting for the flusher when two row groups are buffered.
+func (w *writer[T]) flushLocked(last bool) error {
+	if err := w.asyncErr(); err != nil {
+		w.err = err
+		return err
+	}
 	if len(w.buf) == 0 {
 		return nil
 	}
-	if w.sorted && !w.isSorted() {
+	if w.sorted {
 		w.sortBuf()
 	}
-	if _, err := w.pw.Write(w.buf); err != nil {
-		w.err = fmt.Errorf("trace writer: row %d: %w", w.rows, err)
-		return w.err
-	}
-	if err := w.pw.Flush(); err != nil {
-		w.err = fmt.Errorf("trace writer: row group %d: %w", len(w.groups), err)
-		return w.err
-	}
 	w.groups = append(w.groups, w.info(w.buf))
+	if w.work == nil {
+		w.work = make(chan rowGroup[T])
+		w.free = make(chan []T, 2)
+		w.done = make(chan struct{})
+		go w.flusher(w.work)
+	}
+	w.work <- rowGroup[T]{rows: w.buf, first: w.rows, index: len(w.groups) - 1}
 	w.rows += int64(len(w.buf))
-	clear(w.buf) // drop string references
-	w.buf = w.buf[:0]
+	w.buf = nil
+	if last {
+		return nil
+	}
+	select {
+	case w.buf = <-w.free:
+	default:
+		if w.nbufs < 2 {
+			w.nbufs++
+			w.buf = make([]T, 0, w.maxRows)
+		} else {
+			w.buf = <-w.free
+		}
+	}
 	return nil
+}
+
+// flusher writes the row groups it receives until work is closed. After an
+// error it only returns buffers.
+func (w *writer[T]) flusher(work <-chan rowGroup[T]) {
+	defer close(w.done)
+	for g := range work {
+		if w.asyncErr() == nil {
+			var err error
+			if _, werr := w.pw.Write(g.rows); werr != nil {
+				err = fmt.Errorf("trace writer%s: row %d: %w", w.where(), g.first, werr)
+			} else if ferr := w.pw.Flush(); ferr != nil {
+				err = fmt.Errorf("trace writer%s: row group %d (rows %d..%d): %w",
+					w.where(), g.index, g.first, g.first+int64(len(g.rows)), ferr)
+			}
+			if err != nil {
+				w.errMu.Lock()
+				w.flushErr = err
+				w.errMu.Unlock()
+			}
+		}
+		clear(g.rows) // drop string references
+		w.free <- g.rows[:0]
+	}
+}
+
+// where names the file in errors, if the writer created it.
+func (w *writer[T]) where() string {
+	if w.name == "" {
+		return ""
+	}
+	return " " + w.name
+}
+
+// asyncErr returns the flusher's error, if any.
+func (w *writer[T]) asyncErr() error {
+	w.errMu.Lock()
+	defer w.errMu.Unlock()
+	return w.flushErr
 }
 
 func (w *writer[T]) isSorted() bool {
@@ -177,22 +268,38 @@ func (w *writer[T]) isSorted() bool {
 	return true
 }
 
-// sortBuf sorts the buffered rows stably by sorting a permutation (cheap
-// swaps) and then applying it in place, one cycle at a time.
+// sortBuf sorts the buffered rows stably: by radix-sorting packed keys
+// (see packKeys) or, where the keys do not fit in a word, by comparing rows.
 func (w *writer[T]) sortBuf() {
-	buf := w.buf
-	perm := make([]int32, len(buf))
-	for i := range perm {
-		perm[i] = int32(i)
+	n := len(w.buf)
+	if cap(w.keys) < n {
+		w.keys = make([]uint64, n, w.maxRows)
+		w.tmp = make([]uint64, n, w.maxRows)
 	}
-	slices.SortFunc(perm, func(a, b int32) int {
-		if c := w.less(&buf[a], &buf[b]); c != 0 {
-			return c
+	keys := w.keys[:n]
+	idxBits, keyBits, ok := packKeys(w.buf, keys, w.sortKeys, &w.packer)
+	if !ok {
+		if !w.isSorted() {
+			w.sortBufCompare()
 		}
-		return int(a - b)
-	})
+		return
+	}
+	sorted := radixSort(keys, w.tmp[:n], idxBits, keyBits)
+	mask := uint64(1)<<idxBits - 1
+	for i := range sorted {
+		sorted[i] &= mask
+	}
+	permute(w.buf, sorted)
+}
+
+// permDone marks the positions permute has filled.
+const permDone = ^uint64(0)
+
+// permute moves row perm[i] to position i for every i, in place, one cycle at
+// a time; it overwrites perm.
+func permute[T any](buf []T, perm []uint64) {
 	for i := range perm {
-		if perm[i] < 0 {
+		if perm[i] == permDone || perm[i] == uint64(i) {
 			continue
 		}
 		// Position i receives row perm[i]; follow the cycle.
@@ -200,7 +307,7 @@ func (w *writer[T]) sortBuf() {
 		j := i
 		for {
 			k := int(perm[j])
-			perm[j] = -1
+			perm[j] = permDone
 			if k == i {
 				buf[j] = tmp
 				break
@@ -209,6 +316,23 @@ func (w *writer[T]) sortBuf() {
 			j = k
 		}
 	}
+}
+
+// sortBufCompare sorts the buffered rows stably by sorting a permutation
+// with w.less and then applying it.
+func (w *writer[T]) sortBufCompare() {
+	buf := w.buf
+	perm := make([]uint64, len(buf))
+	for i := range perm {
+		perm[i] = uint64(i)
+	}
+	slices.SortFunc(perm, func(a, b uint64) int {
+		if c := w.less(&buf[a], &buf[b]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	})
+	permute(buf, perm)
 }
 
 func (w *writer[T]) close() error {
@@ -220,7 +344,14 @@ func (w *writer[T]) close() error {
 	w.closed = true
 	err := w.err
 	if err == nil {
-		err = w.flushLocked()
+		err = w.flushLocked(true)
+	}
+	if w.work != nil {
+		close(w.work)
+		<-w.done
+		if err == nil {
+			err = w.asyncErr()
+		}
 	}
 	if err == nil {
 		idx, jerr := json.Marshal(w.groups)
@@ -229,7 +360,7 @@ func (w *writer[T]) close() error {
 		} else {
 			w.pw.SetKeyValueMetadata(MetaIndex, string(idx))
 			if cerr := w.pw.Close(); cerr != nil {
-				err = fmt.Errorf("trace writer: footer: %w", cerr)
+				err = fmt.Errorf("trace writer%s: footer: %w", w.where(), cerr)
 			}
 		}
 	}
@@ -267,13 +398,16 @@ func eventInfo(rows []EventRow) RowGroupInfo {
 }
 
 // CallWriter streams call rows to a parquet file. It is safe for concurrent
-// use: Append may be called from several goroutines. Memory is bounded by one
-// row group. Close must be called to write the footer.
+// use: Append may be called from several goroutines. Full row groups are
+// encoded by a background goroutine while the next one fills, so memory is
+// bounded by two row groups, and an error writing one is returned by a later
+// Append or by Close. Close must be called to write the footer (and to stop
+// the background goroutine).
 type CallWriter struct{ w *writer[CallRow] }
 
 // NewCallWriter returns a writer of a call trace to w. Close does not close w.
 func NewCallWriter(w io.Writer, opt WriterOptions) (*CallWriter, error) {
-	cw, err := newWriter(w, KindCall, callSortOrder, opt, callLess, callInfo)
+	cw, err := newWriter(w, KindCall, callSortOrder, opt, callLess, callKeys, callInfo)
 	if err != nil {
 		return nil, err
 	}
@@ -292,7 +426,7 @@ func CreateCallFile(path string, opt WriterOptions) (*CallWriter, error) {
 		f.Close()
 		return nil, err
 	}
-	w.w.closer = f
+	w.w.closer, w.w.name = f, path
 	return w, nil
 }
 
@@ -304,13 +438,16 @@ func (w *CallWriter) Append(rows ...CallRow) error { return w.w.append(rows) }
 func (w *CallWriter) Close() error { return w.w.close() }
 
 // EventWriter streams event rows to a parquet file. It is safe for
-// concurrent use: Append may be called from several goroutines. Memory is
-// bounded by one row group. Close must be called to write the footer.
+// concurrent use: Append may be called from several goroutines. Full row
+// groups are encoded by a background goroutine while the next one fills, so
+// memory is bounded by two row groups, and an error writing one is returned
+// by a later Append or by Close. Close must be called to write the footer
+// (and to stop the background goroutine).
 type EventWriter struct{ w *writer[EventRow] }
 
 // NewEventWriter returns a writer of an event trace to w. Close does not close w.
 func NewEventWriter(w io.Writer, opt WriterOptions) (*EventWriter, error) {
-	ew, err := newWriter(w, KindEvent, eventSortOrder, opt, eventLess, eventInfo)
+	ew, err := newWriter(w, KindEvent, eventSortOrder, opt, eventLess, eventKeys, eventInfo)
 	if err != nil {
 		return nil, err
 	}
@@ -329,7 +466,7 @@ func CreateEventFile(path string, opt WriterOptions) (*EventWriter, error) {
 		f.Close()
 		return nil, err
 	}
-	w.w.closer = f
+	w.w.closer, w.w.name = f, path
 	return w, nil
 }
 
