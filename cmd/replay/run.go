@@ -101,20 +101,11 @@ func runReplayRun(args []string, stdout, stderr io.Writer) error {
 	if err := checkRunCalls(in, calls, n); err != nil {
 		return err
 	}
-	calib, _, err := loadCalib(*calibPath, res.Cluster)
+	s, _, _, bar, err := newSimulator(res, *calibPath, mode, *progress, stderr)
 	if err != nil {
 		return err
 	}
-	s, err := sim.NewSimulator(res, calib)
-	if err != nil {
-		return err
-	}
-	s.Mode = mode
-	bar := newProgressBar(stderr, *progress)
 	defer bar.done()
-	if bar != nil {
-		s.Machine.Progress = bar.update
-	}
 	prefix := *out
 	if prefix == "" {
 		prefix = strings.TrimSuffix(in, ".parquet") + ".sim"

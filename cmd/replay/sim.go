@@ -130,6 +130,27 @@ func parseSimOps(s string) ([]model.Collective, []string, error) {
 }
 
 // loadCalib reads --calib or the embedded default for the cluster's GPUs.
+// newSimulator builds the simulator of res with the calibration at
+// calibPath (the embedded default when empty) and mode, and a progress bar
+// on stderr (nil unless stderr is a terminal or force is set; its done
+// method accepts nil).
+func newSimulator(res *search.Result, calibPath string, mode sim.Mode, force bool, stderr io.Writer) (*sim.Simulator, *sim.Calib, string, *progressBar, error) {
+	calib, calibName, err := loadCalib(calibPath, res.Cluster)
+	if err != nil {
+		return nil, nil, "", nil, err
+	}
+	s, err := sim.NewSimulator(res, calib)
+	if err != nil {
+		return nil, nil, "", nil, err
+	}
+	s.Mode = mode
+	bar := newProgressBar(stderr, force)
+	if bar != nil {
+		s.Machine.Progress = bar.update
+	}
+	return s, calib, calibName, bar, nil
+}
+
 func loadCalib(path string, cl *model.Cluster) (*sim.Calib, string, error) {
 	if path != "" {
 		c, err := sim.LoadCalib(path)
@@ -242,20 +263,11 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 	if *root < 0 || *root >= n {
 		return fmt.Errorf("%w: --root %d outside %d ranks", errUsage, *root, n)
 	}
-	calib, calibName, err := loadCalib(*calibPath, res.Cluster)
+	s, calib, calibName, bar, err := newSimulator(res, *calibPath, mode, *progress, stderr)
 	if err != nil {
 		return err
 	}
-	s, err := sim.NewSimulator(res, calib)
-	if err != nil {
-		return err
-	}
-	s.Mode = mode
-	bar := newProgressBar(stderr, *progress)
 	defer bar.done()
-	if bar != nil {
-		s.Machine.Progress = bar.update
-	}
 	if *jsonOut == "-" && (*timelineOut == "-" || *profileOut == "-") || *timelineOut == "-" && *profileOut == "-" {
 		return fmt.Errorf("%w: only one of --json, --timeline and --profile may write to stdout", errUsage)
 	}
