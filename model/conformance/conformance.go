@@ -19,6 +19,7 @@ import (
 	"testing"
 
 	"github.com/twinccl/twinccl/model"
+	"github.com/twinccl/twinccl/model/refexec"
 )
 
 // Executor runs a Program over one input buffer per rank (each
@@ -266,9 +267,9 @@ func put(d model.Dtype, b []byte, i int64, v int64, f float64) {
 	case model.DtypeFP64:
 		le64(w, math.Float64bits(f))
 	case model.DtypeFP16:
-		le16(w, f32ToF16(float32(f)))
+		le16(w, refexec.F32ToF16(float32(f)))
 	case model.DtypeBF16:
-		le16(w, f32ToBF16(float32(f)))
+		le16(w, refexec.F32ToBF16(float32(f)))
 	}
 }
 
@@ -617,52 +618,4 @@ func FullCases() []Case {
 		}
 	}
 	return out
-}
-
-// f32ToF16 rounds to binary16 (nearest even).
-func f32ToF16(f float32) uint16 {
-	b := math.Float32bits(f)
-	sign := uint16(b>>16) & 0x8000
-	exp := int32(b>>23) & 0xff
-	man := b & 0x7fffff
-	if exp == 0xff {
-		if man != 0 {
-			return sign | 0x7e00
-		}
-		return sign | 0x7c00
-	}
-	e := exp - 127 + 15
-	if e >= 0x1f {
-		return sign | 0x7c00
-	}
-	if e <= 0 {
-		if e < -10 {
-			return sign
-		}
-		m := man | 0x800000
-		shift := uint32(14 - e)
-		half := uint32(1) << (shift - 1)
-		r := m >> shift
-		rem := m & (1<<shift - 1)
-		if rem > half || (rem == half && r&1 == 1) {
-			r++
-		}
-		return sign | uint16(r)
-	}
-	r := uint32(e)<<10 | man>>13
-	rem := man & 0x1fff
-	if rem > 0x1000 || (rem == 0x1000 && r&1 == 1) {
-		r++
-	}
-	return sign | uint16(r)
-}
-
-// f32ToBF16 rounds to bfloat16 (nearest even).
-func f32ToBF16(f float32) uint16 {
-	b := math.Float32bits(f)
-	if b&0x7fffffff > 0x7f800000 {
-		return uint16(b>>16) | 0x40
-	}
-	b += 0x7fff + (b>>16)&1
-	return uint16(b >> 16)
 }
