@@ -41,6 +41,7 @@ type benchOpts struct {
 	channels             int
 	root                 int
 	timeout              time.Duration
+	baseline             bool
 }
 
 func parseSize(s string) (int64, error) {
@@ -82,6 +83,7 @@ func runBench(e *env, args []string) error {
 	fs.IntVar(&o.channels, "channels", 2, "channels")
 	fs.IntVar(&o.root, "root", 0, "root of broadcast and reduce")
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "bound of every wait (a lost or stuck peer ends the run)")
+	fs.BoolVar(&o.baseline, "baseline", false, "measure memcpy and raw TCP loopback bandwidth, then 64 MiB AllReduce over shm and over sockets, and print busbw/memcpy and busbw/TCP (-np ranks, 4 by default)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -95,6 +97,10 @@ func runBench(e *env, args []string) error {
 	if o.factor < 2 {
 		return &usageError{"-f must be at least 2"}
 	}
+	if os.Getenv(envUID) == "" && o.baseline {
+		_, err := runBaseline(e, o)
+		return err
+	}
 	if os.Getenv(envUID) == "" && o.np > 0 {
 		return launch(e, o, args)
 	}
@@ -102,8 +108,9 @@ func runBench(e *env, args []string) error {
 }
 
 // launch starts np copies of this binary as ranks on this host and waits:
-// rank 0's output is the table; a failing rank ends the job.
-func launch(e *env, o benchOpts, args []string) error {
+// rank 0's output is the table; a failing rank ends the job. extraEnv is
+// added to the ranks' environment.
+func launch(e *env, o benchOpts, args []string, extraEnv ...string) error {
 	self, err := os.Executable()
 	if err != nil {
 		return err
@@ -119,6 +126,7 @@ func launch(e *env, o benchOpts, args []string) error {
 	for r := range cmds {
 		c := exec.Command(self, append([]string{"bench"}, args...)...)
 		c.Env = append(os.Environ(), envUID+"="+root.ID().String(), fmt.Sprint(envRank, "=", r), fmt.Sprint(envNRanks, "=", o.np))
+		c.Env = append(c.Env, extraEnv...)
 		if r == 0 {
 			c.Stdout = e.stdout
 		}

@@ -385,10 +385,7 @@ func (r *run) step(ls *laneState) (bool, error) {
 			return false, fmt.Errorf("%s: data to store but nothing to read", where())
 		}
 		dst := dsts[0]
-		copy(dst, srcs[0])
-		for _, src := range srcs[1:] {
-			refexec.ReduceInto(p.Dtype, p.Op, dst, src)
-		}
+		reduceSrcs(p.Dtype, p.Op, dst, srcs)
 		if op.Flags&model.PrimPostOp != 0 {
 			refexec.PostOp(p.Dtype, p.Op, dst, p.NRanks)
 		}

@@ -68,10 +68,15 @@ func (r *Rank) Close() error {
 	return errors.Join(berr, serr)
 }
 
-// Abort releases everything at once (peers see this rank as lost).
+// Abort releases everything at once (peers see this rank as lost). The
+// bootstrap goes first: when this rank aborts because another was lost, it
+// passes that rank on over the liveness connections before its data
+// connections break, so that survivors name the rank that died rather
+// than this one (with fast progress a broken data socket would otherwise
+// be seen first).
 func (r *Rank) Abort() {
-	_ = r.Set.Close()
 	r.Comm.Abort()
+	_ = r.Set.Close()
 }
 
 // LocalJob is a job of n ranks inside this process (one goroutine each),

@@ -471,9 +471,10 @@ func (p *proxy) stop() {
 	p.wg.Wait()
 }
 
-// wait blocks until kicked, for at most d.
+// wait waits once with bo; past its yield phase it blocks until kicked,
+// for at most 1 ms.
 func (n *netConn) wait(bo *Backoff) {
-	if bo.n < 256 {
+	if !bo.Sleeping() {
 		bo.Wait()
 		return
 	}
@@ -486,7 +487,23 @@ func (n *netConn) wait(bo *Backoff) {
 	t.Stop()
 }
 
+// lossGrace is how long a broken data connection waits for the liveness
+// connections before it blames its peer: a peer that aborts because a
+// third rank died reports that rank on them, and the report may still be
+// in flight when its sockets close.
+const lossGrace = 100 * time.Millisecond
+
 func (p *proxy) fail(c *Conn, what string, err error) {
+	if c.net.closing.Load() {
+		return
+	}
+	t := time.NewTimer(lossGrace)
+	defer t.Stop()
+	select {
+	case <-p.comm.Lost():
+		return // already attributed
+	case <-t.C:
+	}
 	if c.net.closing.Load() {
 		return
 	}
@@ -596,5 +613,3 @@ func (p *proxy) recvLoop(c *Conn) {
 		n.Done.Store(end)
 	}
 }
-
-func yield() { runtime.Gosched() }

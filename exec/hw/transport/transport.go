@@ -375,24 +375,55 @@ func anonMem() ([]byte, error) {
 	return syscall.Mmap(-1, 0, MemBytes, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
 }
 
-// Backoff waits a little longer each time nothing progressed: spins, then
-// yields, then sleeps up to 50 µs.
-type Backoff struct{ n int }
+// Backoff is the adaptive wait of the polling loops (device lanes and
+// proxies). Ranks often outnumber cores (4 processes on 2 cores), so
+// after a short spin it gives the core away with sched_yield, which lets
+// the peer that must produce the data run at once; only after a longer
+// idle (BackoffYield) does it sleep, and then briefly (Go rounds short
+// sleeps of an idle process up to its timer granularity, about 1 ms, so
+// sleeping early is what made small messages take milliseconds).
+type Backoff struct {
+	n     int
+	since time.Time // when yielding began
+	sleep bool      // past the yield phase
+}
+
+// Backoff phases.
+const (
+	// BackoffSpin is the number of waits that only spin.
+	BackoffSpin = 64
+	// BackoffYield is how long waits yield the core before sleeping.
+	BackoffYield = 2 * time.Millisecond
+	// BackoffSleep is the sleep of one wait after that.
+	BackoffSleep = 200 * time.Microsecond
+)
 
 // Reset is called after progress.
-func (b *Backoff) Reset() { b.n = 0 }
+func (b *Backoff) Reset() { b.n, b.sleep = 0, false }
 
 // Waits is the number of waits since the last Reset.
 func (b *Backoff) Waits() int { return b.n }
 
-// Wait waits once.
+// Sleeping reports whether the waits since the last Reset went past the
+// spin and yield phases (a caller that can block on an event should).
+func (b *Backoff) Sleeping() bool { return b.sleep }
+
+// Wait waits once: spins, then yields the core, then sleeps.
 func (b *Backoff) Wait() {
 	b.n++
 	switch {
-	case b.n < 64:
-	case b.n < 256:
-		yield()
+	case b.n < BackoffSpin:
+	case b.n == BackoffSpin:
+		b.since = time.Now()
+		osYield()
+	case !b.sleep:
+		osYield()
+		b.sleep = b.n&15 == 0 && time.Since(b.since) > BackoffYield
 	default:
-		time.Sleep(time.Duration(min(b.n-255, 50)) * time.Microsecond)
+		time.Sleep(BackoffSleep)
 	}
 }
+
+// osYield gives the core to another runnable thread (sched_yield):
+// runtime.Gosched alone yields only to goroutines of this process.
+func osYield() { syscall.Syscall(syscall.SYS_SCHED_YIELD, 0, 0, 0) }
