@@ -18,77 +18,99 @@ const (
 	evStarted              // conn id, val = step: first LL/LL128 lines visible
 )
 
-// event is one entry of the queue. Events are ordered by (t, seq): ties
-// in time run in the order they were scheduled, which makes a run
+// event is one entry of the queue. Events are ordered by time; ties in
+// time run in the order they were scheduled, which makes a run
 // deterministic.
 type event struct {
 	t    Time
-	seq  uint64
 	val  uint64
 	id   int32
 	kind uint8
 }
 
-// queue is a binary min-heap of events, specialised (no interfaces) so the
-// hot path does not allocate or dispatch dynamically.
+// queue orders events by (time, order of scheduling). Collectives move in
+// lockstep, so the events in flight share few distinct times (tens, for
+// thousands of events): the queue keeps one FIFO bucket per distinct
+// time, and the buckets sorted by time. A push appends to its time's
+// bucket (found by a cache of the last one, else by binary search), a pop
+// takes the head of the earliest bucket. Appending in scheduling order
+// makes each bucket's FIFO the (time, sequence) order of a heap with
+// sequence numbers, so the order of events is exactly that of a priority
+// queue on (t, seq).
 type queue struct {
-	h   []event
-	seq uint64
+	b []bucket
+	// order lists the buckets holding events, by decreasing time (the
+	// earliest is last)
+	order []int32
+	free  []int32
+	// last is one more than the bucket the last push went to (0: none)
+	last int32
+	n    int
 }
 
-// before orders events by (time, sequence number).
-func before(a, b *event) bool {
-	return a.t < b.t || (a.t == b.t && a.seq < b.seq)
+// bucket holds the events of one time, in scheduling order from head on.
+type bucket struct {
+	t    Time
+	head int
+	ev   []event
 }
 
-// The heap is 4-ary: half the depth of a binary heap, and the four
-// children of a node share a cache line or two. Sifting moves a hole
-// instead of swapping.
 func (q *queue) push(t Time, kind uint8, id int32, val uint64) {
-	q.seq++
-	e := event{t: t, seq: q.seq, val: val, id: id, kind: kind}
-	q.h = append(q.h, e)
-	i := len(q.h) - 1
-	for i > 0 {
-		p := (i - 1) / 4
-		if !before(&e, &q.h[p]) {
-			break
-		}
-		q.h[i] = q.h[p]
-		i = p
+	q.n++
+	e := event{t: t, val: val, id: id, kind: kind}
+	if l := q.last - 1; l >= 0 && q.b[l].t == t {
+		q.b[l].ev = append(q.b[l].ev, e)
+		return
 	}
-	q.h[i] = e
+	// Binary search for t in order (decreasing times).
+	lo, hi := 0, len(q.order)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if q.b[q.order[m]].t > t {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	if lo < len(q.order) && q.b[q.order[lo]].t == t {
+		bi := q.order[lo]
+		q.b[bi].ev = append(q.b[bi].ev, e)
+		q.last = bi + 1
+		return
+	}
+	var bi int32
+	if n := len(q.free); n > 0 {
+		bi = q.free[n-1]
+		q.free = q.free[:n-1]
+	} else {
+		q.b = append(q.b, bucket{})
+		bi = int32(len(q.b) - 1)
+	}
+	bk := &q.b[bi]
+	bk.t = t
+	bk.head = 0
+	bk.ev = append(bk.ev[:0], e)
+	q.order = append(q.order, 0)
+	copy(q.order[lo+1:], q.order[lo:])
+	q.order[lo] = bi
+	q.last = bi + 1
 }
 
 func (q *queue) pop() event {
-	top := q.h[0]
-	n := len(q.h) - 1
-	e := q.h[n]
-	q.h = q.h[:n]
-	if n == 0 {
-		return top
+	q.n--
+	k := len(q.order) - 1
+	bi := q.order[k]
+	bk := &q.b[bi]
+	e := bk.ev[bk.head]
+	bk.head++
+	if bk.head == len(bk.ev) {
+		q.order = q.order[:k]
+		q.free = append(q.free, bi)
+		if q.last == bi+1 {
+			q.last = 0
+		}
 	}
-	i := 0
-	for {
-		c := 4*i + 1
-		if c >= n {
-			break
-		}
-		m := c
-		end := min(c+4, n)
-		for j := c + 1; j < end; j++ {
-			if before(&q.h[j], &q.h[m]) {
-				m = j
-			}
-		}
-		if !before(&q.h[m], &e) {
-			break
-		}
-		q.h[i] = q.h[m]
-		i = m
-	}
-	q.h[i] = e
-	return top
+	return e
 }
 
-func (q *queue) empty() bool { return len(q.h) == 0 }
+func (q *queue) empty() bool { return q.n == 0 }

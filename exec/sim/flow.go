@@ -180,9 +180,12 @@ func (f *fabric) reshare(q *queue, now Time, seeds []int32) {
 	g := f.gen
 	cr := f.compRes[:0]
 	cf := f.compFlows[:0]
+	old := f.oldRate[:0]
 	for _, r := range seeds {
-		if f.res[r].mark != g {
-			f.res[r].mark = g
+		if rs := &f.res[r]; rs.mark != g {
+			rs.mark = g
+			rs.remCap = rs.cap
+			rs.nUnf = rs.wsum
 			cr = append(cr, r)
 		}
 	}
@@ -194,32 +197,27 @@ func (f *fabric) reshare(q *queue, now Time, seeds []int32) {
 			}
 			fl.mark = g
 			cf = append(cf, fid)
+			// Bring the flow to now at its old rate.
+			if dt := now - fl.last; dt > 0 {
+				fl.rem -= fl.rate * float64(dt)
+				if fl.rem < 0 {
+					fl.rem = 0
+				}
+			}
+			fl.last = now
+			fl.frozen = false
+			old = append(old, fl.rate)
 			for _, r := range fl.res {
-				if f.res[r].mark != g {
-					f.res[r].mark = g
+				if rs := &f.res[r]; rs.mark != g {
+					rs.mark = g
+					rs.remCap = rs.cap
+					rs.nUnf = rs.wsum
 					cr = append(cr, r)
 				}
 			}
 		}
 	}
-	// Bring every flow of the component to now at its old rate.
-	for _, fid := range cf {
-		fl := &f.flows[fid]
-		if dt := now - fl.last; dt > 0 {
-			fl.rem -= fl.rate * float64(dt)
-			if fl.rem < 0 {
-				fl.rem = 0
-			}
-		}
-		fl.last = now
-		fl.frozen = false
-	}
-	for _, r := range cr {
-		rs := &f.res[r]
-		rs.remCap = rs.cap
-		rs.nUnf = rs.wsum
-	}
-	old := f.oldRates(cf)
+	f.oldRate = old
 	left := len(cf)
 	for left > 0 {
 		best := math.Inf(1)
@@ -271,16 +269,6 @@ func (f *fabric) reshare(q *queue, now Time, seeds []int32) {
 		rs.peak = max(rs.peak, rs.load)
 	}
 	f.compRes, f.compFlows = cr, cf
-}
-
-// oldRates returns the rates of flows before resharing (scratch reused).
-func (f *fabric) oldRates(cf []int32) []float64 {
-	out := f.oldRate[:0]
-	for _, fid := range cf {
-		out = append(out, f.flows[fid].rate)
-	}
-	f.oldRate = out
-	return out
 }
 
 func (f *fabric) freeze(fid int32, rate float64) {

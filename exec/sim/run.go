@@ -28,10 +28,14 @@ type actor struct {
 	waiting bool
 	pending int32
 	frac    float64 // share of the channel's thread block
-	remote  int     // sends that store into another GPU's (or host) memory
-	start   Time    // when the current slice's data and credits were there
-	finish  Time
-	slices  [model.ProgSlots]model.ProgSlice
+	// kind and rate are the current call's primitive and copy rate (data
+	// bytes per ps), kept here to spare the lane's ops on the hot path
+	kind   model.PrimKind
+	rate   float64
+	remote int  // sends that store into another GPU's (or host) memory
+	start  Time // when the current slice's data and credits were there
+	finish Time
+	slices [model.ProgSlots]model.ProgSlice
 }
 
 // connState is the flow-control state of one connection as its two ends
@@ -423,8 +427,11 @@ func (x *runner) advance(ai int32) {
 				a.finish = x.now
 				return
 			}
-			x.scratch = x.p.Slices(l.Ops[a.op], x.scratch[:0])
+			op := l.Ops[a.op]
+			x.scratch = x.p.Slices(op, x.scratch[:0])
 			a.nsl = copy(a.slices[:], x.scratch)
+			a.kind = op.Kind
+			a.rate = x.copyBps * a.frac / x.units(a, op) // data bytes per ps
 			a.sl = 0
 			a.phase = phWait
 			if x.opOv > 0 {
@@ -434,8 +441,7 @@ func (x *runner) advance(ai int32) {
 		case phWait:
 			s := &a.slices[a.sl]
 			need := uint64(s.Steps)
-			op := &l.Ops[a.op]
-			if op.Kind.Receives() {
+			if a.kind.Receives() {
 				for _, c := range l.Recv {
 					cs := &x.conns[c]
 					if x.stream {
@@ -449,7 +455,7 @@ func (x *runner) advance(ai int32) {
 					}
 				}
 			}
-			if op.Kind.Sends() {
+			if a.kind.Sends() {
 				for _, c := range l.Send {
 					if x.conns[c].head+x.credits < uint64(s.SendStep)+need {
 						a.waiting = true
@@ -471,9 +477,8 @@ func (x *runner) advance(ai int32) {
 			}
 		case phFinish:
 			s := &a.slices[a.sl]
-			op := &l.Ops[a.op]
 			need := uint64(s.Steps)
-			if x.stream && op.Kind.Receives() {
+			if x.stream && a.kind.Receives() {
 				for _, c := range l.Recv {
 					if x.conns[c].tail < uint64(s.RecvStep)+need {
 						a.waiting = true
@@ -481,9 +486,9 @@ func (x *runner) advance(ai int32) {
 					}
 				}
 			}
-			x.post(a, op, s)
+			x.post(a, s)
 			if x.rec != nil {
-				x.record(a, op, s)
+				x.record(a, &l.Ops[a.op], s)
 			}
 			x.slices++
 			a.sl++
@@ -512,11 +517,10 @@ func (x *runner) slide(a *actor) {
 // startSlice starts the transfers of the current slice of actor ai.
 func (x *runner) startSlice(ai int32, a *actor) {
 	l := a.lane
-	op := l.Ops[a.op]
 	s := &a.slices[a.sl]
 	a.pending = 0
 	data := s.Elems * x.esize
-	sends := op.Kind.Sends()
+	sends := a.kind.Sends()
 	if sends && x.stream {
 		for _, c := range l.Send {
 			cs := &x.conns[c]
@@ -526,7 +530,7 @@ func (x *runner) startSlice(ai int32, a *actor) {
 	if data <= 0 {
 		return
 	}
-	rate := x.copyBps * a.frac / x.units(a, op) // data bytes per ps
+	rate := a.rate
 	if sends {
 		wire := x.wireBytes(data)
 		scale := float64(wire) / float64(data)
@@ -550,10 +554,10 @@ func (x *runner) startSlice(ai int32, a *actor) {
 
 // post publishes the end of a slice: tails (and data) to the receivers,
 // heads (credits) back to the senders.
-func (x *runner) post(a *actor, op *model.ProgOp, s *model.ProgSlice) {
+func (x *runner) post(a *actor, s *model.ProgSlice) {
 	l := a.lane
 	need := uint64(s.Steps)
-	if op.Kind.Sends() {
+	if a.kind.Sends() {
 		data := s.Elems * x.esize
 		for _, c := range l.Send {
 			cs := &x.conns[c]
@@ -564,7 +568,7 @@ func (x *runner) post(a *actor, op *model.ProgOp, s *model.ProgSlice) {
 			x.q.push(x.now+cs.rt.lat, evTail, c, uint64(s.SendStep)+need)
 		}
 	}
-	if op.Kind.Receives() {
+	if a.kind.Receives() {
 		for _, c := range l.Recv {
 			cs := &x.conns[c]
 			x.q.push(x.now+cs.rt.lat, evHead, c, uint64(s.RecvStep)+need)
