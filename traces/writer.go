@@ -407,27 +407,25 @@ type CallWriter struct{ w *writer[CallRow] }
 
 // NewCallWriter returns a writer of a call trace to w. Close does not close w.
 func NewCallWriter(w io.Writer, opt WriterOptions) (*CallWriter, error) {
-	cw, err := newWriter(w, KindCall, callSortOrder, opt, callLess, callKeys, callInfo)
+	cw, err := newCallWriter(w, opt)
 	if err != nil {
 		return nil, err
 	}
 	return &CallWriter{cw}, nil
 }
 
+func newCallWriter(w io.Writer, opt WriterOptions) (*writer[CallRow], error) {
+	return newWriter(w, KindCall, callSortOrder, opt, callLess, callKeys, callInfo)
+}
+
 // CreateCallFile creates (truncates) path and returns a writer of a call
 // trace to it; Close closes the file.
 func CreateCallFile(path string, opt WriterOptions) (*CallWriter, error) {
-	f, err := os.Create(path)
+	w, err := createWriterFile(path, opt, newCallWriter)
 	if err != nil {
 		return nil, err
 	}
-	w, err := NewCallWriter(f, opt)
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	w.w.closer, w.w.name = f, path
-	return w, nil
+	return &CallWriter{w}, nil
 }
 
 // Append adds rows to the trace; it copies them.
@@ -447,26 +445,40 @@ type EventWriter struct{ w *writer[EventRow] }
 
 // NewEventWriter returns a writer of an event trace to w. Close does not close w.
 func NewEventWriter(w io.Writer, opt WriterOptions) (*EventWriter, error) {
-	ew, err := newWriter(w, KindEvent, eventSortOrder, opt, eventLess, eventKeys, eventInfo)
+	ew, err := newEventWriter(w, opt)
 	if err != nil {
 		return nil, err
 	}
 	return &EventWriter{ew}, nil
 }
 
+func newEventWriter(w io.Writer, opt WriterOptions) (*writer[EventRow], error) {
+	return newWriter(w, KindEvent, eventSortOrder, opt, eventLess, eventKeys, eventInfo)
+}
+
 // CreateEventFile creates (truncates) path and returns a writer of an event
 // trace to it; Close closes the file.
 func CreateEventFile(path string, opt WriterOptions) (*EventWriter, error) {
+	w, err := createWriterFile(path, opt, newEventWriter)
+	if err != nil {
+		return nil, err
+	}
+	return &EventWriter{w}, nil
+}
+
+// createWriterFile creates (truncates) path and a writer to it made by
+// open; the writer's Close closes the file and its errors name it.
+func createWriterFile[T any](path string, opt WriterOptions, open func(io.Writer, WriterOptions) (*writer[T], error)) (*writer[T], error) {
 	f, err := os.Create(path)
 	if err != nil {
 		return nil, err
 	}
-	w, err := NewEventWriter(f, opt)
+	w, err := open(f, opt)
 	if err != nil {
 		f.Close()
 		return nil, err
 	}
-	w.w.closer, w.w.name = f, path
+	w.closer, w.name = f, path
 	return w, nil
 }
 
