@@ -120,10 +120,9 @@ func WriteGraphsXML(w io.Writer, s *model.System, graphs [model.NumGraphs]*model
 
 // cFloatG formats like C's "%g" (6 significant digits, no trailing zeros).
 func cFloatG(f float32) string {
-	s := strconv.FormatFloat(float64(f), 'g', 6, 64)
-	// C prints at least two exponent digits, as Go does; Go writes "e+06"
-	// like C. Nothing else differs for finite values.
-	return s
+	// Go's 'g' with 6 digits matches C for finite values, exponent form
+	// ("1e-05", "1.23457e+06") included.
+	return strconv.FormatFloat(float64(f), 'g', 6, 64)
 }
 
 // cHexLong formats like C's "%#lx": 0 is "0", others "0x..." (negative
@@ -190,8 +189,6 @@ func WriteRankLayout(w io.Writer, p *model.Plan, rank int) error {
 			}
 			if len(line) >= 128 { // NCCL's 128-byte buffer marks a cut line with "..."
 				line = line[:124] + "..."
-			} else if len(line) > 127 {
-				line = line[:127]
 			}
 			b.WriteString(pre + line + "\n")
 		}
