@@ -75,15 +75,83 @@ func LoadCluster(root *Element, file string, opts LoadOptions) (*Cluster, error)
 			xml = root.Clone()
 			offsetRanks(xml, k*local)
 		}
-		s, err := BuildSystem(xml, file, hash, opts.Params)
+		build := func() (*System, error) { return BuildSystem(xml, file, hash, opts.Params) }
+		s, err := build()
 		if err != nil {
 			return nil, err
 		}
-		if err := c.addNode(s); err != nil {
+		if err := c.addNodes(s, build); err != nil {
 			return nil, err
 		}
 	}
 	return c, nil
+}
+
+// addNodes adds the host of system s as one node, or, when some of its GPUs
+// can reach each other neither by P2P nor by SHM (NCCL_P2P_DISABLE=1 with
+// NCCL_SHM_DISABLE=1), as one node per group of GPUs that can: NCCL trims
+// every rank's system to its group (ncclTopoTrimSystem), so that such a
+// host counts as several nodes joined by the network. build makes a fresh
+// copy of the host's system for every group after the first.
+func (c *Cluster) addNodes(s *System, build func() (*System, error)) error {
+	s.NRanks = c.NRanks
+	if err := s.ComputePaths(); err != nil {
+		return fmt.Errorf("%s: %w", c.File, err)
+	}
+	groups := s.localDomains()
+	if len(groups) <= 1 {
+		return c.addNode(s)
+	}
+	for i, rank := range groups {
+		gs := s
+		if i > 0 {
+			var err error
+			if gs, err = build(); err != nil {
+				return err
+			}
+			gs.NRanks = c.NRanks
+			if err := gs.ComputePaths(); err != nil {
+				return fmt.Errorf("%s: %w", c.File, err)
+			}
+		}
+		if err := gs.Trim(rank); err != nil {
+			return fmt.Errorf("%s: %w", c.File, err)
+		}
+		if err := c.addNode(gs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// localDomains returns, for every group of this host's GPUs that reach
+// each other without the network (Trim's domains), the lowest rank of the
+// group, in GPU order. Paths must be computed.
+func (s *System) localDomains() []int {
+	gpus := s.Nodes[GPU]
+	domains := make([]int, len(gpus))
+	var firsts []int
+	for g, gpu := range gpus {
+		domains[g] = g
+		for p := 0; p < g; p++ {
+			if gpu.PathTo(GPU, p).Type < PathNET {
+				domains[g] = min(domains[g], domains[p])
+			}
+		}
+	}
+	seen := map[int]int{}
+	for g, gpu := range gpus {
+		if SystemIDOf(gpu.ID) != s.SystemID {
+			continue
+		}
+		if i, ok := seen[domains[g]]; ok {
+			firsts[i] = min(firsts[i], gpu.GPU.Rank)
+			continue
+		}
+		seen[domains[g]] = len(firsts)
+		firsts = append(firsts, gpu.GPU.Rank)
+	}
+	return firsts
 }
 
 func (c *Cluster) addNode(s *System) error {

@@ -4,44 +4,71 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"path/filepath"
+	"regexp"
 	"strings"
 
 	"github.com/twinccl/twinccl"
 	"github.com/twinccl/twinccl/exec/sim"
+	"github.com/twinccl/twinccl/model"
+	"github.com/twinccl/twinccl/search"
 )
 
-const calibrateHelp = `Usage: replay calibrate --table TIMINGS.tsv [--topo FILE.xml] [--nodes N]
+const calibrateHelp = `Usage: replay calibrate [--table] TABLE [--table TABLE ...] [--heldout TABLE ...]
+                        [--topo FILE.xml] [--nodes N] [--params REGEX]
                         [--start CALIB.json] [--out CALIB.json] [--max-evals N] [--name NAME]
+                        [--evaluate]
 
-Fits the simulator's calibration constants to measured timings. TIMINGS.tsv is a
-table like shared/baselines/h200x2-nvswitch/nccl-2.28.9-p2p.tsv: '#' comments, then
-"coll bytes mean_us [best_us ...]" per line (nccl-tests sizes; float32, sum). Every
-row is simulated with the tuner's choice on the topology the measurements come from
-(--topo, default the embedded %s).
+Fits the simulator's calibration constants to measured timings. A TABLE is
+FILE[,KEY=VALUE...]: a timing table like shared/baselines/h200x2-nvswitch/nccl-2.28.9-p2p.tsv
+or testdata/nccl-timings/*.tsv ('#' comments, then "coll bytes mean_us [best_us ...]" per
+line; nccl-tests sizes; float32, sum). A header comment "settings: K=V ..." gives the
+NCCL_* environment the table was recorded under (NCCL_PROTO, NCCL_P2P_DISABLE,
+NCCL_SHM_DISABLE, NCCL_SOCKET_IFNAME, ...), and a header naming PyTorch its timing
+harness; KEY=VALUE pairs add or override settings (harness=nccl-tests|pytorch), and
+colls=all_reduce+broadcast keeps only those collectives' rows. Every row is simulated
+with the search, tuner and transports its settings give, on the topology the
+measurements come from (--topo, default the embedded %s).
 
-Only the constants the table can identify move: the launch cost, the per-call and
-per-slice overheads, the copy throughput and the reduction cost of the protocols the
-tuner picks for the rows, and the efficiency and latency of the link types their
-routes cross. The fit is a deterministic Nelder–Mead search in log space minimising
-the mean squared log error plus the worst one, restarted from its best
-point. It prints every row with its error, the median and maximum absolute error,
-and writes the calibration (with the fit's report) to --out (- for stdout).
+Only the constants the fitted tables can identify move: the launch cost, the per-call
+and per-slice overheads, the copy throughput and the load, store and reduction costs of
+the protocols the tuner picks, the efficiency and latency of the link types the routes
+cross, and, where the tables exercise them, the host memory costs (SHM, NET staged
+through host memory), the SHM and network latencies, the socket proxies' throughput and
+the harness's cost per call. --params restricts the fit to the constants whose names
+match REGEX (fit in stages: P2P tables first, then SHM and NET ones with --start). The
+fit is a deterministic Nelder–Mead search in log space minimising the mean over tables
+of the mean squared log error, plus the worst row's, restarted from its best point.
+
+It prints every row with its error, per-table median and maximum absolute errors, then
+the --heldout tables predicted with the fitted constants (cross-validation), and writes
+the calibration (with the fit's report, held-out tables included) to --out (- for stdout).
+--evaluate fits nothing and prints every table's errors under the --start calibration
+(with --out, it writes the start calibration with those errors in its report).
 
 Flags:
 `
 
+// tableList collects repeated --table/--heldout flags.
+type tableList []string
+
+func (t *tableList) String() string     { return strings.Join(*t, " ") }
+func (t *tableList) Set(v string) error { *t = append(*t, v); return nil }
+
 func runCalibrate(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("calibrate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	table := fs.String("table", "", "measured timings `TIMINGS.tsv` (required)")
+	var tables, heldout tableList
+	fs.Var(&tables, "table", "measured timings `FILE[,K=V...]` to fit (repeatable)")
+	fs.Var(&heldout, "heldout", "measured timings `FILE[,K=V...]` to predict only (repeatable)")
 	topo := fs.String("topo", "", "topology XML `FILE` the timings were measured on (default: the embedded one)")
 	nodes := fs.Int("nodes", 1, "number of identical hosts the file stands for")
 	start := fs.String("start", "", "calibration to start from (default: embedded)")
 	out := fs.String("out", "", "write the fitted calibration to `FILE.json` (- for stdout)")
-	maxEvals := fs.Int("max-evals", 3000, "bound on simulated sweeps of the whole table")
+	maxEvals := fs.Int("max-evals", 3000, "bound on simulated sweeps of all the tables")
 	restarts := fs.Int("restarts", 3, "Nelder–Mead restarts")
+	params := fs.String("params", "", "fit only the constants whose names match `REGEX`")
 	name := fs.String("name", "", "name recorded in the calibration (default: the start's)")
+	evaluate := fs.Bool("evaluate", false, "fit nothing: predict every table with the --start calibration")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, calibrateHelp, twinccl.DefaultTopology)
 		fs.PrintDefaults()
@@ -50,32 +77,85 @@ func runCalibrate(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if len(pos) > 0 {
-		return fmt.Errorf("%w: unexpected arguments: %s", errUsage, strings.Join(pos, " "))
-	}
-	if *table == "" {
-		return fmt.Errorf("%w: --table is required", errUsage)
+	tables = append(tables, pos...)
+	if len(tables) == 0 {
+		return fmt.Errorf("%w: give at least one table (--table FILE)", errUsage)
 	}
 	if *maxEvals < 10 || *restarts < 1 {
 		return fmt.Errorf("%w: --max-evals must be at least 10 and --restarts at least 1", errUsage)
 	}
-	ms, err := sim.ReadMeasurementsFile(*table)
-	if err != nil {
-		return err
+	var only func(string) bool
+	if *params != "" {
+		re, err := regexp.Compile(*params)
+		if err != nil {
+			return fmt.Errorf("%w: --params: %v", errUsage, err)
+		}
+		only = re.MatchString
 	}
 	var tpos []string
 	if *topo != "" {
 		tpos = []string{*topo}
 	}
-	res, err := searchTopology(tpos, *nodes)
+	load := func(specs []string) ([]sim.FitTable, []*sim.Table, error) {
+		var fts []sim.FitTable
+		var tbs []*sim.Table
+		for _, spec := range specs {
+			tb, err := sim.ParseTableSpec(spec)
+			if err != nil {
+				return nil, nil, err
+			}
+			res, err := searchTable(tpos, *nodes, tb)
+			if err != nil {
+				return nil, nil, err
+			}
+			fts = append(fts, sim.NewFitTable(tb, res))
+			tbs = append(tbs, tb)
+		}
+		return fts, tbs, nil
+	}
+	fit, fitTabs, err := load(tables)
 	if err != nil {
 		return err
 	}
-	c, _, err := loadCalib(*start, res.Cluster)
+	held, heldTabs, err := load(heldout)
 	if err != nil {
 		return err
 	}
-	fr, err := sim.Fit(res, c, ms, sim.FitOptions{MaxEvals: *maxEvals, Restarts: *restarts,
+	c, _, err := loadCalib(*start, fit[0].Res.Cluster)
+	if err != nil {
+		return err
+	}
+	if *evaluate {
+		rows, tfs, err := sim.PredictTables(append(fit, held...), c)
+		if err != nil {
+			return err
+		}
+		printComparison(stdout, rows)
+		all := append(fitTabs, heldTabs...)
+		rep := &sim.FitReport{}
+		if c.Fit != nil {
+			*rep = *c.Fit
+		}
+		rep.Tables = nil
+		for i, tf := range tfs {
+			tf.Settings = all[i].Settings()
+			tf.Fitted = i < len(fitTabs)
+			rep.Tables = append(rep.Tables, tf)
+			role := "fitted"
+			if !tf.Fitted {
+				role = "heldout"
+			}
+			fmt.Fprintf(stdout, "# %-48s %-7s %5d %8.2f%% %8.2f%%\n", tf.Table, role, tf.Rows, 100*tf.MedianErr, 100*tf.MaxErr)
+		}
+		if *out == "" {
+			return nil
+		}
+		// --out records the tables' errors (--table ones as the fitted
+		// tables, --heldout ones as held out) in the start's report.
+		c.Fit = rep
+		return writeOutput(*out, stdout, c.WriteJSON)
+	}
+	fr, err := sim.FitTables(fit, c, sim.FitOptions{MaxEvals: *maxEvals, Restarts: *restarts, Only: only,
 		Progress: func(r, evals int, med, mx float64) {
 			fmt.Fprintf(stderr, "calibrate: restart %d, %d evaluations: median |err| %.2f%%, max %.2f%%\n", r+1, evals, 100*med, 100*mx)
 		}})
@@ -86,21 +166,79 @@ func runCalibrate(args []string, stdout, stderr io.Writer) error {
 	if *name != "" {
 		fc.Name = *name
 	}
-	fc.Source = fmt.Sprintf("replay calibrate --table %s on %s (%d rows)", filepath.Base(*table), res.Cluster.File, len(ms))
-	fc.Fit = &sim.FitReport{Table: filepath.Base(*table), Rows: len(fr.Rows), MedianErr: fr.Median, MaxErr: fr.Max, Evals: fr.Evals}
+	var names []string
+	for _, tb := range fitTabs {
+		names = append(names, tb.Name)
+	}
+	rows := 0
+	for _, ft := range fit {
+		rows += len(ft.Rows)
+	}
+	fc.Source = fmt.Sprintf("replay calibrate %s on %s (%d rows)", strings.Join(names, " "), fit[0].Res.Cluster.File, rows)
+	rep := &sim.FitReport{Table: strings.Join(names, ","), Rows: len(fr.Rows), MedianErr: fr.Median, MaxErr: fr.Max, Evals: fr.Evals}
+	for i, tf := range fr.Tables {
+		tf.Settings = fitTabs[i].Settings()
+		rep.Tables = append(rep.Tables, tf)
+	}
 	printComparison(stdout, fr.Rows)
 	fmt.Fprintf(stdout, "# fitted: %s\n", strings.Join(fr.Params, ", "))
 	fmt.Fprintf(stdout, "# median |err| %.2f%%, max |err| %.2f%% over %d rows (%d evaluations)\n", 100*fr.Median, 100*fr.Max, len(fr.Rows), fr.Evals)
+	if len(held) > 0 {
+		hrows, htf, err := sim.PredictTables(held, fc)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "#\n# held-out tables (predicted, not fitted)\n")
+		printComparison(stdout, hrows)
+		for i, tf := range htf {
+			tf.Settings = heldTabs[i].Settings()
+			rep.Tables = append(rep.Tables, tf)
+		}
+	}
+	fmt.Fprintf(stdout, "#\n# %-34s %-7s %5s %9s %9s\n", "table", "role", "rows", "median", "max")
+	for _, tf := range rep.Tables {
+		role := "fitted"
+		if !tf.Fitted {
+			role = "heldout"
+		}
+		fmt.Fprintf(stdout, "# %-34s %-7s %5d %8.2f%% %8.2f%%\n", tf.Table, role, tf.Rows, 100*tf.MedianErr, 100*tf.MaxErr)
+	}
+	fc.Fit = rep
 	if *out == "" {
 		return nil
 	}
 	return writeOutput(*out, stdout, fc.WriteJSON)
 }
 
+// searchTable runs the search on the topology (pos, nodes) under a
+// table's settings.
+func searchTable(pos []string, nodes int, tb *sim.Table) (*search.Result, error) {
+	if nodes < 1 || nodes > model.MaxClusterNodes {
+		return nil, fmt.Errorf("%w: --nodes %d: must be between 1 and %d", errUsage, nodes, model.MaxClusterNodes)
+	}
+	params, err := model.ParamsFromEnv(tb.Lookup)
+	if err != nil {
+		return nil, fmt.Errorf("table %s: %w", tb.Name, err)
+	}
+	opts, err := search.OptionsFromEnv(tb.Lookup)
+	if err != nil {
+		return nil, fmt.Errorf("table %s: %w", tb.Name, err)
+	}
+	cl, err := loadCluster(pos, nodes, params)
+	if err != nil {
+		return nil, err
+	}
+	res, err := search.Run(cl, opts)
+	if err != nil {
+		return nil, fmt.Errorf("table %s: %w", tb.Name, err)
+	}
+	return res, nil
+}
+
 // printComparison prints simulated rows next to their measurements.
 func printComparison(w io.Writer, rows []sim.Comparison) {
-	fmt.Fprintf(w, "# %-14s %12s %-6s %-6s %4s %12s %12s %8s\n", "coll", "size(B)", "algo", "proto", "nch", "meas(us)", "sim(us)", "err")
+	fmt.Fprintf(w, "# %-22s %-14s %12s %-6s %-6s %4s %12s %12s %8s\n", "table", "coll", "size(B)", "algo", "proto", "nch", "meas(us)", "sim(us)", "err")
 	for _, r := range rows {
-		fmt.Fprintf(w, "  %-14s %12d %-6s %-6s %4d %12.2f %12.2f %+7.2f%%\n", r.Coll, r.Bytes, r.Algo, r.Proto, r.NChannels, r.MeanUs, r.SimUs, 100*r.Err)
+		fmt.Fprintf(w, "  %-22s %-14s %12d %-6s %-6s %4d %12.2f %12.2f %+7.2f%%\n", r.Table, r.Coll, r.Bytes, r.Algo, r.Proto, r.NChannels, r.MeanUs, r.SimUs, 100*r.Err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
 
 	"github.com/twinccl/twinccl"
@@ -144,6 +145,7 @@ func newSimulator(res *search.Result, calibPath string, mode sim.Mode, force boo
 		return nil, nil, "", nil, err
 	}
 	s.Mode = mode
+	s.Machine.SetSettings(sim.SettingsFromEnv(os.LookupEnv))
 	bar := newProgressBar(stderr, force)
 	if bar != nil {
 		s.Machine.Progress = bar.update

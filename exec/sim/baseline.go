@@ -114,6 +114,8 @@ func BusFactor(c model.Collective, n int) float64 {
 // Comparison is a simulated row next to its measurement.
 type Comparison struct {
 	Measurement
+	// Table names the table of the row (fits over several tables).
+	Table     string
 	Algo      model.Algorithm
 	Proto     model.Protocol
 	NChannels int
@@ -126,6 +128,7 @@ type Comparison struct {
 func (s *Simulator) Compare(ms []Measurement) ([]Comparison, error) {
 	out := make([]Comparison, 0, len(ms))
 	n := s.Machine.Cluster.NRanks
+	extra := s.Machine.calib.HarnessUs[s.Harness]
 	for _, m := range ms {
 		cnt, err := CountOf(m.Coll, m.Bytes, model.DtypeFP32, n)
 		if err != nil {
@@ -135,11 +138,30 @@ func (s *Simulator) Compare(ms []Measurement) ([]Comparison, error) {
 		if err != nil {
 			return nil, fmt.Errorf("line %d: %w", m.Line, err)
 		}
+		t := cr.TimeUs + extra
 		out = append(out, Comparison{Measurement: m, Algo: cr.Algo, Proto: cr.Proto, NChannels: cr.NChannels,
-			SimUs: cr.TimeUs, Err: (cr.TimeUs - m.MeanUs) / m.MeanUs})
+			SimUs: t, Err: (t - m.MeanUs) / m.MeanUs})
 	}
 	return out, nil
 }
+
+// NoisyRatio is how far above the best repetition a row's mean may be
+// before the fit treats the mean as disturbed (other work on the machine,
+// clock changes) and aims at NoisyRatio times the best instead.
+const NoisyRatio = 1.1
+
+// target is the time the fit aims at: the mean, or NoisyRatio times the
+// best repetition where the mean is further above it.
+func (m *Measurement) target() float64 {
+	if m.BestUs > 0 && m.MeanUs > NoisyRatio*m.BestUs {
+		return NoisyRatio * m.BestUs
+	}
+	return m.MeanUs
+}
+
+// Noisy reports whether the row's mean is more than 25% above its best
+// repetition: a disturbed measurement.
+func (m *Measurement) Noisy() bool { return m.BestUs > 0 && m.MeanUs > 1.25*m.BestUs }
 
 // ErrorStats returns the median and the maximum absolute relative error.
 func ErrorStats(cs []Comparison) (median, maxAbs float64) {

@@ -14,11 +14,23 @@ import (
 )
 
 // CalibVersion is the version of the calibration file format this package
-// reads and writes. Files of another version are refused.
-const CalibVersion = 1
+// writes. It reads this version and version 1 (which lacks the host
+// memory, SHM latency, socket proxy and harness constants: they take
+// their defaults); files of another version are refused.
+//
+// Version history:
+//   - 1: protocols, links, NET proxy latency, SHM copy cap.
+//   - 2: host_load_cost and host_store_cost per protocol, host_mem_GBps,
+//     shm_latency_us, net_socket (proxy copy throughput and latency),
+//     harness_us, and the per-table errors of a fit over several tables.
+const CalibVersion = 2
 
 // ProtoCalib are the costs of one protocol (LL, LL128 or Simple).
 type ProtoCalib struct {
+	// StartUs is paid once by every lane before its first primitive call
+	// (the protocol's kernel set-up: thread count, shared memory,
+	// initial flag or counter reads). Lanes start together.
+	StartUs float64 `json:"start_us,omitempty"`
 	// OpOverheadUs is paid once per primitive call before its first slice
 	// (work loading, pointer set-up). It overlaps with waiting for data.
 	OpOverheadUs float64 `json:"op_overhead_us"`
@@ -40,6 +52,15 @@ type ProtoCalib struct {
 	// LoadCost is the cost of a load (from the input buffer or a receive
 	// buffer) in units of a local store. 0 reads as 1.
 	LoadCost float64 `json:"load_cost,omitempty"`
+	// HostLoadCost is the cost of a load from host memory over PCIe (the
+	// receive buffer of a SHM connection, or of a NET one staged through
+	// host memory), in units of a local store: a non-posted read that a
+	// thread block can keep only so many of in flight. 0 reads as
+	// LoadCost.
+	HostLoadCost float64 `json:"host_load_cost,omitempty"`
+	// HostStoreCost is the cost of a store into host memory (SHM and
+	// staged NET sends). 0 reads as RemoteStoreCost.
+	HostStoreCost float64 `json:"host_store_cost,omitempty"`
 	// LinkEff multiplies every link's effective bandwidth for this
 	// protocol's wire traffic (store granularity, line format efficiency
 	// beyond the flag overhead that is modelled exactly).
@@ -58,12 +79,57 @@ func (pc *ProtoCalib) remoteStoreCost() float64 {
 	return pc.RemoteStoreCost
 }
 
+// hostLoadCost is HostLoadCost with its default.
+func (pc *ProtoCalib) hostLoadCost() float64 {
+	if pc.HostLoadCost == 0 {
+		return pc.loadCost()
+	}
+	return pc.HostLoadCost
+}
+
+// hostStoreCost is HostStoreCost with its default.
+func (pc *ProtoCalib) hostStoreCost() float64 {
+	if pc.HostStoreCost == 0 {
+		return pc.remoteStoreCost()
+	}
+	return pc.HostStoreCost
+}
+
 // loadCost is LoadCost with its default.
 func (pc *ProtoCalib) loadCost() float64 {
 	if pc.LoadCost == 0 {
 		return 1
 	}
 	return pc.LoadCost
+}
+
+// SocketCalib are the costs of NET connections of the socket plugin
+// (NCCL_NET=Socket, or no RDMA device): the proxy thread of every rank
+// copies each byte through the kernel's TCP stack.
+type SocketCalib struct {
+	// ProxyGBps is the copy throughput of one rank's proxy thread, shared
+	// by everything it sends and receives (a send over loopback counts
+	// twice: the sender also runs TCP's receive path). 0: 10.
+	ProxyGBps float64 `json:"proxy_GBps,omitempty"`
+	// LatencyUs is the latency a socket adds to every network step
+	// (system calls, loopback or NIC delivery), on top of NetProxyUs.
+	LatencyUs float64 `json:"latency_us,omitempty"`
+}
+
+// proxyGBps is ProxyGBps with its default.
+func (sc *SocketCalib) proxyGBps() float64 {
+	if sc.ProxyGBps == 0 {
+		return 10
+	}
+	return sc.ProxyGBps
+}
+
+// hostMemGBps is HostMemGBps with its default.
+func (c *Calib) hostMemGBps() float64 {
+	if c.HostMemGBps == 0 {
+		return 200
+	}
+	return c.HostMemGBps
 }
 
 // LinkCalib are the costs of one link type.
@@ -102,17 +168,45 @@ type Calib struct {
 	// NoGDRPenaltyUs is the extra latency of a network step staged through
 	// host memory when GPUDirect RDMA is off.
 	NoGDRPenaltyUs float64 `json:"nogdr_penalty_us"`
+	// HostMemGBps is the bandwidth of a host's memory (reads plus writes)
+	// available to GPU traffic staged through it: a SHM connection loads
+	// it twice per byte (written by the sender's GPU, read by the
+	// receiver's), a staged NET connection once on each side. 0: 200.
+	HostMemGBps float64 `json:"host_mem_GBps,omitempty"`
+	// SHMLatencyUs is the latency a SHM connection adds to every post (a
+	// flag or counter in host memory, polled across PCIe).
+	SHMLatencyUs float64 `json:"shm_latency_us,omitempty"`
+	// NetSocket are the costs of NCCL's socket network plugin.
+	NetSocket SocketCalib `json:"net_socket,omitempty"`
+	// HarnessUs is the extra time per call of a timing harness (see
+	// HarnessPyTorch) over nccl-tests', added to the simulated rows of a
+	// table measured with it (Simulator.Harness); never to "replay sim".
+	HarnessUs map[string]float64 `json:"harness_us,omitempty"`
 	// Fit records, for a fitted file, the quality of the fit.
 	Fit *FitReport `json:"fit,omitempty"`
 }
 
 // FitReport is what "replay calibrate" measured about its fit.
 type FitReport struct {
+	// Table names the fitted tables (comma-separated).
 	Table     string  `json:"table"`
 	Rows      int     `json:"rows"`
 	MedianErr float64 `json:"median_abs_err"`
 	MaxErr    float64 `json:"max_abs_err"`
 	Evals     int     `json:"evals"`
+	// Tables are the per-table errors of the fit: the fitted tables, and
+	// any held-out tables that were only predicted (Fitted false).
+	Tables []TableFit `json:"tables,omitempty"`
+}
+
+// TableFit is the error of one table under a calibration.
+type TableFit struct {
+	Table     string  `json:"table"`
+	Settings  string  `json:"settings,omitempty"`
+	Fitted    bool    `json:"fitted"`
+	Rows      int     `json:"rows"`
+	MedianErr float64 `json:"median_abs_err"`
+	MaxErr    float64 `json:"max_abs_err"`
 }
 
 // Proto returns the costs of protocol p.
@@ -142,8 +236,15 @@ func (c *Calib) Clone() *Calib {
 	for k, v := range c.Links {
 		d.Links[k] = v
 	}
+	if c.HarnessUs != nil {
+		d.HarnessUs = make(map[string]float64, len(c.HarnessUs))
+		for k, v := range c.HarnessUs {
+			d.HarnessUs[k] = v
+		}
+	}
 	if c.Fit != nil {
 		f := *c.Fit
+		f.Tables = append([]TableFit(nil), c.Fit.Tables...)
 		d.Fit = &f
 	}
 	return &d
@@ -151,8 +252,8 @@ func (c *Calib) Clone() *Calib {
 
 // Validate checks that every constant is finite and in range.
 func (c *Calib) Validate() error {
-	if c.Version != CalibVersion {
-		return fmt.Errorf("calibration %q: version %d, this simulator reads version %d", c.Name, c.Version, CalibVersion)
+	if c.Version != CalibVersion && c.Version != 1 {
+		return fmt.Errorf("calibration %q: version %d, this simulator reads versions 1 and %d", c.Name, c.Version, CalibVersion)
 	}
 	bad := func(name string, v float64, lo, hi float64) error {
 		if math.IsNaN(v) || math.IsInf(v, 0) || v < lo || v > hi {
@@ -170,12 +271,15 @@ func (c *Calib) Validate() error {
 			v      float64
 			lo, hi float64
 		}{
+			{"start_us", pc.StartUs, 0, 1e6},
 			{"op_overhead_us", pc.OpOverheadUs, 0, 1e6},
 			{"slice_overhead_us", pc.SliceOverheadUs, 0, 1e6},
 			{"copy_GBps", pc.CopyGBps, 1e-3, 1e6},
 			{"reduce_cost", pc.ReduceCost, 0, 100},
 			{"remote_store_cost", pc.RemoteStoreCost, 0, 100},
 			{"load_cost", pc.LoadCost, 0, 100},
+			{"host_load_cost", pc.HostLoadCost, 0, 1000},
+			{"host_store_cost", pc.HostStoreCost, 0, 1000},
 			{"link_eff", pc.LinkEff, 1e-3, 10},
 			{"reduce_frac", pc.ReduceFrac, 0.05, 0.95},
 		}
@@ -193,11 +297,25 @@ func (c *Calib) Validate() error {
 			return err
 		}
 	}
+	for k, v := range c.HarnessUs {
+		if err := bad("harness_us."+k, v, 0, 1e6); err != nil {
+			return err
+		}
+	}
 	if err := bad("net_proxy_us", c.NetProxyUs, 0, 1e6); err != nil {
 		return err
 	}
 	if err := bad("shm_copy_GBps", c.SHMCopyGBps, 1e-3, 1e6); err != nil {
 		return err
+	}
+	for _, k := range []struct {
+		name string
+		v    float64
+	}{{"host_mem_GBps", c.HostMemGBps}, {"shm_latency_us", c.SHMLatencyUs},
+		{"net_socket.proxy_GBps", c.NetSocket.ProxyGBps}, {"net_socket.latency_us", c.NetSocket.LatencyUs}} {
+		if err := bad(k.name, k.v, 0, 1e6); err != nil {
+			return err
+		}
 	}
 	return bad("nogdr_penalty_us", c.NoGDRPenaltyUs, 0, 1e6)
 }

@@ -41,6 +41,10 @@ type Simulator struct {
 	Search  *search.Result
 	// Mode selects step-accurate (the default), fast or automatic runs.
 	Mode Mode
+	// Harness names the timing harness Compare predicts (see
+	// HarnessPyTorch); its calibrated cost is added to every compared row.
+	// Empty: nccl-tests.
+	Harness string
 }
 
 // NewSimulator prepares the result of search.Run for simulation.
@@ -115,11 +119,19 @@ func (s *Simulator) Generator(c Call) (*model.ProgGen, CallResult, error) {
 		}
 		nch = c.NChannels
 	}
-	if !model.CollAllowed(c.Coll, algo, proto) {
+	genAlgo := algo
+	if algo == model.AlgoPAT && (c.Coll == model.CollAllGather || c.Coll == model.CollReduceScatter) {
+		// PAT (one GPU per node) has no Program generator yet: it runs as
+		// a ring on the same channels. On two ranks both move the same
+		// bytes in one step; on more, PAT's log-depth schedule is cheaper
+		// in latency than the ring's, which this overestimates.
+		genAlgo = model.AlgoRing
+	}
+	if !model.CollAllowed(c.Coll, genAlgo, proto) {
 		return nil, cr, fmt.Errorf("sim: %s with %s/%s has no Program (ring for every collective, tree for AllReduce)", c.Coll, algo, proto)
 	}
 	nch = max(nch, 1)
-	g, err := model.NewProgGen(s.Search.Plan, c.Coll, algo, proto, c.Count, c.Dtype, c.Op, model.ProgOptions{NChannels: nch, Root: c.Root})
+	g, err := model.NewProgGen(s.Search.Plan, c.Coll, genAlgo, proto, c.Count, c.Dtype, c.Op, model.ProgOptions{NChannels: nch, Root: c.Root})
 	if err != nil {
 		return nil, cr, fmt.Errorf("sim: %w", err)
 	}

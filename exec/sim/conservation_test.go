@@ -132,7 +132,7 @@ func zeroCalib(copyGBps, nvlEff float64) *Calib {
 	c, _ := DefaultCalib(90)
 	c.LaunchUs = 0
 	for _, pc := range []*ProtoCalib{&c.LL, &c.LL128, &c.Simple} {
-		pc.OpOverheadUs, pc.SliceOverheadUs, pc.ReduceCost, pc.LinkEff, pc.CopyGBps = 0, 0, 0, 1, copyGBps
+		pc.StartUs, pc.OpOverheadUs, pc.SliceOverheadUs, pc.ReduceCost, pc.LinkEff, pc.CopyGBps = 0, 0, 0, 0, 1, copyGBps
 		pc.LoadCost, pc.RemoteStoreCost = 1, 1
 	}
 	for k, l := range c.Links {
@@ -224,7 +224,7 @@ func TestDeadlockIsReported(t *testing.T) {
 
 func TestCalibFileErrors(t *testing.T) {
 	for _, tc := range []struct{ json, want string }{
-		{`{"version": 2}`, "version 2"},
+		{`{"version": 3}`, "version 3"},
 		{`{"version": 1, "bogus": 1}`, "unknown field"},
 		{`{"version": 1, "launch_us": -1}`, "launch_us"},
 		{`not json`, "invalid character"},

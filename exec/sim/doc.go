@@ -36,9 +36,20 @@
 // and a store into a peer GPU's memory have their own calibrated costs,
 // relative to a local store), and posts its
 // counters, which become visible to the peer after the route latency.
-// Network connections add the proxy's latency. All constants come from a
+// Network connections add the proxy's latency. SHM connections go
+// through host memory: the sender's GPU stores into it and the receiver's
+// loads from it (calibrated host load and store costs per protocol), over
+// both GPUs' PCIe links and a host memory resource crossed twice per byte.
+// NET connections staged through host memory (no GPUDirect RDMA) cross the
+// host memory on each side; with the socket plugin every rank's proxy
+// thread is a resource that its sends and receives share (over loopback,
+// NCCL_SOCKET_IFNAME=lo, a send counts twice and no NIC is crossed).
+// P2P and SHM disabled together split a host into one node per GPU, as
+// NCCL's trimming does; PAT calls run as rings. All constants come from a
 // versioned calibration (Calib), fitted to measurements by
-// "replay calibrate".
+// "replay calibrate", which fits several tables at once, each under the
+// NCCL_* settings and timing harness it was recorded with (Table,
+// FitTables), and predicts held-out tables (PredictTables).
 //
 // # Outputs
 //

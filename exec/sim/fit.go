@@ -22,16 +22,39 @@ type FitParam struct {
 	set    func(*Calib, float64)
 }
 
-// fitParams are the constants that measurements of one protocol set and
-// link types can identify. Protocols and link types absent from the
+// fitUse is what a set of tables exercises: the protocols (all, and over
+// host memory), the link types, the transports and the harnesses.
+type fitUse struct {
+	protos, hostProtos []model.Protocol
+	links              []model.LinkType
+	shm, net, socket   bool
+	noGDR              bool
+	harnesses          []string
+}
+
+// fitParams are the constants that measurements of what u describes can
+// identify. Protocols, link types and transports absent from the
 // measurements keep their values.
-func fitParams(protos []model.Protocol, links []model.LinkType) []FitParam {
+func fitParams(u fitUse) []FitParam {
 	ps := []FitParam{{Name: "launch_us", Floor: 0.01, Lo: 0, Hi: 50,
 		get: func(c *Calib) float64 { return c.LaunchUs }, set: func(c *Calib, v float64) { c.LaunchUs = v }}}
-	for _, p := range protos {
+	for _, h := range u.harnesses {
+		h := h
+		ps = append(ps, FitParam{Name: "harness_us." + h, Floor: 1, Lo: 0, Hi: 50,
+			get: func(c *Calib) float64 { return c.HarnessUs[h] },
+			set: func(c *Calib, v float64) {
+				if c.HarnessUs == nil {
+					c.HarnessUs = map[string]float64{}
+				}
+				c.HarnessUs[h] = v
+			}})
+	}
+	for _, p := range u.protos {
 		p := p
 		n := strings.ToLower(p.String())
 		ps = append(ps,
+			FitParam{Name: n + ".start_us", Floor: 1, Lo: 0, Hi: 20,
+				get: func(c *Calib) float64 { return c.Proto(p).StartUs }, set: func(c *Calib, v float64) { c.Proto(p).StartUs = v }},
 			FitParam{Name: n + ".op_overhead_us", Floor: 0.01, Lo: 0, Hi: 20,
 				get: func(c *Calib) float64 { return c.Proto(p).OpOverheadUs }, set: func(c *Calib, v float64) { c.Proto(p).OpOverheadUs = v }},
 			FitParam{Name: n + ".slice_overhead_us", Floor: 0.01, Lo: 0, Hi: 20,
@@ -46,10 +69,46 @@ func fitParams(protos []model.Protocol, links []model.LinkType) []FitParam {
 				get: func(c *Calib) float64 { return c.Proto(p).loadCost() }, set: func(c *Calib, v float64) { c.Proto(p).LoadCost = v }},
 		)
 	}
-	for _, t := range links {
+	for _, p := range u.hostProtos {
+		p := p
+		n := strings.ToLower(p.String())
+		ps = append(ps,
+			FitParam{Name: n + ".host_load_cost", Floor: 0, Lo: 0.05, Hi: 100,
+				get: func(c *Calib) float64 { return c.Proto(p).hostLoadCost() }, set: func(c *Calib, v float64) { c.Proto(p).HostLoadCost = v }},
+			FitParam{Name: n + ".host_store_cost", Floor: 0, Lo: 0.05, Hi: 100,
+				get: func(c *Calib) float64 { return c.Proto(p).hostStoreCost() }, set: func(c *Calib, v float64) { c.Proto(p).HostStoreCost = v }},
+		)
+	}
+	if u.shm || u.noGDR {
+		ps = append(ps, FitParam{Name: "host_mem_GBps", Floor: 0, Lo: 5, Hi: 2000,
+			get: func(c *Calib) float64 { return c.hostMemGBps() }, set: func(c *Calib, v float64) { c.HostMemGBps = v }})
+	}
+	if u.shm {
+		ps = append(ps,
+			FitParam{Name: "shm_latency_us", Floor: 0.01, Lo: 0, Hi: 50,
+				get: func(c *Calib) float64 { return c.SHMLatencyUs }, set: func(c *Calib, v float64) { c.SHMLatencyUs = v }},
+			FitParam{Name: "shm_copy_GBps", Floor: 0, Lo: 1, Hi: 1000,
+				get: func(c *Calib) float64 { return c.SHMCopyGBps }, set: func(c *Calib, v float64) { c.SHMCopyGBps = v }})
+	}
+	if u.net {
+		ps = append(ps, FitParam{Name: "net_proxy_us", Floor: 0.01, Lo: 0, Hi: 100,
+			get: func(c *Calib) float64 { return c.NetProxyUs }, set: func(c *Calib, v float64) { c.NetProxyUs = v }})
+	}
+	if u.noGDR {
+		ps = append(ps, FitParam{Name: "nogdr_penalty_us", Floor: 0.01, Lo: 0, Hi: 100,
+			get: func(c *Calib) float64 { return c.NoGDRPenaltyUs }, set: func(c *Calib, v float64) { c.NoGDRPenaltyUs = v }})
+	}
+	if u.socket {
+		ps = append(ps,
+			FitParam{Name: "net_socket.proxy_GBps", Floor: 0, Lo: 0.1, Hi: 1000,
+				get: func(c *Calib) float64 { return c.NetSocket.proxyGBps() }, set: func(c *Calib, v float64) { c.NetSocket.ProxyGBps = v }},
+			FitParam{Name: "net_socket.latency_us", Floor: 0.01, Lo: 0, Hi: 100,
+				get: func(c *Calib) float64 { return c.NetSocket.LatencyUs }, set: func(c *Calib, v float64) { c.NetSocket.LatencyUs = v }})
+	}
+	for _, t := range u.links {
 		k := t.String()
 		ps = append(ps,
-			FitParam{Name: "links." + k + ".eff", Floor: 0, Lo: 0.2, Hi: MaxLinkEff,
+			FitParam{Name: "links." + k + ".eff", Floor: 0, Lo: 0.2, Hi: MaxLinkEff(t),
 				get: func(c *Calib) float64 { return c.Links[k].Eff },
 				set: func(c *Calib, v float64) { l := c.Links[k]; l.Eff = v; c.Links[k] = l }},
 			FitParam{Name: "links." + k + ".latency_us", Floor: 0.01, Lo: 0, Hi: 20,
@@ -67,8 +126,55 @@ type FitOptions struct {
 	// Restarts is the number of Nelder–Mead restarts from the best point
 	// (0: 3).
 	Restarts int
+	// Only, when set, restricts the fit to the constants it accepts (by
+	// FitParam name); the others keep their values.
+	Only func(name string) bool
 	// Progress, when set, is called after every restart.
 	Progress func(restart, evals int, median, maxErr float64)
+}
+
+// FitTable is one measured table to fit or to predict: the search result
+// under the table's settings, the run's Settings, the timing harness and
+// the rows.
+type FitTable struct {
+	Name     string
+	Res      *search.Result
+	Settings Settings
+	Harness  string
+	Rows     []Measurement
+}
+
+// NewFitTable prepares a Table for fitting: res is the search result under
+// the table's settings (SearchTable).
+func NewFitTable(t *Table, res *search.Result) FitTable {
+	return FitTable{Name: t.Name, Res: res, Settings: SettingsFromEnv(t.Lookup), Harness: t.Harness, Rows: t.Rows}
+}
+
+// simulator builds the table's simulator with calibration c.
+func (ft *FitTable) simulator(c *Calib) (*Simulator, error) {
+	s, err := NewSimulator(ft.Res, c)
+	if err != nil {
+		return nil, err
+	}
+	s.Machine.SetSettings(ft.Settings)
+	s.Harness = ft.Harness
+	return s, nil
+}
+
+// Compare simulates the table's rows with calibration c.
+func (ft *FitTable) Compare(c *Calib) ([]Comparison, error) {
+	s, err := ft.simulator(c)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.Compare(ft.Rows)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", ft.Name, err)
+	}
+	for i := range rows {
+		rows[i].Table = ft.Name
+	}
+	return rows, nil
 }
 
 // FitResult is a fitted calibration and its comparison table.
@@ -79,6 +185,8 @@ type FitResult struct {
 	Median float64
 	Max    float64
 	Evals  int
+	// Tables are the per-table errors of the fitted tables.
+	Tables []TableFit
 }
 
 // Fit adjusts the constants of start that the measurements can identify
@@ -90,6 +198,18 @@ type FitResult struct {
 // Nelder–Mead in log space. The mechanisms stay as they are: only these
 // few constants move.
 func Fit(res *search.Result, start *Calib, ms []Measurement, opt FitOptions) (*FitResult, error) {
+	return FitTables([]FitTable{{Name: "table", Res: res, Rows: ms}}, start, opt)
+}
+
+// FitTables is Fit over several tables at once, each with its own
+// settings (transports, protocols) and harness: the constants that any
+// table identifies move (host memory costs and SHM latency for tables
+// with SHM connections, proxy and socket costs for NET ones, the harness's
+// cost for tables timed by one), to minimise fitLoss.
+func FitTables(tables []FitTable, start *Calib, opt FitOptions) (*FitResult, error) {
+	if len(tables) == 0 {
+		return nil, fmt.Errorf("fit: no tables")
+	}
 	if opt.MaxEvals <= 0 {
 		opt.MaxEvals = 3000
 	}
@@ -97,35 +217,27 @@ func Fit(res *search.Result, start *Calib, ms []Measurement, opt FitOptions) (*F
 		opt.Restarts = 3
 	}
 	base := start.Clone()
-	sim, err := NewSimulator(res, base)
+	if base.Version < CalibVersion {
+		base.Version = CalibVersion
+	}
+	u, err := usage(tables, base)
 	if err != nil {
 		return nil, err
 	}
-	// Which protocols and link types do the measurements exercise?
-	first, err := sim.Compare(ms)
-	if err != nil {
-		return nil, err
-	}
-	protoSet := map[model.Protocol]bool{}
-	for _, c := range first {
-		protoSet[c.Proto] = true
-	}
-	var protos []model.Protocol
-	for p := model.Protocol(0); p < model.NumProtocols; p++ {
-		if protoSet[p] {
-			protos = append(protos, p)
-		}
-	}
-	links, err := usedLinkTypes(sim, ms)
-	if err != nil {
-		return nil, err
-	}
-	for _, t := range links {
+	for _, t := range u.links {
 		if _, ok := base.Links[t.String()]; !ok {
 			base.Links[t.String()] = LinkCalib{Eff: 1}
 		}
 	}
-	params := fitParams(protos, links)
+	var params []FitParam
+	for _, p := range fitParams(u) {
+		if opt.Only == nil || opt.Only(p.Name) {
+			params = append(params, p)
+		}
+	}
+	if len(params) == 0 {
+		return nil, fmt.Errorf("fit: no constant to fit")
+	}
 	x0 := make([]float64, len(params))
 	for i, p := range params {
 		x0[i] = math.Log(max(p.get(base), p.Lo) + p.Floor)
@@ -139,6 +251,17 @@ func Fit(res *search.Result, start *Calib, ms []Measurement, opt FitOptions) (*F
 		}
 		return c
 	}
+	compareAll := func(c *Calib) ([][]Comparison, error) {
+		out := make([][]Comparison, len(tables))
+		for i := range tables {
+			rows, err := tables[i].Compare(c)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = rows
+		}
+		return out, nil
+	}
 	evals := 0
 	var evalErr error
 	objective := func(x []float64) float64 {
@@ -147,12 +270,7 @@ func Fit(res *search.Result, start *Calib, ms []Measurement, opt FitOptions) (*F
 		if err := c.Validate(); err != nil {
 			return math.Inf(1)
 		}
-		s, err := NewSimulator(res, c)
-		if err != nil {
-			evalErr = err
-			return math.Inf(1)
-		}
-		rows, err := s.Compare(ms)
+		rows, err := compareAll(c)
 		if err != nil {
 			evalErr = err
 			return math.Inf(1)
@@ -161,6 +279,9 @@ func Fit(res *search.Result, start *Calib, ms []Measurement, opt FitOptions) (*F
 	}
 	best := x0
 	bestF := objective(best)
+	// A coordinate search first (robust where one constant pins a row
+	// family), then Nelder–Mead from its best point.
+	best, bestF = patternSearch(objective, best, bestF, 0.5, opt.MaxEvals/2, &evals)
 	for r := 0; r < opt.Restarts && evals < opt.MaxEvals; r++ {
 		budget := (opt.MaxEvals - evals) / (opt.Restarts - r)
 		x, f := nelderMead(objective, best, 0.3/float64(r+1), budget)
@@ -168,10 +289,10 @@ func Fit(res *search.Result, start *Calib, ms []Measurement, opt FitOptions) (*F
 			best, bestF = x, f
 		}
 		if opt.Progress != nil {
-			s, _ := NewSimulator(res, decode(best))
-			rows, _ := s.Compare(ms)
-			med, mx := ErrorStats(rows)
-			opt.Progress(r, evals, med, mx)
+			if rows, err := compareAll(decode(best)); err == nil {
+				med, mx := ErrorStats(flatten(rows))
+				opt.Progress(r, evals, med, mx)
+			}
 		}
 	}
 	if math.IsInf(bestF, 1) {
@@ -181,63 +302,179 @@ func Fit(res *search.Result, start *Calib, ms []Measurement, opt FitOptions) (*F
 		return nil, fmt.Errorf("fit: no valid calibration found")
 	}
 	c := decode(best)
-	s, err := NewSimulator(res, c)
+	per, err := compareAll(c)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := s.Compare(ms)
-	if err != nil {
-		return nil, err
-	}
+	rows := flatten(per)
 	med, mx := ErrorStats(rows)
 	names := make([]string, len(params))
 	for i, p := range params {
 		names[i] = p.Name
 	}
-	return &FitResult{Calib: c, Params: names, Rows: rows, Median: med, Max: mx, Evals: evals}, nil
-}
-
-// fitLoss is the mean squared log error plus worstWeight times the worst
-// squared log error (so that no size range is sacrificed to the others).
-func fitLoss(rows []Comparison) float64 {
-	var sum, worst float64
-	for _, r := range rows {
-		e := math.Log(r.SimUs / r.MeanUs)
-		sum += e * e
-		worst = max(worst, e*e)
+	fr := &FitResult{Calib: c, Params: names, Rows: rows, Median: med, Max: mx, Evals: evals}
+	for i := range tables {
+		fr.Tables = append(fr.Tables, tableFit(tables[i].Name, true, per[i]))
 	}
-	return sum/float64(len(rows)) + worstWeight*worst
+	return fr, nil
 }
 
-// usedLinkTypes lists the link types that carry the measurements'
-// traffic, in type order.
-func usedLinkTypes(s *Simulator, ms []Measurement) ([]model.LinkType, error) {
-	set := map[model.LinkType]bool{}
-	for _, m := range ms {
-		cnt, err := CountOf(m.Coll, m.Bytes, model.DtypeFP32, s.Machine.Cluster.NRanks)
+// tableFit summarises the errors of one table.
+func tableFit(name string, fitted bool, rows []Comparison) TableFit {
+	med, mx := ErrorStats(rows)
+	return TableFit{Table: name, Fitted: fitted, Rows: len(rows), MedianErr: med, MaxErr: mx}
+}
+
+// PredictTables compares held-out tables with calibration c.
+func PredictTables(tables []FitTable, c *Calib) ([]Comparison, []TableFit, error) {
+	var all []Comparison
+	var out []TableFit
+	for i := range tables {
+		rows, err := tables[i].Compare(c)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		p, _, err := s.Program(Call{Coll: m.Coll, Count: cnt, Dtype: model.DtypeFP32, Algo: -1, Proto: -1})
+		all = append(all, rows...)
+		out = append(out, tableFit(tables[i].Name, false, rows))
+	}
+	return all, out, nil
+}
+
+func flatten(per [][]Comparison) []Comparison {
+	var out []Comparison
+	for _, r := range per {
+		out = append(out, r...)
+	}
+	return out
+}
+
+// usage finds what the tables exercise under calibration c.
+func usage(tables []FitTable, c *Calib) (fitUse, error) {
+	var u fitUse
+	protoSet := map[model.Protocol]bool{}
+	hostSet := map[model.Protocol]bool{}
+	linkSet := map[model.LinkType]bool{}
+	harn := map[string]bool{}
+	for i := range tables {
+		ft := &tables[i]
+		s, err := ft.simulator(c)
 		if err != nil {
-			return nil, err
+			return u, err
 		}
-		for _, cn := range p.Conns {
-			rt, err := s.Machine.route(int(cn.From), int(cn.To), int(cn.Channel))
+		if ft.Harness != "" && ft.Harness != HarnessNCCLTests {
+			harn[ft.Harness] = true
+		}
+		for _, m := range ft.Rows {
+			cnt, err := CountOf(m.Coll, m.Bytes, model.DtypeFP32, s.Machine.Cluster.NRanks)
 			if err != nil {
-				return nil, err
+				return u, fmt.Errorf("%s line %d: %w", ft.Name, m.Line, err)
 			}
-			for _, r := range rt.res {
-				set[s.Machine.resType[r]] = true
+			p, _, err := s.Program(Call{Coll: m.Coll, Count: cnt, Dtype: model.DtypeFP32, Algo: -1, Proto: -1})
+			if err != nil {
+				return u, fmt.Errorf("%s line %d: %w", ft.Name, m.Line, err)
+			}
+			protoSet[p.Proto] = true
+			for _, cn := range p.Conns {
+				rt, err := s.Machine.route(int(cn.From), int(cn.To), int(cn.Channel))
+				if err != nil {
+					return u, err
+				}
+				for _, r := range rt.res {
+					if s.Machine.extra[r] == extraLink {
+						linkSet[s.Machine.resType[r]] = true
+					}
+				}
+				switch rt.transport {
+				case TransportSHM:
+					u.shm = true
+				case TransportNET:
+					u.net = true
+					u.noGDR = u.noGDR || !rt.gdr
+					for _, r := range rt.res {
+						u.socket = u.socket || s.Machine.extra[r] == extraProxy
+					}
+				}
+				if rt.hostSend || rt.hostRecv {
+					hostSet[p.Proto] = true
+				}
 			}
 		}
 	}
-	var out []model.LinkType
-	for t := range set {
-		out = append(out, t)
+	for p := model.Protocol(0); p < model.NumProtocols; p++ {
+		if protoSet[p] {
+			u.protos = append(u.protos, p)
+		}
+		if hostSet[p] {
+			u.hostProtos = append(u.hostProtos, p)
+		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-	return out, nil
+	for t := range linkSet {
+		u.links = append(u.links, t)
+	}
+	sort.Slice(u.links, func(i, j int) bool { return u.links[i] < u.links[j] })
+	for h := range harn {
+		u.harnesses = append(u.harnesses, h)
+	}
+	sort.Strings(u.harnesses)
+	return u, nil
+}
+
+// fitLoss is, over tables, the mean of each table's mean squared log
+// error plus worstWeight times its worst row's (so that no table and no
+// size range is sacrificed to the others). Rows aim at their target
+// (disturbed means are replaced by NoisyRatio times the best repetition).
+func fitLoss(per [][]Comparison) float64 {
+	var total float64
+	n := 0
+	for _, rows := range per {
+		if len(rows) == 0 {
+			continue
+		}
+		var sum, worst float64
+		for _, r := range rows {
+			e := math.Log(r.SimUs / r.target())
+			sum += e * e
+			worst = max(worst, e*e)
+		}
+		total += sum/float64(len(rows)) + worstWeight*worst
+		n++
+	}
+	if n == 0 {
+		return 0
+	}
+	return total / float64(n)
+}
+
+// patternSearch is a deterministic coordinate search: it tries each
+// coordinate up and down by step, keeps any improvement, and halves the
+// step after a sweep without one, until maxEvals evaluations (counted in
+// *evals) or a step below 1e-3.
+func patternSearch(f func([]float64) float64, x []float64, fx, step float64, maxEvals int, evals *int) ([]float64, float64) {
+	x = append([]float64(nil), x...)
+	used := 0
+	for step > 1e-3 && used < maxEvals {
+		improved := false
+		for i := range x {
+			for _, d := range []float64{step, -step} {
+				if used >= maxEvals {
+					break
+				}
+				y := append([]float64(nil), x...)
+				y[i] += d
+				fy := f(y)
+				used++
+				if fy < fx {
+					x, fx, improved = y, fy, true
+					break
+				}
+			}
+		}
+		if !improved {
+			step /= 2
+		}
+	}
+	*evals += used
+	return x, fx
 }
 
 // nelderMead minimises f from x0 with an initial simplex of relative size
@@ -320,8 +557,15 @@ func nelderMead(f func([]float64) float64, x0 []float64, step float64, maxEvals 
 }
 
 // MaxLinkEff bounds the fitted efficiency of a link type: a link cannot
-// carry more data than NCCL's bandwidth rating of it.
-const MaxLinkEff = 1.0
+// carry more data than NCCL's bandwidth rating of it, except PCIe, which
+// NCCL rates below what a Gen4/Gen5 x16 link moves (it rates Gen5 x16 at
+// 48 GB/s of its 64).
+func MaxLinkEff(t model.LinkType) float64 {
+	if t == model.LinkPCI {
+		return 1.3
+	}
+	return 1.0
+}
 
 // worstWeight is the weight of the worst row's squared log error in the
 // fit's loss, next to the mean over all rows.

@@ -32,10 +32,13 @@ type actor struct {
 	// bytes per ps), kept here to spare the lane's ops on the hot path
 	kind   model.PrimKind
 	rate   float64
-	remote int  // sends that store into another GPU's (or host) memory
-	start  Time // when the current slice's data and credits were there
-	finish Time
-	slices [model.ProgSlots]model.ProgSlice
+	remote int // sends that store into another GPU's memory
+	// hostSends and hostRecvs count the connections whose data goes
+	// through host memory (stores into it, loads from it)
+	hostSends, hostRecvs int
+	start                Time // when the current slice's data and credits were there
+	finish               Time
+	slices               [model.ProgSlots]model.ProgSlice
 }
 
 // connState is the flow-control state of one connection as its two ends
@@ -115,9 +118,11 @@ type runner struct {
 	// remoteCost is the cost of a store into a peer's memory in units of a
 	// local load or store
 	remoteCost float64
-	// loadCost is the cost of a load in units of a local store
-	loadCost float64
-	scratch  []model.ProgSlice
+	// loadCost is the cost of a load in units of a local store;
+	// hostLoad and hostStore those of loads from and stores into host
+	// memory
+	loadCost, hostLoad, hostStore float64
+	scratch                       []model.ProgSlice
 	// rec, when set, receives every slice as it ends; steps numbers the
 	// slices of every (rank, channel) for it.
 	rec   func(*SliceEvent)
@@ -229,6 +234,8 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 	x.copyBps = x.pc.CopyGBps * 1e-3
 	x.remoteCost = x.pc.remoteStoreCost()
 	x.loadCost = x.pc.loadCost()
+	x.hostLoad = x.pc.hostLoadCost()
+	x.hostStore = x.pc.hostStoreCost()
 	x.fab.res = make([]resource, len(m.res))
 	copy(x.fab.res, m.res)
 	for i := range x.fab.res {
@@ -277,16 +284,28 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 		seen[k]++
 		for _, c := range l.Send {
 			x.conns[c].sender = int32(i)
-			if rt := x.conns[c].rt; rt.transport != TransportNET && len(rt.res) > 0 {
+			switch rt := x.conns[c].rt; {
+			case rt.hostSend:
+				a.hostSends++
+			case rt.transport != TransportNET && len(rt.res) > 0:
 				a.remote++
 			}
 		}
 		for _, c := range l.Recv {
 			x.conns[c].recver = int32(i)
+			if x.conns[c].rt.hostRecv {
+				a.hostRecvs++
+			}
 		}
 	}
-	for i := range x.actors {
-		x.advance(int32(i))
+	if st := usToPs(x.pc.StartUs); st > 0 {
+		for i := range x.actors {
+			x.q.push(st, evWake, int32(i), 0)
+		}
+	} else {
+		for i := range x.actors {
+			x.advance(int32(i))
+		}
 	}
 	if m.Progress != nil {
 		spc := int64(1)
@@ -389,21 +408,24 @@ func (x *runner) units(a *actor, op model.ProgOp) float64 {
 	l := a.lane
 	k := op.Kind
 	srcs, dsts := 0, 0
+	hostSrcs := 0
 	if k.Receives() {
 		srcs += len(l.Recv)
+		hostSrcs = a.hostRecvs
 	}
 	if k.ReadsInput() || (k == model.PrimSend && op.Flags&model.PrimFromOutput != 0) {
 		srcs++
 	}
-	remote := 0
+	remote, host := 0, 0
 	if k.Sends() {
-		dsts += len(l.Send) - a.remote
-		remote = a.remote
+		dsts += len(l.Send) - a.remote - a.hostSends
+		remote, host = a.remote, a.hostSends
 	}
 	if k.WritesOutput() {
 		dsts++
 	}
-	u := x.loadCost*float64(srcs) + float64(dsts) + x.remoteCost*float64(remote)
+	u := x.loadCost*float64(srcs-hostSrcs) + x.hostLoad*float64(hostSrcs) + float64(dsts) +
+		x.remoteCost*float64(remote) + x.hostStore*float64(host)
 	if k.Receives() && k.ReadsInput() && srcs > 1 { // reductions
 		u += x.pc.ReduceCost * float64(srcs-1)
 	}
@@ -620,7 +642,7 @@ func (x *runner) result(end Time) *Result {
 		if rs.bytes == 0 && rs.peak == 0 {
 			continue
 		}
-		r.Links = append(r.Links, LinkStats{Name: rs.name, Type: x.m.resType[i].String(), CapGBps: rs.cap * 1e3,
+		r.Links = append(r.Links, LinkStats{Name: rs.name, Type: x.m.resKind(int32(i)), CapGBps: rs.cap * 1e3,
 			Bytes: rs.bytes, PeakGBps: rs.peak * 1e3})
 	}
 	return r

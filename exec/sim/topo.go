@@ -38,7 +38,11 @@ type route struct {
 	capGBps   float64 // 0: none
 	transport Transport
 	gdr       bool
-	desc      string
+	// hostSend and hostRecv: the sender's GPU stores the data into host
+	// memory, the receiver's GPU loads it from there (SHM, and NET staged
+	// through host memory without GPUDirect RDMA).
+	hostSend, hostRecv bool
+	desc               string
 	// w is the number of identical connections the route carries (the fast
 	// mode's merged channels); 1 otherwise.
 	w float64
@@ -66,7 +70,66 @@ type Machine struct {
 	Progress func(done, total int64)
 	// symmetric caches hostsIdentical once symChecked.
 	symChecked, symmetric bool
+	// settings are the run's facts the topology does not record.
+	settings Settings
+	// extra[i] is the kind of resource i: a link (extraLink) or a host
+	// resource the System has no link for (host memory, proxy threads).
+	extra []uint8
+	// memRes[j] is the host memory resource of cluster node j;
+	// proxyRes[r] the proxy thread of rank r.
+	memRes   []int32
+	proxyRes []int32
 }
+
+// Kinds of resources besides links.
+const (
+	extraLink  uint8 = iota
+	extraMem         // host memory of a node
+	extraProxy       // a rank's proxy thread (socket copies)
+)
+
+// Settings are the facts about a run that its topology does not record
+// and that change what connections cost.
+type Settings struct {
+	// LoopbackNet is set when the socket network runs over the loopback
+	// interface (NCCL_SOCKET_IFNAME=lo): NET connections stay within the
+	// machine and cross no NIC, only the proxies and host memory.
+	LoopbackNet bool
+}
+
+// SettingsFromEnv reads Settings from NCCL_* variables through lookup
+// (nil: none set).
+func SettingsFromEnv(lookup func(string) (string, bool)) Settings {
+	var st Settings
+	if lookup == nil {
+		return st
+	}
+	if v, ok := lookup("NCCL_SOCKET_IFNAME"); ok {
+		v = strings.TrimLeft(v, "=^")
+		st.LoopbackNet = v == "lo" || strings.HasPrefix(v, "lo") && !strings.Contains(v, ",")
+	}
+	return st
+}
+
+// resKind names the type of resource id: its link type, or MEM or PROXY.
+func (m *Machine) resKind(id int32) string {
+	switch m.extra[id] {
+	case extraMem:
+		return "MEM"
+	case extraProxy:
+		return "PROXY"
+	}
+	return m.resType[id].String()
+}
+
+// SetSettings changes the run's settings (routes are rebuilt).
+func (m *Machine) SetSettings(st Settings) {
+	m.settings = st
+	m.routes = map[routeKey]*route{}
+}
+
+// Settings returns the run's settings.
+func (m *Machine) Settings() Settings { return m.settings }
 
 type routeKey struct{ from, to, channel int32 }
 
@@ -109,9 +172,25 @@ func NewMachine(cl *model.Cluster, plan *model.Plan, c *Calib) (*Machine, error)
 					name := fmt.Sprintf("h%d:%s->%s", ni, nd.Name(), l.Remote.Name())
 					m.res = append(m.res, resource{name: name, cap: float64(l.BW) * lc.Eff * 1e-3, lat: usToPs(lc.LatencyUs)})
 					m.resType = append(m.resType, l.Type)
+					m.extra = append(m.extra, extraLink)
 					m.linkRes[l] = int32(len(m.res) - 1)
 				}
 			}
+		}
+		// Host memory, and one proxy thread per local rank: resources
+		// of the host that no link of the System stands for.
+		m.res = append(m.res, resource{name: fmt.Sprintf("h%d:MEM", ni), cap: m.calib.hostMemGBps() * 1e-3})
+		m.resType = append(m.resType, model.LinkLOC)
+		m.extra = append(m.extra, extraMem)
+		m.memRes = append(m.memRes, int32(len(m.res)-1))
+		if m.proxyRes == nil {
+			m.proxyRes = make([]int32, cl.NRanks)
+		}
+		for a, r := range n.Ranks {
+			m.res = append(m.res, resource{name: fmt.Sprintf("h%d:PROXY%d", ni, a), cap: m.calib.NetSocket.proxyGBps() * 1e-3})
+			m.resType = append(m.resType, model.LinkLOC)
+			m.extra = append(m.extra, extraProxy)
+			m.proxyRes[r] = int32(len(m.res) - 1)
 		}
 	}
 	m.hostRes = append(m.hostRes, int32(len(m.res)))
@@ -194,9 +273,15 @@ func (m *Machine) buildRoute(from, to, channel int) (*route, error) {
 			if err := m.linksToRoute(rt, ga.Path(cpu), ga.Name()+" to "+cpu.Name()); err != nil {
 				return nil, err
 			}
+			// The sender's GPU writes into host memory, the receiver's
+			// reads it back: host memory carries every byte twice.
+			mem := m.memRes[m.rankNode[from]]
+			rt.res = append(rt.res, mem, mem)
 			if err := m.linksToRoute(rt, cpu.Path(gb), cpu.Name()+" to "+gb.Name()); err != nil {
 				return nil, err
 			}
+			rt.hostSend, rt.hostRecv = true, true
+			rt.lat += usToPs(m.calib.SHMLatencyUs)
 			rt.capGBps = m.calib.SHMCopyGBps
 			rt.desc = "SHM/" + ga.Path(gb).Type.String()
 			return rt, nil
@@ -225,12 +310,6 @@ func (m *Machine) netRoute(rt *route, sa *model.System, ga *model.Node, sb *mode
 	if err != nil {
 		return nil, err
 	}
-	if err := m.linksToRoute(rt, ga.Path(neta), ga.Name()+" to "+neta.Name()); err != nil {
-		return nil, err
-	}
-	if err := m.linksToRoute(rt, netb.Path(gb), netb.Name()+" to "+gb.Name()); err != nil {
-		return nil, err
-	}
 	gdrA, err := sa.CheckGDR(ga, neta, true)
 	if err != nil {
 		return nil, err
@@ -240,6 +319,40 @@ func (m *Machine) netRoute(rt *route, sa *model.System, ga *model.Node, sb *mode
 		return nil, err
 	}
 	rt.gdr = gdrA != model.GDRDisabled && gdrB != model.GDRDisabled
+	socket := isSocketNet(neta) || isSocketNet(netb)
+	loop := socket && m.settings.LoopbackNet && !rt.gdr
+	from, to := ga.GPU.Rank, gb.GPU.Rank
+	pa, pb := ga.Path(neta), netb.Path(gb)
+	if loop {
+		// Loopback sockets: only the way to host memory and back.
+		pa, pb = toCPU(pa), fromCPU(pb)
+	}
+	if err := m.linksToRoute(rt, pa, ga.Name()+" to "+neta.Name()); err != nil {
+		return nil, err
+	}
+	if !rt.gdr {
+		// Staged through host memory: the sender's GPU writes it.
+		rt.res = append(rt.res, m.memRes[m.rankNode[from]])
+		rt.hostSend, rt.hostRecv = true, true
+	}
+	if socket {
+		// The socket plugin's proxies copy every byte through the
+		// kernel. Over loopback the sending thread also runs the
+		// receive path of TCP, which costs it as much again.
+		ps := m.proxyRes[from]
+		rt.res = append(rt.res, ps)
+		if loop {
+			rt.res = append(rt.res, ps)
+		}
+		rt.res = append(rt.res, m.proxyRes[to])
+		rt.lat += usToPs(m.calib.NetSocket.LatencyUs)
+	}
+	if !rt.gdr {
+		rt.res = append(rt.res, m.memRes[m.rankNode[to]])
+	}
+	if err := m.linksToRoute(rt, pb, netb.Name()+" to "+gb.Name()); err != nil {
+		return nil, err
+	}
 	rt.lat += usToPs(m.calib.NetProxyUs)
 	if !rt.gdr {
 		rt.lat += usToPs(m.calib.NoGDRPenaltyUs)
@@ -251,4 +364,36 @@ func (m *Machine) netRoute(rt *route, sa *model.System, ga *model.Node, sb *mode
 	}
 	rt.desc = b.String()
 	return rt, nil
+}
+
+// isSocketNet reports whether a NET device belongs to NCCL's socket
+// plugin: it advertises 65536 connections (maxComms), where the IB
+// plugin advertises 131072 or more.
+func isSocketNet(n *model.Node) bool {
+	return n != nil && n.NET.MaxChannels == 65536
+}
+
+// toCPU is the leading part of a GPU-to-NIC path that ends at its CPU
+// (the whole path when it crosses none).
+func toCPU(p *model.Path) *model.Path {
+	for i, l := range p.Links {
+		if l.Remote.Type == model.CPU {
+			q := *p
+			q.Links = p.Links[:i+1]
+			return &q
+		}
+	}
+	return p
+}
+
+// fromCPU is the trailing part of a NIC-to-GPU path from its CPU on.
+func fromCPU(p *model.Path) *model.Path {
+	for i := len(p.Links) - 1; i >= 0; i-- {
+		if p.Links[i].Remote.Type == model.CPU {
+			q := *p
+			q.Links = p.Links[i+1:]
+			return &q
+		}
+	}
+	return p
 }

@@ -1,0 +1,163 @@
+package sim
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/twinccl/twinccl"
+	"github.com/twinccl/twinccl/model"
+	"github.com/twinccl/twinccl/search"
+)
+
+// timingsDir holds the NCCL timings recorded under several transports and
+// protocols on the H200 pair.
+func timingsDir() string { return filepath.Join(repoRoot(), "testdata", "nccl-timings") }
+
+// heldOutTables are the tables of timingsDir, in a fixed order.
+var heldOutTables = []string{"p2p-simple", "p2p-ll", "p2p-ll128", "shm", "shm-simple", "net-socket"}
+
+// loadTable reads a table of timingsDir and runs the search on the
+// embedded H200 topology under its settings.
+func loadTable(t testing.TB, name string) (*Table, *search.Result) {
+	t.Helper()
+	tb, err := ReadTableFile(filepath.Join(timingsDir(), name+".tsv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := twinccl.RecordedTopology(twinccl.DefaultTopology)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := "embedded:" + twinccl.DefaultTopology
+	root, _, err := model.ParseTopologyXML(bytes.NewReader(data), file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := SearchTable(root, file, 1, tb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tb, res
+}
+
+// TestTunerMatchesLogs: under every table's settings, the tuner picks the
+// algorithm, protocol and channel count NCCL logged for every call (PAT
+// included, which the simulator then runs as a ring).
+func TestTunerMatchesLogs(t *testing.T) {
+	for _, name := range heldOutTables {
+		tb, res := loadTable(t, name)
+		f, err := os.Open(filepath.Join(timingsDir(), name+".log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lc, err := ReadLoggedChoices(f, name+".log")
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(lc) == 0 {
+			t.Fatalf("%s: no logged calls", name)
+		}
+		s := newSim(t, res, nil)
+		bad := 0
+		for _, c := range lc {
+			// The channels that carry work: the tuner's count, cut as NCCL
+			// cuts the call (model.SplitChannels).
+			_, cr, err := s.Generator(Call{Coll: c.Coll, Count: c.Bytes / 4, Dtype: model.DtypeFP32, Algo: -1, Proto: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cr.Algo != c.Algo || cr.Proto != c.Proto || cr.NChannels != c.NChannels {
+				bad++
+				t.Errorf("%s:%d %s %d B: NCCL %s/%s/%d, sim %s/%s/%d", name, c.Line, c.Coll, c.Bytes,
+					c.Algo, c.Proto, c.NChannels, cr.Algo, cr.Proto, cr.NChannels)
+			}
+		}
+		t.Logf("%s (%s): %d logged calls, %d differ", name, strings.TrimSpace(tb.Settings()), len(lc), bad)
+	}
+}
+
+// heldOutBounds are the tolerances on the tables the embedded calibration
+// was NOT fitted to (calib/h200.json's "source" says which were): median
+// and maximum absolute error over the rows that are not disturbed
+// (Measurement.Noisy: a mean more than 25% above the best repetition;
+// they are listed, not bounded). The NET rows are predicted and printed
+// but not bounded: back-to-back calls in a CUDA graph hide the network
+// latency of broadcast and reduce, which the simulator (one call at a
+// time) does not model yet, and socket costs are fitted on AllReduce only.
+var heldOutBounds = []struct {
+	spec        string
+	median, max float64
+}{
+	{"p2p-simple", 0.10, 0.30},
+	{"shm-simple", 0.13, 0.30},
+}
+
+// TestAccuracyHeldOut predicts tables the calibration was not fitted to
+// and fails with a table of the rows beyond the bound.
+func TestAccuracyHeldOut(t *testing.T) {
+	c, err := DefaultCalib(90)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range heldOutBounds {
+		if strings.Contains(c.Fit.Table, b.spec+".tsv") {
+			t.Fatalf("%s is among the calibration's fitted tables (%s): it cannot test the fit", b.spec, c.Fit.Table)
+		}
+		tb, res := loadTable(t, b.spec)
+		ft := NewFitTable(tb, res)
+		rows, err := ft.Compare(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var clean []Comparison
+		var noisy []string
+		for _, r := range rows {
+			if r.Noisy() {
+				noisy = append(noisy, fmt.Sprintf("%s %d (%+.1f%%)", r.Coll, r.Bytes, 100*r.Err))
+				continue
+			}
+			clean = append(clean, r)
+		}
+		med, mx := ErrorStats(clean)
+		t.Logf("%s: median %.2f%% max %.2f%% over %d rows (bounds %.0f%%/%.0f%%); disturbed rows not bounded: %s",
+			b.spec, 100*med, 100*mx, len(clean), 100*b.median, 100*b.max, strings.Join(noisy, ", "))
+		var off strings.Builder
+		for _, r := range clean {
+			if math.Abs(r.Err) > b.max {
+				fmt.Fprintf(&off, "\n  %-14s %10d %-5s %-6s %2d  meas %9.2f  sim %9.2f  err %+6.1f%%",
+					r.Coll, r.Bytes, r.Algo, r.Proto, r.NChannels, r.MeanUs, r.SimUs, 100*r.Err)
+			}
+		}
+		if med > b.median || off.Len() > 0 {
+			t.Errorf("%s (held out): median %.2f%% (bound %.0f%%), rows beyond %.0f%%:%s", b.spec, 100*med, 100*b.median, 100*b.max, off.String())
+		}
+	}
+}
+
+// TestHeldOutNET prints the socket NET predictions (not bounded, see
+// heldOutBounds).
+func TestHeldOutNET(t *testing.T) {
+	tb, res := loadTable(t, "net-socket")
+	ft := NewFitTable(tb, res)
+	c, err := DefaultCalib(90)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := ft.Compare(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	med, mx := ErrorStats(rows)
+	t.Logf("net-socket: median %.1f%% max %.1f%% over %d rows", 100*med, 100*mx, len(rows))
+	for _, r := range rows {
+		if !(r.SimUs > 0) {
+			t.Errorf("%s %d: time %v", r.Coll, r.Bytes, r.SimUs)
+		}
+	}
+}

@@ -1,0 +1,239 @@
+package sim
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/twinccl/twinccl/model"
+	"github.com/twinccl/twinccl/search"
+)
+
+// Harness names: how a table's calls were timed. The harness's own cost
+// per call (HarnessUs in the calibration) is added to every simulated row
+// of a table measured with it.
+const (
+	// HarnessNCCLTests is nccl-tests (or anything as lean): no extra cost.
+	HarnessNCCLTests = "nccl-tests"
+	// HarnessPyTorch is PyTorch's collectives captured in CUDA graphs
+	// (testdata/nccl-timings/record.py): the graph's kernel nodes carry
+	// PyTorch's bookkeeping around every NCCL kernel.
+	HarnessPyTorch = "pytorch"
+)
+
+// Table is a measured timing table and the settings it was recorded
+// under: the NCCL_* environment (which decides transports, protocols and
+// channels through the search and the tuner) and the timing harness.
+type Table struct {
+	// Name is the file's base name.
+	Name string
+	// Env holds the NCCL_* settings of the run ("settings:" header line,
+	// then overrides).
+	Env map[string]string
+	// Harness is HarnessNCCLTests or HarnessPyTorch.
+	Harness string
+	Rows    []Measurement
+}
+
+// settingsRE finds "settings: K=V K=V ..." in a header comment.
+var settingsRE = regexp.MustCompile(`settings:\s*(.*)$`)
+
+// ReadTable reads a timing table (see ReadMeasurements) and its settings
+// from its '#' header: a line with "settings: K=V ..." gives the
+// environment, a header naming PyTorch the harness (else nccl-tests).
+func ReadTable(r io.Reader, name string) (*Table, error) {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	ms, err := ReadMeasurements(bytes.NewReader(data), name)
+	if err != nil {
+		return nil, err
+	}
+	t := &Table{Name: filepath.Base(name), Env: map[string]string{}, Harness: HarnessNCCLTests, Rows: ms}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if !strings.HasPrefix(line, "#") {
+			continue
+		}
+		if strings.Contains(line, "PyTorch") {
+			t.Harness = HarnessPyTorch
+		}
+		if m := settingsRE.FindStringSubmatch(line); m != nil {
+			for _, f := range strings.Fields(m[1]) {
+				k, v, ok := strings.Cut(f, "=")
+				if !ok || k == "" {
+					return nil, fmt.Errorf("%s: settings: %q is not KEY=VALUE", name, f)
+				}
+				t.Env[k] = v
+			}
+		}
+	}
+	return t, nil
+}
+
+// ReadTableFile reads a timing table and its settings from disk.
+func ReadTableFile(path string) (*Table, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return ReadTable(f, path)
+}
+
+// ParseTableSpec reads a table argument "FILE[,KEY=VALUE...]": the table
+// at FILE with its header's settings, overridden by the KEY=VALUE pairs
+// (NCCL_* variables, harness=nccl-tests|pytorch), and restricted to some
+// collectives by colls=C1+C2... (nccl-tests or model names). A restricted
+// table is named FILE[C1+C2...].
+func ParseTableSpec(spec string) (*Table, error) {
+	parts := strings.Split(spec, ",")
+	t, err := ReadTableFile(parts[0])
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range parts[1:] {
+		k, v, ok := strings.Cut(p, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("table %s: setting %q is not KEY=VALUE", parts[0], p)
+		}
+		if k == "colls" {
+			keep := map[model.Collective]bool{}
+			for _, n := range strings.Split(v, "+") {
+				c, err := model.ParseCollective(n)
+				if err != nil {
+					return nil, fmt.Errorf("table %s: colls: %w", parts[0], err)
+				}
+				keep[c] = true
+			}
+			var rows []Measurement
+			for _, m := range t.Rows {
+				if keep[m.Coll] {
+					rows = append(rows, m)
+				}
+			}
+			if len(rows) == 0 {
+				return nil, fmt.Errorf("table %s: no rows of %s", parts[0], v)
+			}
+			t.Rows = rows
+			t.Name += "[" + v + "]"
+			continue
+		}
+		if k == "harness" {
+			if v != HarnessNCCLTests && v != HarnessPyTorch {
+				return nil, fmt.Errorf("table %s: harness %q (want %s or %s)", parts[0], v, HarnessNCCLTests, HarnessPyTorch)
+			}
+			t.Harness = v
+			continue
+		}
+		t.Env[k] = v
+	}
+	return t, nil
+}
+
+// Lookup reads the table's environment (an os.LookupEnv for the model's
+// and the search's option readers).
+func (t *Table) Lookup(name string) (string, bool) {
+	v, ok := t.Env[name]
+	return v, ok
+}
+
+// Settings returns the environment as sorted "K=V" words.
+func (t *Table) Settings() string {
+	keys := make([]string, 0, len(t.Env))
+	for k := range t.Env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(k + "=" + t.Env[k])
+	}
+	return b.String()
+}
+
+// SearchTable loads a topology (root, read from file) with the table's
+// settings and runs NCCL's search and tuner under them, as the measured
+// run did.
+func SearchTable(root *model.Element, file string, nodes int, t *Table) (*search.Result, error) {
+	params, err := model.ParamsFromEnv(t.Lookup)
+	if err != nil {
+		return nil, fmt.Errorf("table %s: %w", t.Name, err)
+	}
+	opts, err := search.OptionsFromEnv(t.Lookup)
+	if err != nil {
+		return nil, fmt.Errorf("table %s: %w", t.Name, err)
+	}
+	cl, err := model.LoadCluster(root, file, model.LoadOptions{Nodes: nodes, Params: params})
+	if err != nil {
+		return nil, fmt.Errorf("table %s: %w", t.Name, err)
+	}
+	res, err := search.Run(cl, opts)
+	if err != nil {
+		return nil, fmt.Errorf("table %s: %w", t.Name, err)
+	}
+	return res, nil
+}
+
+// LoggedChoice is one call NCCL logged (NCCL_DEBUG_SUBSYS=TUNING): the
+// collective, its count in bytes, and the algorithm, protocol and channel
+// range it ran with.
+type LoggedChoice struct {
+	Coll      model.Collective
+	Bytes     int64 // count times the element size, as NCCL prints it
+	Algo      model.Algorithm
+	Proto     model.Protocol
+	NChannels int
+	Line      int
+}
+
+// choiceRE matches NCCL's "AllReduce: 8 Bytes -> Algo RING proto LL
+// channel{Lo..Hi}={0..0}" lines.
+var choiceRE = regexp.MustCompile(`(\w+): (\d+) Bytes -> Algo (\w+) proto (\w+) channel\{Lo\.\.Hi\}=\{(\d+)\.\.(\d+)\}`)
+
+// ReadLoggedChoices reads the per-call decisions of an NCCL INFO log.
+func ReadLoggedChoices(r io.Reader, name string) ([]LoggedChoice, error) {
+	var out []LoggedChoice
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<16), 1<<20)
+	ln := 0
+	for sc.Scan() {
+		ln++
+		m := choiceRE.FindStringSubmatch(sc.Text())
+		if m == nil {
+			continue
+		}
+		c, err := model.ParseCollective(m[1])
+		if err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", name, ln, err)
+		}
+		b, _ := strconv.ParseInt(m[2], 10, 64)
+		a, err := model.ParseAlgorithm(m[3])
+		if err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", name, ln, err)
+		}
+		p, err := model.ParseProtocol(m[4])
+		if err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", name, ln, err)
+		}
+		lo, _ := strconv.Atoi(m[5])
+		hi, _ := strconv.Atoi(m[6])
+		out = append(out, LoggedChoice{Coll: c, Bytes: b, Algo: a, Proto: p, NChannels: hi - lo + 1, Line: ln})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return out, nil
+}
