@@ -1,0 +1,365 @@
+package gpudev
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/twinccl/twinccl/exec/hw/cuda"
+	"github.com/twinccl/twinccl/kernels"
+	"github.com/twinccl/twinccl/model"
+)
+
+// Launch is one rank's part of a Program uploaded to the GPU: the lane
+// table and primitive calls the interpreter kernel reads. It can be
+// enqueued any number of times (also inside a CUDA graph capture).
+type Launch struct {
+	d      *Device
+	p      *model.Program
+	fn     *cuda.Function
+	desc   cuda.DevicePtr // TwProg
+	mem    []cuda.DevicePtr
+	nLanes int
+	// lanes are the Program's lane indices, in block order.
+	lanes []int
+	// trace holds kernels.TraceWords u64 per slice of every lane when
+	// tracing, laid out lane after lane; traceAt is each lane's first word.
+	trace   cuda.DevicePtr
+	traceAt []int
+	slices  []int
+}
+
+// Prepare uploads this rank's part of p: it sets up any connections the
+// Program needs that this rank does not hold yet (every rank of the job
+// must prepare the same Programs in the same order), compiles the kernel
+// for p's datatype and reduction if needed and writes the lane table.
+// With trace set, every launch records %globaltimer stamps per slice.
+func (d *Device) Prepare(p *model.Program, trace bool) (*Launch, error) {
+	me := d.comm.Rank()
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("gpudev rank %d: %w", me, err)
+	}
+	if p.NRanks != d.comm.NRanks() {
+		return nil, fmt.Errorf("gpudev rank %d: program for %d ranks in a job of %d", me, p.NRanks, d.comm.NRanks())
+	}
+	if p.StepBytes > model.ProtoStepBytes(p.Proto) {
+		return nil, fmt.Errorf("gpudev rank %d: step of %d bytes exceeds the %s slot of %d", me, p.StepBytes, p.Proto, model.ProtoStepBytes(p.Proto))
+	}
+	if p.Proto == model.ProtoSimple && model.ProgSlots%(p.SlicesPerChunk*p.StepsPerSlice) != 0 {
+		return nil, fmt.Errorf("gpudev rank %d: %d slices x %d steps per call do not divide the %d slots", me, p.SlicesPerChunk, p.StepsPerSlice, model.ProgSlots)
+	}
+	keys := connKeys(p)
+	used := make([]bool, len(p.Conns))
+	for li := range p.Lanes {
+		for _, c := range p.Lanes[li].Recv {
+			used[c] = true
+		}
+		for _, c := range p.Lanes[li].Send {
+			used[c] = true
+		}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil, fmt.Errorf("gpudev rank %d: device closed", me)
+	}
+	if err := d.connect(keys, used); err != nil {
+		return nil, err
+	}
+	fn, err := kernelFor(d.ctx, p.Dtype, p.Op)
+	if err != nil {
+		return nil, fmt.Errorf("gpudev rank %d: %w", me, err)
+	}
+	l := &Launch{d: d, p: p, fn: fn}
+	var opsBytes []byte
+	opStart := []int{}
+	for li := range p.Lanes {
+		ln := &p.Lanes[li]
+		if int(ln.Rank) != me {
+			continue
+		}
+		if len(ln.Recv) > kernels.MaxPeers || len(ln.Send) > kernels.MaxPeers {
+			return nil, fmt.Errorf("gpudev rank %d: lane %d has %d/%d peers, the kernel takes %d", me, li, len(ln.Recv), len(ln.Send), kernels.MaxPeers)
+		}
+		l.lanes = append(l.lanes, li)
+		opStart = append(opStart, len(opsBytes))
+		for _, op := range ln.Ops {
+			opsBytes = appendOp(opsBytes, op)
+		}
+	}
+	l.nLanes = len(l.lanes)
+	if l.nLanes == 0 {
+		return l, nil
+	}
+	ops, err := l.upload(opsBytes)
+	if err != nil {
+		return nil, err
+	}
+	if trace {
+		total := 0
+		for _, li := range l.lanes {
+			l.traceAt = append(l.traceAt, total*kernels.TraceWords)
+			n := countSlices(p, &p.Lanes[li])
+			l.slices = append(l.slices, n)
+			total += n
+		}
+		if l.trace, err = l.alloc(uint64(max(total, 1) * kernels.TraceWords * 8)); err != nil {
+			l.Release()
+			return nil, err
+		}
+	}
+	desc := make([]byte, 0, kernels.ProgHeaderSize+l.nLanes*kernels.LaneSize)
+	for _, v := range []int{int(p.Proto), p.StepBytes, p.Credits, p.SlicesPerChunk, p.StepsPerSlice, p.NRanks, l.nLanes, 0} {
+		desc = le.AppendUint32(desc, uint32(v))
+	}
+	for bi, li := range l.lanes {
+		ln := &p.Lanes[li]
+		desc = le.AppendUint32(desc, uint32(len(ln.Recv)))
+		desc = le.AppendUint32(desc, uint32(len(ln.Send)))
+		for _, send := range []bool{false, true} {
+			conns := ln.Recv
+			if send {
+				conns = ln.Send
+			}
+			for i := 0; i < kernels.MaxPeers; i++ {
+				v := uint64(0)
+				if i < len(conns) {
+					v = uint64(d.ends[endKey{keys[conns[i]], send}])
+				}
+				desc = le.AppendUint64(desc, v)
+			}
+		}
+		for _, send := range []bool{false, true} {
+			n := len(ln.Recv)
+			if send {
+				n = len(ln.Send)
+			}
+			steps := usedSteps(p, ln, send)
+			for i := 0; i < kernels.MaxPeers; i++ {
+				v := uint64(0)
+				if i < n {
+					v = steps
+				}
+				desc = le.AppendUint64(desc, v)
+			}
+		}
+		desc = le.AppendUint64(desc, uint64(ops)+uint64(opStart[bi]))
+		desc = le.AppendUint64(desc, uint64(len(ln.Ops)))
+		tr := uint64(0)
+		if trace {
+			tr = uint64(l.trace) + uint64(l.traceAt[bi]*8)
+		}
+		desc = le.AppendUint64(desc, tr)
+	}
+	if l.desc, err = l.upload(desc); err != nil {
+		l.Release()
+		return nil, err
+	}
+	return l, nil
+}
+
+// appendOp writes op in the binary encoding's 32-byte record (TwOp).
+func appendOp(b []byte, op model.ProgOp) []byte {
+	b = append(b, byte(op.Kind), op.Flags, 0, 0)
+	b = le.AppendUint32(b, uint32(op.N))
+	b = le.AppendUint32(b, op.RecvStep)
+	b = le.AppendUint32(b, op.SendStep)
+	b = le.AppendUint64(b, uint64(op.InOff))
+	b = le.AppendUint64(b, uint64(op.OutOff))
+	return b
+}
+
+// usedSteps is how far a lane's calls advance its receive (send=false) or
+// send connections: every connection of a lane direction moves together.
+func usedSteps(p *model.Program, ln *model.ProgLane, send bool) uint64 {
+	steps := uint64(p.OpSteps())
+	end := uint64(0)
+	for _, op := range ln.Ops {
+		if send && op.Kind.Sends() {
+			end = max(end, uint64(op.SendStep)+steps)
+		}
+		if !send && op.Kind.Receives() {
+			end = max(end, uint64(op.RecvStep)+steps)
+		}
+	}
+	return end
+}
+
+func countSlices(p *model.Program, ln *model.ProgLane) int {
+	n := 0
+	for _, op := range ln.Ops {
+		if op.Kind == model.PrimNop {
+			continue
+		}
+		if p.Proto == model.ProtoSimple {
+			n += p.SlicesPerChunk
+		} else {
+			n++
+		}
+	}
+	return n
+}
+
+func (l *Launch) alloc(n uint64) (cuda.DevicePtr, error) {
+	p, err := l.d.ctx.MemAlloc(max(n, 8))
+	if err != nil {
+		return 0, fmt.Errorf("gpudev rank %d: program memory (%d bytes): %w", l.d.comm.Rank(), n, err)
+	}
+	l.mem = append(l.mem, p)
+	return p, nil
+}
+
+func (l *Launch) upload(b []byte) (cuda.DevicePtr, error) {
+	p, err := l.alloc(uint64(len(b)))
+	if err != nil {
+		return 0, err
+	}
+	if len(b) > 0 {
+		if err := l.d.ctx.MemcpyHtoD(p, b); err != nil {
+			return 0, fmt.Errorf("gpudev rank %d: upload program: %w", l.d.comm.Rank(), err)
+		}
+	}
+	return p, nil
+}
+
+// Release frees the launch's GPU memory (after its last use completed).
+func (l *Launch) Release() error {
+	var first error
+	for _, p := range l.mem {
+		if err := l.d.ctx.MemFree(p); err != nil && first == nil {
+			first = err
+		}
+	}
+	l.mem = nil
+	return first
+}
+
+// Program is the Program the launch runs.
+func (l *Launch) Program() *model.Program { return l.p }
+
+// Enqueue launches the kernel on s (the device's stream when nil) over
+// in (p.InCount elements) and out (p.OutCount elements) in GPU memory.
+func (l *Launch) Enqueue(s *cuda.Stream, in, out cuda.DevicePtr) error {
+	if l.nLanes == 0 {
+		return nil
+	}
+	if s == nil {
+		s = l.d.stream
+	}
+	timeout := l.d.Timeout
+	if timeout <= 0 {
+		timeout = l.d.comm.Timeout()
+	}
+	ctrl := l.d.ctrl.DevicePtr()
+	err := l.fn.Launch(cuda.Dim3{X: uint32(l.nLanes), Y: 1, Z: 1}, cuda.Dim3{X: kernels.Threads, Y: 1, Z: 1}, 0, s,
+		uint64(l.desc), uint64(in), uint64(out), uint64(ctrl)+64, uint64(ctrl), uint64(timeout.Nanoseconds()))
+	if err != nil {
+		return fmt.Errorf("gpudev rank %d: launch: %w", l.d.comm.Rank(), err)
+	}
+	return nil
+}
+
+// Check reads the status a finished launch left (after the stream was
+// synchronised) and turns a timeout or abort into an error naming the
+// lane's peers.
+func (l *Launch) Check() error {
+	st := *l.d.statusWord()
+	if st == 0 {
+		return nil
+	}
+	*l.d.statusWord() = 0
+	me := l.d.comm.Rank()
+	code, bi := st>>24, int(st&0xffffff)
+	where := ""
+	if bi < len(l.lanes) {
+		ln := &l.p.Lanes[l.lanes[bi]]
+		where = fmt.Sprintf(" on channel %d waiting for %s", ln.Channel, peerList(l.p, ln))
+	}
+	if lost := l.d.comm.LostPeer(); lost >= 0 {
+		return fmt.Errorf("gpudev rank %d: rank %d was lost%s", me, lost, where)
+	}
+	switch code {
+	case kernels.StatusTimeout:
+		return fmt.Errorf("gpudev rank %d: no progress for %v%s", me, l.d.timeout(), where)
+	case kernels.StatusAbort:
+		return fmt.Errorf("gpudev rank %d: aborted%s", me, where)
+	}
+	return fmt.Errorf("gpudev rank %d: kernel status %#x", me, st)
+}
+
+func (d *Device) timeout() time.Duration {
+	if d.Timeout > 0 {
+		return d.Timeout
+	}
+	return d.comm.Timeout()
+}
+
+func peerList(p *model.Program, ln *model.ProgLane) string {
+	s := ""
+	for _, c := range ln.Recv {
+		s += fmt.Sprintf("rank %d (recv) ", p.Conns[c].From)
+	}
+	for _, c := range ln.Send {
+		s += fmt.Sprintf("rank %d (send) ", p.Conns[c].To)
+	}
+	if s == "" {
+		return "nothing"
+	}
+	return s[:len(s)-1]
+}
+
+// Run enqueues l on the device's stream, waits for it and checks its status.
+func (l *Launch) Run(in, out cuda.DevicePtr) error {
+	if err := l.Enqueue(nil, in, out); err != nil {
+		return err
+	}
+	if err := l.d.stream.Synchronize(); err != nil {
+		return fmt.Errorf("gpudev rank %d: %w", l.d.comm.Rank(), err)
+	}
+	return l.Check()
+}
+
+// SliceTrace is one slice as the kernel stamped it (%globaltimer, ns).
+type SliceTrace struct {
+	Lane, Op, Slice       int
+	Start, DataStart, End uint64
+	Channel, Rank         int
+	Kind                  model.PrimKind
+	Bytes                 int64
+}
+
+// Trace reads the stamps of the last finished launch (Prepare with trace).
+func (l *Launch) Trace() ([]SliceTrace, error) {
+	if l.trace == 0 {
+		return nil, nil
+	}
+	total := 0
+	for _, n := range l.slices {
+		total += n
+	}
+	raw := make([]byte, total*kernels.TraceWords*8)
+	if err := l.d.ctx.MemcpyDtoH(raw, l.trace); err != nil {
+		return nil, fmt.Errorf("gpudev rank %d: read trace: %w", l.d.comm.Rank(), err)
+	}
+	var out []SliceTrace
+	var sl []model.ProgSlice
+	es := int64(l.p.Dtype.Size())
+	for bi, li := range l.lanes {
+		ln := &l.p.Lanes[li]
+		for i := 0; i < l.slices[bi]; i++ {
+			w := raw[(l.traceAt[bi]+i*kernels.TraceWords)*8:]
+			id := le.Uint64(w)
+			op, s := int(id>>8), int(id&0xff)
+			t := SliceTrace{Lane: li, Op: op, Slice: s, Start: le.Uint64(w[8:]), DataStart: le.Uint64(w[16:]), End: le.Uint64(w[24:]),
+				Channel: int(ln.Channel), Rank: int(ln.Rank)}
+			if op < len(ln.Ops) {
+				t.Kind = ln.Ops[op].Kind
+				sl = l.p.Slices(ln.Ops[op], sl[:0])
+				if s < len(sl) {
+					t.Bytes = sl[s].Elems * es
+				}
+			}
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}

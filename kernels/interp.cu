@@ -1,0 +1,750 @@
+// twinccl device interpreter: one launch runs one rank's lanes of a
+// model.Program, one thread block per lane, with NCCL's three protocols
+// over connection buffers in GPU memory (own or a peer's, mapped through
+// CUDA IPC or peer access).
+//
+// Compiled at run time by NVRTC (exec/hw/gpudev), once per datatype and
+// reduction: TW_DTYPE and TW_OP are model.Dtype and model.RedOp numbers.
+// No CUDA headers are included, so the source compiles with NVRTC alone.
+//
+// Semantics are model/refexec's, step for step:
+//   - a primitive call is cut into slices (Program.Slices);
+//   - a slice waits for its receive steps (Simple: the sender's tail
+//     counter; LL/LL128: the flag of every line) and for send credits (the
+//     receiver's head counter plus NCCL_STEPS credits);
+//   - sources are the received slices in lane order, then the own input
+//     (or the own output for a send from output), folded left with the
+//     reduction; the post op (avg) divides the result by the rank count;
+//   - the result goes to the own output and to every send peer's slot:
+//     Simple raw bytes, LL lines {d0, flag, d1, flag} with flag = step+1 (32
+//     bits), LL128 lines of 15 data words and a 64-bit flag step+1;
+//   - receivers release slots by advancing the sender's head, Simple
+//     senders publish by advancing the receiver's tail.
+// Every connection end keeps its step base in device memory, so graph
+// replays of the same launch keep counting; at the end of a launch the
+// base moves to the next multiple of NCCL_STEPS past the steps the Program
+// used, and the skipped steps are posted (tail) and released (head).
+
+typedef unsigned char u8;
+typedef unsigned short u16;
+typedef unsigned int u32;
+typedef unsigned long long u64;
+typedef long long i64;
+
+#ifndef TW_DTYPE
+#define TW_DTYPE 7
+#endif
+#ifndef TW_OP
+#define TW_OP 0
+#endif
+
+#define TW_SLOTS 8
+#define TW_MAXPEERS 8
+#define TW_NTHREADS 512
+#ifndef TW_UNROLL
+#define TW_UNROLL 4
+#endif
+
+enum { PROTO_LL = 0, PROTO_LL128 = 1, PROTO_SIMPLE = 2 };
+enum {
+  K_NOP, K_SEND, K_RECV, K_RECV_REDUCE_SEND, K_RECV_REDUCE_COPY, K_RECV_REDUCE_COPY_SEND,
+  K_RECV_COPY_SEND, K_COPY_SEND, K_COPY
+};
+enum { F_POSTOP = 1, F_DIRECT = 2, F_FROM_OUTPUT = 4 };
+// Reductions (model.RedOp); macros, since #if compares them with TW_OP.
+#define RED_SUM 0
+#define RED_PROD 1
+#define RED_MAX 2
+#define RED_MIN 3
+#define RED_AVG 4
+
+// Status codes written to the status word (code << 24 | lane).
+enum { ST_TIMEOUT = 1, ST_ABORT = 2 };
+
+// One end of a connection, persistent across launches.
+struct TwConn {
+  char* buf[3];      // slot rings by protocol (the receiver's memory)
+  volatile u64* tail; // Simple steps posted (the receiver's memory)
+  volatile u64* head; // steps released (the sender's memory)
+  u64 step;           // base step of the next launch
+};
+
+// One primitive call, as in the binary Program encoding (32 bytes).
+struct TwOp {
+  u8 kind, flags;
+  u16 reserved;
+  int n;
+  u32 recvStep, sendStep;
+  i64 inOff, outOff;
+};
+
+struct TwLane {
+  int nRecv, nSend;
+  TwConn* recv[TW_MAXPEERS];
+  TwConn* send[TW_MAXPEERS];
+  u64 recvUsed[TW_MAXPEERS]; // steps the Program uses on each connection
+  u64 sendUsed[TW_MAXPEERS];
+  const TwOp* ops;
+  i64 nOps;
+  u64* trace; // 4 u64 per slice when tracing, else null
+};
+
+struct TwProg {
+  int proto, stepBytes, credits, slicesPerChunk, stepsPerSlice, nRanks, nLanes, reserved;
+  TwLane lanes[1];
+};
+
+// ---- element type and reduction ------------------------------------------
+
+#if TW_DTYPE == 0
+typedef signed char T;
+#elif TW_DTYPE == 1
+typedef unsigned char T;
+#elif TW_DTYPE == 2
+typedef int T;
+#elif TW_DTYPE == 3
+typedef unsigned int T;
+#elif TW_DTYPE == 4
+typedef long long T;
+#elif TW_DTYPE == 5
+typedef unsigned long long T;
+#elif TW_DTYPE == 6 || TW_DTYPE == 9
+typedef unsigned short T; // fp16 / bf16 bits, computed in float32
+#elif TW_DTYPE == 7
+typedef float T;
+#elif TW_DTYPE == 8
+typedef double T;
+#endif
+
+__device__ __forceinline__ float halfToFloat(u16 h) {
+#if TW_DTYPE == 9
+  return __uint_as_float(((u32)h) << 16);
+#else
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return f;
+#endif
+}
+
+__device__ __forceinline__ u16 floatToHalf(float f) {
+  u16 h;
+#if TW_DTYPE == 9
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
+#else
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+#endif
+  return h;
+}
+
+// redF32 mirrors refexec's float32 min/max (the first operand wins ties
+// and NaN second operands).
+__device__ __forceinline__ float redF(float a, float b) {
+#if TW_OP == RED_PROD
+  return __fmul_rn(a, b);
+#elif TW_OP == RED_MAX
+  return (a > b || b != b) ? a : b;
+#elif TW_OP == RED_MIN
+  return (a < b || b != b) ? a : b;
+#else
+  return __fadd_rn(a, b);
+#endif
+}
+
+// redD mirrors Go's math.Max / math.Min for float64.
+__device__ __forceinline__ double redD(double a, double b) {
+#if TW_OP == RED_PROD
+  return __dmul_rn(a, b);
+#elif TW_OP == RED_MAX || TW_OP == RED_MIN
+  const double inf = __longlong_as_double(0x7ff0000000000000LL);
+#if TW_OP == RED_MAX
+  if (a == inf || b == inf) return inf;
+#else
+  if (a == -inf || b == -inf) return -inf;
+#endif
+  if (a != a || b != b) return __longlong_as_double(0x7ff8000000000001LL);
+  if (a == 0 && b == 0) {
+    bool na = __double_as_longlong(a) < 0;
+#if TW_OP == RED_MAX
+    return na ? b : a;
+#else
+    return na ? a : b;
+#endif
+  }
+#if TW_OP == RED_MAX
+  return a > b ? a : b;
+#else
+  return a < b ? a : b;
+#endif
+#else
+  return __dadd_rn(a, b);
+#endif
+}
+
+template <typename I>
+__device__ __forceinline__ I redI(I a, I b) {
+#if TW_OP == RED_PROD
+  return (I)((u64)a * (u64)b); // wraps, as Go's integer arithmetic does
+#elif TW_OP == RED_MAX
+  return a > b ? a : b;
+#elif TW_OP == RED_MIN
+  return a < b ? a : b;
+#else
+  return (I)((u64)a + (u64)b);
+#endif
+}
+
+__device__ __forceinline__ T red(T a, T b) {
+#if TW_DTYPE == 6 || TW_DTYPE == 9
+  return floatToHalf(redF(halfToFloat(a), halfToFloat(b)));
+#elif TW_DTYPE == 7
+  return redF(a, b);
+#elif TW_DTYPE == 8
+  return redD(a, b);
+#else
+  return redI<T>(a, b);
+#endif
+}
+
+__device__ __forceinline__ T post(T a, int n) {
+#if TW_OP == RED_AVG
+#if TW_DTYPE == 6 || TW_DTYPE == 9
+  return floatToHalf(__fdiv_rn(halfToFloat(a), (float)n));
+#elif TW_DTYPE == 7
+  return __fdiv_rn(a, (float)n);
+#elif TW_DTYPE == 8
+  return __ddiv_rn(a, (double)n);
+#else
+  return (T)(a / (T)n);
+#endif
+#else
+  return a;
+#endif
+}
+
+// Packs: E elements of T in W bytes, reduced element by element.
+template <int W>
+struct Pack;
+template <>
+struct Pack<16> {
+  uint4 v;
+};
+template <>
+struct Pack<8> {
+  u64 v;
+};
+
+template <int W>
+__device__ __forceinline__ void redPack(Pack<W>& a, const Pack<W>& b) {
+  T* x = (T*)&a;
+  const T* y = (const T*)&b;
+#pragma unroll
+  for (int i = 0; i < W / (int)sizeof(T); i++) x[i] = red(x[i], y[i]);
+}
+
+template <int W>
+__device__ __forceinline__ void postPack(Pack<W>& a, int n) {
+#if TW_OP == RED_AVG
+  T* x = (T*)&a;
+#pragma unroll
+  for (int i = 0; i < W / (int)sizeof(T); i++) x[i] = post(x[i], n);
+#endif
+}
+
+// ---- memory access helpers ------------------------------------------------
+
+__device__ __forceinline__ u64 ldAcquire(volatile u64* p) {
+  u64 v;
+  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+
+__device__ __forceinline__ void stRelaxed(volatile u64* p, u64 v) {
+  asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
+__device__ __forceinline__ void fenceAcqRelSys() { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
+
+__device__ __forceinline__ u64 globalTimer() {
+  u64 t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+__device__ __forceinline__ uint4 ldVolatile16(const char* p) {
+  uint4 v;
+  asm volatile("ld.volatile.global.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p)
+               : "memory");
+  return v;
+}
+
+__device__ __forceinline__ void stVolatile16(char* p, uint4 v) {
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z),
+               "r"(v.w)
+               : "memory");
+}
+
+__device__ __forceinline__ void ldVolatile2x64(const char* p, u64& a, u64& b) {
+  asm volatile("ld.volatile.global.v2.u64 {%0,%1}, [%2];" : "=l"(a), "=l"(b) : "l"(p) : "memory");
+}
+
+__device__ __forceinline__ void stVolatile2x64(char* p, u64 a, u64 b) {
+  asm volatile("st.volatile.global.v2.u64 [%0], {%1,%2};" ::"l"(p), "l"(a), "l"(b) : "memory");
+}
+
+// load8 reads up to 8 bytes (rem of them, rem > 0) as a little-endian word.
+__device__ __forceinline__ u64 load8(const char* p, i64 rem) {
+  if (rem >= 8 && (((u64)p) & 7) == 0) return *(const u64*)p;
+  u64 v = 0;
+  int k = rem < 8 ? (int)rem : 8;
+  for (int i = 0; i < k; i++) v |= (u64)(u8)p[i] << (8 * i);
+  return v;
+}
+
+__device__ __forceinline__ void store8(char* p, u64 v, i64 rem) {
+  if (rem >= 8 && (((u64)p) & 7) == 0) {
+    *(u64*)p = v;
+    return;
+  }
+  int k = rem < 8 ? (int)rem : 8;
+  for (int i = 0; i < k; i++) p[i] = (char)(v >> (8 * i));
+}
+
+// ---- block state ----------------------------------------------------------
+
+struct Shared {
+  const char* src[TW_MAXPEERS + 1];
+  char* dst[TW_MAXPEERS + 1];
+  u64 recvBase[TW_MAXPEERS];
+  u64 sendBase[TW_MAXPEERS];
+  int nsrc, ndst;
+  int abort;
+};
+
+struct Ctx {
+  const TwProg* prog;
+  const TwLane* lane;
+  Shared* sh;
+  int tid, laneIdx;
+  volatile u32* abortFlag;
+  u32* status;
+  u64 deadline; // globaltimer ns; 0: none
+  u64 timeoutNs;
+};
+
+__device__ __noinline__ void fail(Ctx& c, u32 code) {
+  atomicCAS(c.status, 0u, (code << 24) | (u32)c.laneIdx);
+  c.sh->abort = 1;
+}
+
+// spinCheck is called inside wait loops: every 1024 rounds it reads the
+// host's abort flag and the clock. It returns true when the block must stop.
+__device__ __forceinline__ bool spinCheck(Ctx& c, u32& spins) {
+  if ((++spins & 1023) != 0) return false;
+  if (*(volatile int*)&c.sh->abort) return true;
+  if (c.abortFlag != nullptr && *c.abortFlag != 0) {
+    fail(c, ST_ABORT);
+    return true;
+  }
+  u64 now = globalTimer();
+  if (c.deadline == 0) {
+    c.deadline = now + c.timeoutNs;
+  } else if (c.timeoutNs != 0 && now > c.deadline) {
+    fail(c, ST_TIMEOUT);
+    return true;
+  }
+  return false;
+}
+
+// waitPeers: threads 0..nRecv-1 wait for receive data (Simple tails),
+// threads 32..32+nSend-1 for send credits. Returns false on abort.
+__device__ bool waitPeers(Ctx& c, bool recv, bool send, u64 rs, u64 ss, int steps, bool waitTail) {
+  const TwLane* l = c.lane;
+  int tid = c.tid;
+  c.deadline = 0;
+  if (recv && waitTail && tid < l->nRecv) {
+    u64 want = c.sh->recvBase[tid] + rs + steps;
+    u32 spins = 0;
+    while (ldAcquire(l->recv[tid]->tail) < want) {
+      if (spinCheck(c, spins)) break;
+    }
+  }
+  if (send && tid >= 32 && tid < 32 + l->nSend) {
+    int i = tid - 32;
+    u64 want = c.sh->sendBase[i] + ss + steps;
+    u32 spins = 0;
+    while (ldAcquire(l->send[i]->head) + (u64)c.prog->credits < want) {
+      if (spinCheck(c, spins)) break;
+    }
+  }
+  __syncthreads();
+  return !*(volatile int*)&c.sh->abort;
+}
+
+// postPeers: after the block's data is written, release receive slots
+// and publish Simple send steps. Simple data went to the peers' slots with
+// plain stores, so one system-scope fence orders them before the tails;
+// releasing a slot only needs the block's reads done (the barrier).
+__device__ void postPeers(Ctx& c, bool recv, bool send, u64 rs, u64 ss, int steps, bool postTail) {
+  __syncthreads();
+  const TwLane* l = c.lane;
+  if (c.tid == 0) {
+    if (send && postTail) {
+      fenceAcqRelSys();
+      for (int i = 0; i < l->nSend; i++) stRelaxed(l->send[i]->tail, c.sh->sendBase[i] + ss + steps);
+    }
+    if (recv)
+      for (int i = 0; i < l->nRecv; i++) stRelaxed(l->recv[i]->head, c.sh->recvBase[i] + rs + steps);
+  }
+}
+
+// ---- Simple ---------------------------------------------------------------
+
+template <int W>
+__device__ __forceinline__ Pack<W> ldPack(const char* p) {
+  Pack<W> v;
+  if (W == 16)
+    *(uint4*)&v = *(const uint4*)p;
+  else
+    *(u64*)&v = *(const u64*)p;
+  return v;
+}
+
+template <int W>
+__device__ __forceinline__ void stPack(char* p, const Pack<W>& v) {
+  if (W == 16)
+    *(uint4*)p = *(const uint4*)&v;
+  else
+    *(u64*)p = *(const u64*)&v;
+}
+
+// copyReduce runs dst[k][i] = post(src[0][i] op src[1][i] op ...) over nb
+// bytes, W-byte packs from pack index lo on, TW_UNROLL packs in flight.
+template <int W>
+__device__ void copyReducePacks(Ctx& c, i64 npacks, bool postOp) {
+  Shared* sh = c.sh;
+  const int nsrc = sh->nsrc, ndst = sh->ndst;
+  const int nt = TW_NTHREADS;
+  for (i64 i = c.tid; i < npacks; i += (i64)nt * TW_UNROLL) {
+    Pack<W> acc[TW_UNROLL];
+#pragma unroll
+    for (int u = 0; u < TW_UNROLL; u++) {
+      i64 k = i + (i64)u * nt;
+      if (k < npacks) acc[u] = ldPack<W>(sh->src[0] + k * W);
+    }
+    for (int s = 1; s < nsrc; s++) {
+      Pack<W> v[TW_UNROLL];
+#pragma unroll
+      for (int u = 0; u < TW_UNROLL; u++) {
+        i64 k = i + (i64)u * nt;
+        if (k < npacks) v[u] = ldPack<W>(sh->src[s] + k * W);
+      }
+#pragma unroll
+      for (int u = 0; u < TW_UNROLL; u++) redPack<W>(acc[u], v[u]);
+    }
+    if (postOp) {
+#pragma unroll
+      for (int u = 0; u < TW_UNROLL; u++) postPack<W>(acc[u], c.prog->nRanks);
+    }
+    for (int d = 0; d < ndst; d++) {
+#pragma unroll
+      for (int u = 0; u < TW_UNROLL; u++) {
+        i64 k = i + (i64)u * nt;
+        if (k < npacks) stPack<W>(sh->dst[d] + k * W, acc[u]);
+      }
+    }
+  }
+}
+
+// copyReduceElems is the element-by-element path for unaligned buffers
+// and the bytes after the last whole pack.
+__device__ void copyReduceElems(Ctx& c, i64 from, i64 nb, bool postOp) {
+  Shared* sh = c.sh;
+  const int nsrc = sh->nsrc, ndst = sh->ndst;
+  for (i64 off = from + (i64)c.tid * sizeof(T); off + (i64)sizeof(T) <= nb; off += (i64)TW_NTHREADS * sizeof(T)) {
+    T acc = *(const T*)(sh->src[0] + off);
+    for (int s = 1; s < nsrc; s++) acc = red(acc, *(const T*)(sh->src[s] + off));
+    if (postOp) acc = post(acc, c.prog->nRanks);
+    for (int d = 0; d < ndst; d++) *(T*)(sh->dst[d] + off) = acc;
+  }
+}
+
+__device__ void copyReduce(Ctx& c, i64 nb, bool postOp) {
+  Shared* sh = c.sh;
+  u64 align = 0;
+  for (int s = 0; s < sh->nsrc; s++) align |= (u64)sh->src[s];
+  for (int d = 0; d < sh->ndst; d++) align |= (u64)sh->dst[d];
+  i64 done = 0;
+  if ((align & 15) == 0) {
+    i64 np = nb / 16;
+    copyReducePacks<16>(c, np, postOp);
+    done = np * 16;
+  } else if ((align & 7) == 0 && sizeof(T) <= 8) {
+    i64 np = nb / 8;
+    copyReducePacks<8>(c, np, postOp);
+    done = np * 8;
+  }
+  copyReduceElems(c, done, nb, postOp);
+}
+
+// ---- LL -------------------------------------------------------------------
+
+__device__ __forceinline__ u64 redWord(u64 a, u64 b) {
+  Pack<8> x, y;
+  x.v = a;
+  y.v = b;
+  redPack<8>(x, y);
+  return x.v;
+}
+
+__device__ __forceinline__ u64 postWord(u64 a, int n) {
+  Pack<8> x;
+  x.v = a;
+  postPack<8>(x, n);
+  return x.v;
+}
+
+// ---- the interpreter --------------------------------------------------------
+
+extern "C" __global__ void __launch_bounds__(TW_NTHREADS, 1)
+    twcInterp(const TwProg* prog, const char* in, char* out, volatile u32* abortFlag, u32* status, u64 timeoutNs) {
+  __shared__ Shared sh;
+  Ctx c;
+  c.prog = prog;
+  c.laneIdx = blockIdx.x;
+  c.lane = &prog->lanes[blockIdx.x];
+  c.sh = &sh;
+  c.tid = threadIdx.x;
+  c.abortFlag = abortFlag;
+  c.status = status;
+  c.deadline = 0;
+  c.timeoutNs = timeoutNs;
+  const TwLane* l = c.lane;
+  const int es = (int)sizeof(T);
+  const int proto = prog->proto;
+  const i64 stepBytes = prog->stepBytes;
+
+  if (c.tid == 0) sh.abort = 0;
+  if (c.tid < l->nRecv) sh.recvBase[c.tid] = l->recv[c.tid]->step;
+  if (c.tid >= 32 && c.tid < 32 + l->nSend) sh.sendBase[c.tid - 32] = l->send[c.tid - 32]->step;
+  __syncthreads();
+
+  i64 sliceNo = 0;
+  for (i64 oi = 0; oi < l->nOps; oi++) {
+    TwOp op = l->ops[oi];
+    const int k = op.kind;
+    if (k == K_NOP) continue;
+    const bool recv = k == K_RECV || k == K_RECV_REDUCE_SEND || k == K_RECV_REDUCE_COPY ||
+                      k == K_RECV_REDUCE_COPY_SEND || k == K_RECV_COPY_SEND;
+    const bool send = k == K_SEND || k == K_RECV_REDUCE_SEND || k == K_RECV_REDUCE_COPY_SEND ||
+                      k == K_RECV_COPY_SEND || k == K_COPY_SEND;
+    const bool reduceIn = k == K_RECV_REDUCE_SEND || k == K_RECV_REDUCE_COPY || k == K_RECV_REDUCE_COPY_SEND;
+    const bool readsIn = !recv && (k == K_SEND || k == K_COPY_SEND || k == K_COPY);
+    const bool fromOut = k == K_SEND && (op.flags & F_FROM_OUTPUT);
+    const bool writesOut = k == K_RECV || k == K_RECV_REDUCE_COPY || k == K_RECV_REDUCE_COPY_SEND ||
+                           k == K_RECV_COPY_SEND || k == K_COPY_SEND || k == K_COPY;
+    const bool postOp = (op.flags & F_POSTOP) != 0;
+    const i64 n = op.n > 0 ? op.n : 0;
+
+    // Slices as Program.Slices cuts them.
+    int nslices = 1, steps = 1;
+    i64 sliceElems = n;
+    if (proto == PROTO_SIMPLE) {
+      nslices = prog->slicesPerChunk;
+      steps = prog->stepsPerSlice;
+      i64 spc = nslices;
+      i64 stepElems = stepBytes / es;
+      i64 a = (n + 16 * spc - 1) / (16 * spc) * 16;
+      i64 b = stepElems * steps / 32;
+      sliceElems = a > b ? a : b;
+    }
+    i64 off = 0;
+    for (int s = 0; s < nslices; s++) {
+      i64 e = sliceElems < n - off ? sliceElems : n - off;
+      if (e < 0) e = 0;
+      const u64 rs = (u64)op.recvStep + (u64)s * steps;
+      const u64 ss = (u64)op.sendStep + (u64)s * steps;
+      const i64 nb = e * es;
+      const i64 inOff = nb ? (op.inOff + off) * es : 0;
+      const i64 outOff = nb ? (op.outOff + off) * es : 0;
+      u64 t0 = 0;
+      if (l->trace && c.tid == 0) t0 = globalTimer();
+
+      if (proto == PROTO_SIMPLE) {
+        if (!waitPeers(c, recv, send, rs, ss, steps, true)) return;
+        u64 t1 = 0;
+        if (l->trace && c.tid == 0) t1 = globalTimer();
+        if (c.tid == 0) {
+          int ns = 0, nd = 0;
+          if (recv)
+            for (int i = 0; i < l->nRecv; i++)
+              sh.src[ns++] = l->recv[i]->buf[PROTO_SIMPLE] + ((sh.recvBase[i] + rs) % TW_SLOTS) * stepBytes;
+          if (reduceIn || readsIn) sh.src[ns++] = in + inOff;
+          if (fromOut) sh.src[ns++] = out + outOff;
+          if (writesOut) sh.dst[nd++] = out + outOff;
+          if (send)
+            for (int i = 0; i < l->nSend; i++)
+              sh.dst[nd++] = l->send[i]->buf[PROTO_SIMPLE] + ((sh.sendBase[i] + ss) % TW_SLOTS) * stepBytes;
+          sh.nsrc = ns;
+          sh.ndst = nd;
+        }
+        __syncthreads();
+        if (nb > 0 && sh.ndst > 0 && sh.nsrc > 0) copyReduce(c, nb, postOp);
+        postPeers(c, recv, send, rs, ss, steps, true);
+        if (l->trace && c.tid == 0) {
+          u64* tr = l->trace + sliceNo * 4;
+          tr[0] = ((u64)oi << 8) | (u64)s;
+          tr[1] = t0;
+          tr[2] = t1;
+          tr[3] = globalTimer();
+        }
+        sliceNo++;
+        off += e;
+        continue;
+      }
+
+      // LL and LL128: wait for send credits, then every thread polls its lines.
+      if (!waitPeers(c, false, send, rs, ss, 1, false)) return;
+      u64 t1 = 0;
+      if (l->trace && c.tid == 0) t1 = globalTimer();
+      const char* src = fromOut ? out + outOff : in + inOff;
+      const bool local = reduceIn || readsIn || fromOut;
+      char* dstOut = out + outOff;
+      const bool haveData = nb > 0;
+      if (proto == PROTO_LL && haveData) {
+        const i64 lines = (nb + 7) / 8;
+        for (i64 ln = c.tid; ln < lines; ln += TW_NTHREADS) {
+          const i64 rem = nb - ln * 8;
+          u64 v = 0;
+          bool have = false;
+          if (recv) {
+            for (int i = 0; i < l->nRecv; i++) {
+              const u32 flag = (u32)(sh.recvBase[i] + rs + 1);
+              const char* p = l->recv[i]->buf[PROTO_LL] + ((sh.recvBase[i] + rs) % TW_SLOTS) * stepBytes + ln * 16;
+              uint4 w;
+              u32 spins = 0;
+              c.deadline = 0;
+              for (;;) {
+                w = ldVolatile16(p);
+                if (w.y == flag && w.w == flag) break;
+                if (spinCheck(c, spins)) break;
+              }
+              u64 d = (u64)w.x | ((u64)w.z << 32);
+              v = have ? redWord(v, d) : d;
+              have = true;
+            }
+          }
+          if (local) {
+            u64 d = load8(src + ln * 8, rem);
+            v = have ? redWord(v, d) : d;
+          }
+          if (postOp) v = postWord(v, prog->nRanks);
+          if (writesOut) store8(dstOut + ln * 8, v, rem);
+          if (send) {
+            for (int i = 0; i < l->nSend; i++) {
+              const u32 flag = (u32)(sh.sendBase[i] + ss + 1);
+              char* p = l->send[i]->buf[PROTO_LL] + ((sh.sendBase[i] + ss) % TW_SLOTS) * stepBytes + ln * 16;
+              stVolatile16(p, make_uint4((u32)v, flag, (u32)(v >> 32), flag));
+            }
+          }
+        }
+      } else if (proto == PROTO_LL128 && haveData) {
+        const i64 lines = (nb + 119) / 120;
+        const int warp = c.tid / 32, lane = c.tid % 32, g = lane / 8, t = lane % 8;
+        const int nwarps = TW_NTHREADS / 32;
+        const bool flagThread = t == 7;
+        for (i64 lb = (i64)warp * 4; lb < lines; lb += (i64)nwarps * 4) {
+          const i64 ln = lb + g;
+          const bool active = ln < lines;
+          const i64 b0 = ln * 120 + 16 * t; // data bytes of word 2t
+          u64 v0 = 0, v1 = 0;
+          bool have = false;
+          if (recv) {
+            for (int i = 0; i < l->nRecv; i++) {
+              const u64 flag = sh.recvBase[i] + rs + 1;
+              const char* p = l->recv[i]->buf[PROTO_LL128] + ((sh.recvBase[i] + rs) % TW_SLOTS) * stepBytes + ln * 128 + 16 * t;
+              u64 a = 0, b = 0;
+              u32 spins = 0;
+              c.deadline = 0;
+              for (;;) {
+                if (active) ldVolatile2x64(p, a, b);
+                u64 f = __shfl_sync(0xffffffffu, b, (lane & ~7) + 7);
+                bool ok = !active || f == flag;
+                if (__all_sync(0xffffffffu, ok)) break;
+                bool stop = spinCheck(c, spins);
+                if (__any_sync(0xffffffffu, stop)) break;
+              }
+              v0 = have ? redWord(v0, a) : a;
+              if (!flagThread) v1 = have ? redWord(v1, b) : b;
+              have = true;
+            }
+          }
+          if (local && active) {
+            i64 r0 = nb - b0;
+            if (r0 > 0) {
+              u64 d = load8(src + b0, r0);
+              v0 = have ? redWord(v0, d) : d;
+            }
+            i64 r1 = r0 - 8;
+            if (!flagThread && r1 > 0) {
+              u64 d = load8(src + b0 + 8, r1);
+              v1 = have ? redWord(v1, d) : d;
+            }
+          }
+          if (active) {
+            if (postOp) {
+              v0 = postWord(v0, prog->nRanks);
+              v1 = postWord(v1, prog->nRanks);
+            }
+            i64 r0 = nb - b0;
+            if (r0 <= 0) v0 = 0;
+            if (r0 - 8 <= 0 && !flagThread) v1 = 0;
+            if (writesOut) {
+              if (r0 > 0) store8(dstOut + b0, v0, r0);
+              if (!flagThread && r0 - 8 > 0) store8(dstOut + b0 + 8, v1, r0 - 8);
+            }
+            if (send) {
+              for (int i = 0; i < l->nSend; i++) {
+                const u64 flag = sh.sendBase[i] + ss + 1;
+                char* p = l->send[i]->buf[PROTO_LL128] + ((sh.sendBase[i] + ss) % TW_SLOTS) * stepBytes + ln * 128 + 16 * t;
+                stVolatile2x64(p, v0, flagThread ? flag : v1);
+              }
+            }
+          }
+        }
+      }
+      __syncthreads();
+      if (*(volatile int*)&sh.abort) return;
+      postPeers(c, recv, false, rs, ss, 1, false);
+      if (l->trace && c.tid == 0) {
+        u64* tr = l->trace + sliceNo * 4;
+        tr[0] = ((u64)oi << 8) | (u64)s;
+        tr[1] = t0;
+        tr[2] = t1;
+        tr[3] = globalTimer();
+      }
+      sliceNo++;
+      off += e;
+    }
+  }
+
+  // Move every connection end to its next base and post the skipped
+  // steps: they carry no data (every real step was already published), so
+  // plain stores after the barrier do.
+  __syncthreads();
+  if (c.tid == 0) {
+    for (int i = 0; i < l->nRecv; i++) {
+      TwConn* cn = l->recv[i];
+      u64 nb = (sh.recvBase[i] + l->recvUsed[i] + TW_SLOTS - 1) / TW_SLOTS * TW_SLOTS;
+      stRelaxed(cn->head, nb);
+      cn->step = nb;
+    }
+    for (int i = 0; i < l->nSend; i++) {
+      TwConn* cn = l->send[i];
+      u64 nb = (sh.sendBase[i] + l->sendUsed[i] + TW_SLOTS - 1) / TW_SLOTS * TW_SLOTS;
+      stRelaxed(cn->tail, nb);
+      cn->step = nb;
+    }
+  }
+}

@@ -1,0 +1,41 @@
+// Package kernels holds the CUDA sources of the device-side Program
+// interpreter, embedded so that exec/hw can compile them with NVRTC for the
+// GPU it finds at run time. The layouts below mirror interp.cu's structs;
+// exec/hw/gpudev writes them and TestLayoutMatchesSource checks the numbers
+// against the source.
+package kernels
+
+import _ "embed"
+
+// Interp is interp.cu: the interpreter kernel twcInterp, compiled once per
+// datatype and reduction (-DTW_DTYPE=model.Dtype, -DTW_OP=model.RedOp).
+//
+//go:embed interp.cu
+var Interp string
+
+// Kernel layout constants shared with interp.cu.
+const (
+	// InterpName is the kernel's (extern "C") name.
+	InterpName = "twcInterp"
+	// Threads is the block size of every launch (TW_NTHREADS).
+	Threads = 512
+	// MaxPeers bounds a lane's receive and send peers (TW_MAXPEERS).
+	MaxPeers = 8
+	// ConnSize is sizeof(TwConn): buf[3], tail, head pointers, step.
+	ConnSize = 48
+	// ConnStepOffset is offsetof(TwConn, step).
+	ConnStepOffset = 40
+	// LaneSize is sizeof(TwLane).
+	LaneSize = 8 + 4*8*MaxPeers + 3*8
+	// ProgHeaderSize is offsetof(TwProg, lanes).
+	ProgHeaderSize = 32
+	// OpSize is sizeof(TwOp), the binary Program encoding's op record.
+	OpSize = 32
+	// TraceWords is the number of u64 a traced slice writes: op<<8|slice,
+	// start, data start (after the waits), end (%globaltimer, ns).
+	TraceWords = 4
+	// StatusTimeout and StatusAbort are the codes (status >> 24) a launch
+	// leaves in its status word; the low 24 bits name the lane.
+	StatusTimeout = 1
+	StatusAbort   = 2
+)
