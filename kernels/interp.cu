@@ -44,6 +44,7 @@ typedef long long i64;
 #ifndef TW_UNROLL
 #define TW_UNROLL 4
 #endif
+#define TW_OPBATCH 32
 
 enum { PROTO_LL = 0, PROTO_LL128 = 1, PROTO_SIMPLE = 2 };
 enum {
@@ -70,7 +71,7 @@ struct TwConn {
 };
 
 // One primitive call, as in the binary Program encoding (32 bytes).
-struct TwOp {
+struct alignas(16) TwOp {
   u8 kind, flags;
   u16 reserved;
   int n;
@@ -314,6 +315,8 @@ __device__ __forceinline__ void store8(char* p, u64 v, i64 rem) {
 // ---- block state ----------------------------------------------------------
 
 struct Shared {
+  TwOp ops[TW_OPBATCH]; // the next calls of the lane, loaded together
+  u64 head[TW_MAXPEERS]; // last head seen of every send peer
   const char* src[TW_MAXPEERS + 1];
   char* dst[TW_MAXPEERS + 1];
   u64 recvBase[TW_MAXPEERS];
@@ -357,6 +360,27 @@ __device__ __forceinline__ bool spinCheck(Ctx& c, u32& spins) {
   return false;
 }
 
+// waitCredits: LL and LL128 threads check send credits each for itself
+// (no barrier): the last head seen is kept in shared memory, a lower bound
+// of the real one, and the head is read only when that bound is short.
+// Returns false on abort.
+__device__ __forceinline__ bool waitCredits(Ctx& c, u64 ss) {
+  const TwLane* l = c.lane;
+  for (int i = 0; i < l->nSend; i++) {
+    const u64 want = c.sh->sendBase[i] + ss + 1;
+    u64 h = c.sh->head[i];
+    if (h + (u64)c.prog->credits >= want) continue;
+    u32 spins = 0;
+    c.deadline = 0;
+    while (h + (u64)c.prog->credits < want) {
+      h = ldAcquire(l->send[i]->head);
+      if (spinCheck(c, spins)) return false;
+    }
+    c.sh->head[i] = h;
+  }
+  return true;
+}
+
 // waitPeers: threads 0..nRecv-1 wait for receive data (Simple tails),
 // threads 32..32+nSend-1 for send credits. Returns false on abort.
 __device__ bool waitPeers(Ctx& c, bool recv, bool send, u64 rs, u64 ss, int steps, bool waitTail) {
@@ -374,9 +398,12 @@ __device__ bool waitPeers(Ctx& c, bool recv, bool send, u64 rs, u64 ss, int step
     int i = tid - 32;
     u64 want = c.sh->sendBase[i] + ss + steps;
     u32 spins = 0;
-    while (ldAcquire(l->send[i]->head) + (u64)c.prog->credits < want) {
+    u64 h = c.sh->head[i];
+    while (h + (u64)c.prog->credits < want) {
+      h = ldAcquire(l->send[i]->head);
       if (spinCheck(c, spins)) break;
     }
+    c.sh->head[i] = h;
   }
   __syncthreads();
   return !*(volatile int*)&c.sh->abort;
@@ -425,7 +452,7 @@ template <int W>
 __device__ void copyReducePacks(Ctx& c, i64 npacks, bool postOp) {
   Shared* sh = c.sh;
   const int nsrc = sh->nsrc, ndst = sh->ndst;
-  const int nt = TW_NTHREADS;
+  const int nt = blockDim.x;
   for (i64 i = c.tid; i < npacks; i += (i64)nt * TW_UNROLL) {
     Pack<W> acc[TW_UNROLL];
 #pragma unroll
@@ -462,7 +489,7 @@ __device__ void copyReducePacks(Ctx& c, i64 npacks, bool postOp) {
 __device__ void copyReduceElems(Ctx& c, i64 from, i64 nb, bool postOp) {
   Shared* sh = c.sh;
   const int nsrc = sh->nsrc, ndst = sh->ndst;
-  for (i64 off = from + (i64)c.tid * sizeof(T); off + (i64)sizeof(T) <= nb; off += (i64)TW_NTHREADS * sizeof(T)) {
+  for (i64 off = from + (i64)c.tid * sizeof(T); off + (i64)sizeof(T) <= nb; off += (i64)blockDim.x * sizeof(T)) {
     T acc = *(const T*)(sh->src[0] + off);
     for (int s = 1; s < nsrc; s++) acc = red(acc, *(const T*)(sh->src[s] + off));
     if (postOp) acc = post(acc, c.prog->nRanks);
@@ -527,12 +554,35 @@ extern "C" __global__ void __launch_bounds__(TW_NTHREADS, 1)
 
   if (c.tid == 0) sh.abort = 0;
   if (c.tid < l->nRecv) sh.recvBase[c.tid] = l->recv[c.tid]->step;
-  if (c.tid >= 32 && c.tid < 32 + l->nSend) sh.sendBase[c.tid - 32] = l->send[c.tid - 32]->step;
+  if (c.tid >= 32 && c.tid < 32 + l->nSend) {
+    sh.sendBase[c.tid - 32] = l->send[c.tid - 32]->step;
+    sh.head[c.tid - 32] = ldAcquire(l->send[c.tid - 32]->head);
+  }
+  // The first batch of calls loads alongside the connection state.
+  if (c.tid >= 64 - TW_OPBATCH && c.tid < 64 && c.tid - (64 - TW_OPBATCH) < l->nOps) {
+    const int k = c.tid - (64 - TW_OPBATCH);
+    const uint4* src = (const uint4*)&l->ops[k];
+    uint4* dst = (uint4*)&sh.ops[k];
+    dst[0] = src[0];
+    dst[1] = src[1];
+  }
   __syncthreads();
 
   i64 sliceNo = 0;
   for (i64 oi = 0; oi < l->nOps; oi++) {
-    TwOp op = l->ops[oi];
+    if (oi > 0 && oi % TW_OPBATCH == 0) {
+      // Load the next calls together rather than one dependent load each.
+      __syncthreads();
+      i64 k = oi + c.tid;
+      if (c.tid < TW_OPBATCH && k < l->nOps) {
+        const uint4* src = (const uint4*)&l->ops[k];
+        uint4* dst = (uint4*)&sh.ops[c.tid];
+        dst[0] = src[0];
+        dst[1] = src[1];
+      }
+      __syncthreads();
+    }
+    const TwOp op = sh.ops[oi % TW_OPBATCH];
     const int k = op.kind;
     if (k == K_NOP) continue;
     const bool recv = k == K_RECV || k == K_RECV_REDUCE_SEND || k == K_RECV_REDUCE_COPY ||
@@ -605,7 +655,7 @@ extern "C" __global__ void __launch_bounds__(TW_NTHREADS, 1)
       }
 
       // LL and LL128: wait for send credits, then every thread polls its lines.
-      if (!waitPeers(c, false, send, rs, ss, 1, false)) return;
+      if (send && !waitCredits(c, ss)) return;
       u64 t1 = 0;
       if (l->trace && c.tid == 0) t1 = globalTimer();
       const char* src = fromOut ? out + outOff : in + inOff;
@@ -614,7 +664,7 @@ extern "C" __global__ void __launch_bounds__(TW_NTHREADS, 1)
       const bool haveData = nb > 0;
       if (proto == PROTO_LL && haveData) {
         const i64 lines = (nb + 7) / 8;
-        for (i64 ln = c.tid; ln < lines; ln += TW_NTHREADS) {
+        for (i64 ln = c.tid; ln < lines; ln += blockDim.x) {
           const i64 rem = nb - ln * 8;
           u64 v = 0;
           bool have = false;
@@ -652,7 +702,7 @@ extern "C" __global__ void __launch_bounds__(TW_NTHREADS, 1)
       } else if (proto == PROTO_LL128 && haveData) {
         const i64 lines = (nb + 119) / 120;
         const int warp = c.tid / 32, lane = c.tid % 32, g = lane / 8, t = lane % 8;
-        const int nwarps = TW_NTHREADS / 32;
+        const int nwarps = blockDim.x / 32;
         const bool flagThread = t == 7;
         for (i64 lb = (i64)warp * 4; lb < lines; lb += (i64)nwarps * 4) {
           const i64 ln = lb + g;
@@ -714,9 +764,16 @@ extern "C" __global__ void __launch_bounds__(TW_NTHREADS, 1)
           }
         }
       }
-      __syncthreads();
-      if (*(volatile int*)&sh.abort) return;
-      postPeers(c, recv, false, rs, ss, 1, false);
+      // Once every thread is done with its lines, release the slots (a
+      // send-only call has nothing to release and needs no barrier).
+      if (recv) {
+        __syncthreads();
+        if (*(volatile int*)&sh.abort) return;
+        if (c.tid == 0)
+          for (int i = 0; i < l->nRecv; i++) stRelaxed(l->recv[i]->head, sh.recvBase[i] + rs + 1);
+      } else if (*(volatile int*)&sh.abort) {
+        return;
+      }
       if (l->trace && c.tid == 0) {
         u64* tr = l->trace + sliceNo * 4;
         tr[0] = ((u64)oi << 8) | (u64)s;

@@ -120,7 +120,7 @@ func BenchmarkCollectives(b *testing.B) {
 	}
 	defer j.Close()
 	for _, coll := range []model.Collective{model.CollAllReduce, model.CollAllGather, model.CollReduceScatter, model.CollBroadcast} {
-		for _, size := range []int64{8, 2048, 131072, 1 << 20, 8 << 20, 64 << 20, 256 << 20, 1 << 30} {
+		for _, size := range []int64{8, 2048, 131072, 1 << 20, 8 << 20, 32 << 20, 128 << 20, 512 << 20, 1 << 30} {
 			b.Run(fmt.Sprintf("%s/%d", coll, size), func(b *testing.B) {
 				benchOne(b, res, j, coll, size)
 			})

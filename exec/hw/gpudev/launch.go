@@ -19,6 +19,9 @@ type Launch struct {
 	desc   cuda.DevicePtr // TwProg
 	mem    []cuda.DevicePtr
 	nLanes int
+	// threads is the block size: 512, or fewer for LL and LL128 Programs
+	// whose calls are all small (fewer warps make each barrier cheaper).
+	threads int
 	// lanes are the Program's lane indices, in block order.
 	lanes []int
 	// trace holds kernels.TraceWords u64 per slice of every lane when
@@ -90,6 +93,7 @@ func (d *Device) Prepare(p *model.Program, trace bool) (*Launch, error) {
 	if l.nLanes == 0 {
 		return l, nil
 	}
+	l.threads = blockThreads(p, l.lanes)
 	ops, err := l.upload(opsBytes)
 	if err != nil {
 		return nil, err
@@ -155,6 +159,31 @@ func (d *Device) Prepare(p *model.Program, trace bool) (*Launch, error) {
 		return nil, err
 	}
 	return l, nil
+}
+
+// blockThreads sizes the block for the largest call of the lanes: one LL
+// line per thread, four LL128 lines per warp, between 2 and 16 warps;
+// Simple Programs always get 16.
+func blockThreads(p *model.Program, lanes []int) int {
+	if p.Proto == model.ProtoSimple {
+		return kernels.Threads
+	}
+	maxN := int64(0)
+	for _, li := range lanes {
+		for _, op := range p.Lanes[li].Ops {
+			maxN = max(maxN, int64(op.N))
+		}
+	}
+	nb := maxN * int64(p.Dtype.Size())
+	var t int64
+	if p.Proto == model.ProtoLL {
+		t = (nb + model.LLLineData - 1) / model.LLLineData
+	} else {
+		lines := (nb + model.LL128LineData - 1) / model.LL128LineData
+		t = (lines + 3) / 4 * 32
+	}
+	t = (t + 31) / 32 * 32
+	return int(min(max(t, 64), kernels.Threads))
 }
 
 // appendOp writes op in the binary encoding's 32-byte record (TwOp).
@@ -250,7 +279,7 @@ func (l *Launch) Enqueue(s *cuda.Stream, in, out cuda.DevicePtr) error {
 		timeout = l.d.comm.Timeout()
 	}
 	ctrl := l.d.ctrl.DevicePtr()
-	err := l.fn.Launch(cuda.Dim3{X: uint32(l.nLanes), Y: 1, Z: 1}, cuda.Dim3{X: kernels.Threads, Y: 1, Z: 1}, 0, s,
+	err := l.fn.Launch(cuda.Dim3{X: uint32(l.nLanes), Y: 1, Z: 1}, cuda.Dim3{X: uint32(l.threads), Y: 1, Z: 1}, 0, s,
 		uint64(l.desc), uint64(in), uint64(out), uint64(ctrl)+64, uint64(ctrl), uint64(timeout.Nanoseconds()))
 	if err != nil {
 		return fmt.Errorf("gpudev rank %d: launch: %w", l.d.comm.Rank(), err)
