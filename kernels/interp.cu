@@ -64,7 +64,10 @@ enum { ST_TIMEOUT = 1, ST_ABORT = 2 };
 
 // One end of a connection, persistent across launches.
 struct TwConn {
-  char* buf[3];      // slot rings by protocol (the receiver's memory)
+  // Slot rings: LL, LL128 and Simple in the receiver's memory (written
+  // by the sender), then a Simple ring in the sender's memory (read by the
+  // receiver: P2P read mode).
+  char* buf[4];
   volatile u64* tail; // Simple steps posted (the receiver's memory)
   volatile u64* head; // steps released (the sender's memory)
   u64 step;           // base step of the next launch
@@ -91,7 +94,8 @@ struct TwLane {
 };
 
 struct TwProg {
-  int proto, stepBytes, credits, slicesPerChunk, stepsPerSlice, nRanks, nLanes, reserved;
+  int proto, stepBytes, credits, slicesPerChunk, stepsPerSlice, nRanks, nLanes;
+  int simpleRead; // Simple goes through the sender's ring (buf[3])
   TwLane lanes[1];
 };
 
@@ -551,6 +555,7 @@ extern "C" __global__ void __launch_bounds__(TW_NTHREADS, 1)
   const int es = (int)sizeof(T);
   const int proto = prog->proto;
   const i64 stepBytes = prog->stepBytes;
+  const int simpleRing = prog->simpleRead ? 3 : PROTO_SIMPLE;
 
   if (c.tid == 0) sh.abort = 0;
   if (c.tid < l->nRecv) sh.recvBase[c.tid] = l->recv[c.tid]->step;
@@ -629,13 +634,13 @@ extern "C" __global__ void __launch_bounds__(TW_NTHREADS, 1)
           int ns = 0, nd = 0;
           if (recv)
             for (int i = 0; i < l->nRecv; i++)
-              sh.src[ns++] = l->recv[i]->buf[PROTO_SIMPLE] + ((sh.recvBase[i] + rs) % TW_SLOTS) * stepBytes;
+              sh.src[ns++] = l->recv[i]->buf[simpleRing] + ((sh.recvBase[i] + rs) % TW_SLOTS) * stepBytes;
           if (reduceIn || readsIn) sh.src[ns++] = in + inOff;
           if (fromOut) sh.src[ns++] = out + outOff;
           if (writesOut) sh.dst[nd++] = out + outOff;
           if (send)
             for (int i = 0; i < l->nSend; i++)
-              sh.dst[nd++] = l->send[i]->buf[PROTO_SIMPLE] + ((sh.sendBase[i] + ss) % TW_SLOTS) * stepBytes;
+              sh.dst[nd++] = l->send[i]->buf[simpleRing] + ((sh.sendBase[i] + ss) % TW_SLOTS) * stepBytes;
           sh.nsrc = ns;
           sh.ndst = nd;
         }

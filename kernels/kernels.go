@@ -1,8 +1,8 @@
 // Package kernels holds the CUDA sources of the device-side Program
 // interpreter, embedded so that exec/hw can compile them with NVRTC for the
 // GPU it finds at run time. The layouts below mirror interp.cu's structs;
-// exec/hw/gpudev writes them and TestLayoutMatchesSource checks the numbers
-// against the source.
+// exec/hw/gpudev writes them, and its GPU tests (the conformance suite run
+// through the kernel) fail on any mismatch.
 package kernels
 
 import _ "embed"
@@ -21,10 +21,13 @@ const (
 	Threads = 512
 	// MaxPeers bounds a lane's receive and send peers (TW_MAXPEERS).
 	MaxPeers = 8
-	// ConnSize is sizeof(TwConn): buf[3], tail, head pointers, step.
-	ConnSize = 48
+	// ConnSize is sizeof(TwConn): buf[4] (LL, LL128, Simple written by
+	// the sender, Simple read by the receiver), tail, head pointers, step.
+	ConnSize = 56
+	// ConnRings is the number of slot rings of a connection (TwConn.buf).
+	ConnRings = 4
 	// ConnStepOffset is offsetof(TwConn, step).
-	ConnStepOffset = 40
+	ConnStepOffset = 48
 	// LaneSize is sizeof(TwLane).
 	LaneSize = 8 + 4*8*MaxPeers + 3*8
 	// ProgHeaderSize is offsetof(TwProg, lanes).

@@ -112,7 +112,11 @@ func (d *Device) Prepare(p *model.Program, trace bool) (*Launch, error) {
 		}
 	}
 	desc := make([]byte, 0, kernels.ProgHeaderSize+l.nLanes*kernels.LaneSize)
-	for _, v := range []int{int(p.Proto), p.StepBytes, p.Credits, p.SlicesPerChunk, p.StepsPerSlice, p.NRanks, l.nLanes, 0} {
+	read := 0
+	if SimpleRead(p.Coll) {
+		read = 1
+	}
+	for _, v := range []int{int(p.Proto), p.StepBytes, p.Credits, p.SlicesPerChunk, p.StepsPerSlice, p.NRanks, l.nLanes, read} {
 		desc = le.AppendUint32(desc, uint32(v))
 	}
 	for bi, li := range l.lanes {
