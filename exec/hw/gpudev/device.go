@@ -61,6 +61,7 @@ type Device struct {
 	ends    map[endKey]cuda.DevicePtr // TwConn of each connection end
 	allocs  []cuda.DevicePtr          // own regions and TwConn arrays
 	opened  []cuda.DevicePtr          // peers' regions opened through IPC
+	shm     []*shmRegion              // host-memory regions (SHM connections)
 	batches map[int]uint32            // exchanges with each peer so far
 	ctrl    *cuda.HostMem             // status word at 0, abort flag at 64
 	stop    chan struct{}
@@ -133,8 +134,11 @@ func (d *Device) Close() error {
 	for _, p := range d.allocs {
 		errs = append(errs, d.ctx.MemFree(p))
 	}
+	for _, r := range d.shm {
+		errs = append(errs, r.release())
+	}
 	errs = append(errs, d.stream.Destroy(), d.ctrl.Free())
-	d.opened, d.allocs, d.ends = nil, nil, nil
+	d.opened, d.allocs, d.ends, d.shm = nil, nil, nil, nil
 	return errors.Join(errs...)
 }
 
@@ -261,6 +265,16 @@ func unmarshalExchange(b []byte) (exchange, error) {
 
 const gpuTag = 2 << 30
 
+// cString is b up to its first zero byte.
+func cString(b []byte) string {
+	for i, c := range b {
+		if c == 0 {
+			return string(b[:i])
+		}
+	}
+	return string(b)
+}
+
 // connect sets up every connection end of keys that this rank holds and
 // has not set up yet. Every rank calls it with the same keys in the same
 // order (the Program's), so both ends of a connection agree on the batch.
@@ -295,24 +309,41 @@ func (d *Device) connect(keys []connKey, used []bool) error {
 func (d *Device) connectPeer(peer int, keys []connKey) error {
 	me := d.comm.Rank()
 	mine := layoutFor(me, keys)
-	region, err := d.ctx.MemAlloc(uint64(mine.size))
-	if err != nil {
-		return fmt.Errorf("gpudev rank %d: connection memory for rank %d (%d bytes): %w", me, peer, mine.size, err)
-	}
-	d.allocs = append(d.allocs, region)
-	if err := d.ctx.MemsetD8(region, 0, uint64(mine.size)); err != nil {
-		return fmt.Errorf("gpudev rank %d: clear connection memory: %w", me, err)
+	shm := peer != me && useSHM()
+	seq := d.batches[peer]
+	d.batches[peer]++
+	tag := uint32(gpuTag | seq&0xfffffff)
+	var region cuda.DevicePtr
+	var own *shmRegion
+	if shm {
+		var err error
+		if own, err = d.shmCreate(mine.size, peer, seq); err != nil {
+			return fmt.Errorf("gpudev rank %d: connection memory for rank %d: %w", me, peer, err)
+		}
+		region = own.host.DevicePtr()
+	} else {
+		var err error
+		if region, err = d.ctx.MemAlloc(uint64(mine.size)); err != nil {
+			return fmt.Errorf("gpudev rank %d: connection memory for rank %d (%d bytes): %w", me, peer, mine.size, err)
+		}
+		d.allocs = append(d.allocs, region)
+		if err := d.ctx.MemsetD8(region, 0, uint64(mine.size)); err != nil {
+			return fmt.Errorf("gpudev rank %d: clear connection memory: %w", me, err)
+		}
 	}
 	peerRegion := region
 	theirs := mine
 	if peer != me {
 		theirs = layoutFor(peer, keys)
 		x := exchange{pid: uint64(os.Getpid()), ptr: uint64(region), nkey: uint32(len(keys))}
-		if x.ipc, err = d.ctx.IpcGetMemHandle(region); err != nil {
-			return fmt.Errorf("gpudev rank %d: IPC handle for rank %d: %w", me, peer, err)
+		if shm {
+			copy(x.ipc[:], own.name())
+		} else {
+			var err error
+			if x.ipc, err = d.ctx.IpcGetMemHandle(region); err != nil {
+				return fmt.Errorf("gpudev rank %d: IPC handle for rank %d: %w", me, peer, err)
+			}
 		}
-		tag := uint32(gpuTag | d.batches[peer]&0xfffffff)
-		d.batches[peer]++
 		if err := d.comm.Send(peer, tag, x.marshal()); err != nil {
 			return fmt.Errorf("gpudev rank %d: send connection info to rank %d: %w", me, peer, err)
 		}
@@ -327,9 +358,24 @@ func (d *Device) connectPeer(peer int, keys []connKey) error {
 		if px.nkey != uint32(len(keys)) {
 			return fmt.Errorf("gpudev rank %d: rank %d set up %d connections where this rank set up %d (different Programs?)", me, peer, px.nkey, len(keys))
 		}
-		if px.pid == uint64(os.Getpid()) {
+		switch {
+		case shm:
+			pr, err := d.shmOpen(cString(px.ipc[:]), theirs.size)
+			if err != nil {
+				return fmt.Errorf("gpudev rank %d: memory of rank %d: %w", me, peer, err)
+			}
+			peerRegion = pr.host.DevicePtr()
+			// Both mapped: the files can go.
+			if err := d.comm.Send(peer, tag|1<<28, nil); err != nil {
+				return fmt.Errorf("gpudev rank %d: acknowledge rank %d: %w", me, peer, err)
+			}
+			if _, err := d.comm.Recv(peer, tag|1<<28); err != nil {
+				return fmt.Errorf("gpudev rank %d: acknowledgement of rank %d: %w", me, peer, err)
+			}
+			own.unlink()
+		case px.pid == uint64(os.Getpid()):
 			peerRegion = cuda.DevicePtr(px.ptr)
-		} else {
+		default:
 			if peerRegion, err = d.ctx.IpcOpenMemHandle(px.ipc); err != nil {
 				return fmt.Errorf("gpudev rank %d: open the memory of rank %d: %w", me, peer, err)
 			}

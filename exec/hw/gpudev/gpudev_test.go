@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -277,6 +278,9 @@ func childMain() int {
 	}
 	defer d.Close()
 	for _, proto := range []model.Protocol{model.ProtoLL, model.ProtoLL128, model.ProtoSimple} {
+		if proto == model.ProtoLL128 && useSHM() {
+			continue
+		}
 		c := allReduceCase(proto, n, 1<<20+3)
 		p, _ := c.Program()
 		out, err := d.RunHost(p, conformance.Inputs(c, p)[rank])
@@ -349,6 +353,46 @@ func TestProcesses(t *testing.T) {
 	}
 }
 
+// TestSHM runs connections through host memory (P2P disabled): the
+// conformance cases of up to 4 ranks except LL128 (refused over SHM, as
+// NCCL does), and two rank processes; no /dev/shm file may be left.
+func TestSHM(t *testing.T) {
+	ctxs := gpus(t)
+	t.Setenv("TWINCCL_P2P_DISABLE", "1")
+	e := &jobExecutor{ctxs: ctxs, jobs: map[int]*LocalJob{}}
+	var cases []conformance.Case
+	for i, c := range conformance.Cases() {
+		if c.NRanks <= 4 && c.Proto != model.ProtoLL128 && i%3 == 0 {
+			cases = append(cases, c)
+		}
+	}
+	t.Logf("%d conformance cases over SHM", len(cases))
+	conformance.Run(t, e, cases...)
+	e.close(t)
+	c := allReduceCase(model.ProtoLL128, 2, 100)
+	p, _ := c.Program()
+	j, err := NewLocalJob(2, ctxs, 5*time.Second, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = j.Execute(p, conformance.Inputs(c, p))
+	j.Close()
+	if err == nil || !strings.Contains(err.Error(), "LL128") {
+		t.Errorf("LL128 over SHM: got %v, want a refusal naming LL128", err)
+	}
+	cmds, outs, errs, root := startChildren(t, 2, false)
+	defer root.Close()
+	for r, cmd := range cmds {
+		if err := cmd.Wait(); err != nil || !strings.Contains(outs[r].String(), "ok") {
+			t.Errorf("rank %d: %v\nstdout: %s\nstderr: %s", r, err, outs[r], errs[r])
+		}
+	}
+	left, _ := filepath.Glob(filepath.Join(shmDir, "twgpu-*"))
+	if len(left) > 0 {
+		t.Errorf("shared memory left behind: %v", left)
+	}
+}
+
 // TestKilledPeer kills one rank process in the middle of a collective:
 // the other must fail within its timeout, naming the lost rank.
 func TestKilledPeer(t *testing.T) {
@@ -384,5 +428,84 @@ func TestKilledPeer(t *testing.T) {
 	}
 	for _, c := range cmds[2:] {
 		c.Wait()
+	}
+}
+
+// TestDeviceTrace runs a traced launch: every slice of every lane gets
+// %globaltimer stamps in order, and the traced bytes add up to what the
+// Program moves through the rank's send connections.
+func TestDeviceTrace(t *testing.T) {
+	ctxs := gpus(t)
+	j, err := NewLocalJob(2, ctxs, 10*time.Second, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	for _, proto := range []model.Protocol{model.ProtoLL, model.ProtoSimple} {
+		c := allReduceCase(proto, 2, 1<<20)
+		p, _ := c.Program()
+		var wg sync.WaitGroup
+		traces := make([][]SliceTrace, 2)
+		errs := make([]error, 2)
+		for r := 0; r < 2; r++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				d := j.Devices[r]
+				l, err := d.Prepare(p, true)
+				if err != nil {
+					errs[r] = err
+					return
+				}
+				defer l.Release()
+				nb := uint64(p.InCount * 4)
+				buf, err := d.ctx.MemAlloc(2 * nb)
+				if err != nil {
+					errs[r] = err
+					return
+				}
+				defer d.ctx.MemFree(buf)
+				if errs[r] = l.Run(buf, buf.Add(nb)); errs[r] == nil {
+					traces[r], errs[r] = l.Trace()
+				}
+			}()
+		}
+		wg.Wait()
+		for r := 0; r < 2; r++ {
+			if errs[r] != nil {
+				t.Fatal(errs[r])
+			}
+			want := 0
+			sent := int64(0)
+			var sl []model.ProgSlice
+			for _, ln := range p.Lanes {
+				if int(ln.Rank) != r {
+					continue
+				}
+				want += countSlices(p, &ln)
+				for _, op := range ln.Ops {
+					if op.Kind.Sends() {
+						for _, s := range p.Slices(op, sl[:0]) {
+							sent += s.Elems * 4
+						}
+					}
+				}
+			}
+			if len(traces[r]) != want {
+				t.Fatalf("%s rank %d: %d traced slices, want %d", proto, r, len(traces[r]), want)
+			}
+			got := int64(0)
+			for _, s := range traces[r] {
+				if s.Start == 0 || s.Start > s.DataStart || s.DataStart > s.End {
+					t.Fatalf("%s rank %d: slice %+v stamps out of order", proto, r, s)
+				}
+				if s.Kind.Sends() {
+					got += s.Bytes
+				}
+			}
+			if got != sent {
+				t.Errorf("%s rank %d: traced %d bytes sent, the Program sends %d", proto, r, got, sent)
+			}
+		}
 	}
 }

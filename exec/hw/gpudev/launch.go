@@ -50,6 +50,9 @@ func (d *Device) Prepare(p *model.Program, trace bool) (*Launch, error) {
 	if p.Proto == model.ProtoSimple && model.ProgSlots%(p.SlicesPerChunk*p.StepsPerSlice) != 0 {
 		return nil, fmt.Errorf("gpudev rank %d: %d slices x %d steps per call do not divide the %d slots", me, p.SlicesPerChunk, p.StepsPerSlice, model.ProgSlots)
 	}
+	if err := checkTransport(p); err != nil {
+		return nil, fmt.Errorf("gpudev rank %d: %w", me, err)
+	}
 	keys := connKeys(p)
 	used := make([]bool, len(p.Conns))
 	for li := range p.Lanes {
