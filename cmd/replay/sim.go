@@ -55,14 +55,19 @@ a Chrome/Perfetto JSON timeline and --profile as a pprof profile of where simula
 time went (rank, channel, link, primitive); "replay trace" reads the parquet files.
 
 --mode selects the engine. accurate runs every slice of every rank and channel.
-fast folds a ring collective (AllReduce, AllGather, ReduceScatter) over identical
-hosts onto one host: ranks at the same position of every host run alike, so one
-host's lanes run, closed onto themselves, with the receiving hosts' links mapped
-onto its own, and channels with the same ring, routes and calls run once,
-weighing as many on the links; it agrees with accurate (exactly on the tested
-topologies) at a fraction of the cost, and its event traces hold host 0's ranks
-(and each group of identical channels' first) only. Calls that cannot be folded
-(trees, broadcast, reduce, p2p, one host, different hosts) run accurate.
+fast runs each call reduced by the symmetries its Program has, checked on the
+Program: a ring collective (AllReduce, AllGather, ReduceScatter) over identical
+hosts folds onto one host (ranks at the same position of every host run alike, so
+one host's lanes run, closed onto themselves, with the receiving hosts' links
+mapped onto its own); any other call (trees, broadcast, reduce, alltoall,
+sendrecv, hosts that differ) folds its hosts the same way when rotating the ranks
+by one host maps its Program onto itself (alltoall and sendrecv over identical
+hosts), and channels with the same calls, peers and routes (NICs included) run
+once, weighing as many on the links. It agrees with accurate (exactly on the
+tested topologies) at a fraction of the cost, and its event traces hold the lanes
+that ran only. A call with neither symmetry (a tree or a rooted collective over
+several hosts, each channel on its own NIC) runs accurate, and the --json row's
+"fast" field says so (and otherwise what was folded or merged).
 auto (the default) is fast for calls above %d slices. --fast is --mode fast.
 A progress bar is drawn on stderr when it is a terminal, or with --progress.
 
@@ -86,6 +91,9 @@ type simRow struct {
 	// Folded is the number of hosts the fast mode folded onto one (absent
 	// when the call ran step-accurate).
 	Folded int `json:"folded,omitempty"`
+	// Fast says how the fast mode ran the call (folded hosts, merged
+	// channels) or why it ran step-accurate (absent in accurate mode).
+	Fast string `json:"fast,omitempty"`
 }
 
 // simOps maps the --op names to collectives (nccl-tests order).
@@ -284,6 +292,7 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 	}
 	var rows []simRow
 	quiet := *jsonOut == "-" || *timelineOut == "-" || *profileOut == "-"
+	noted := map[string]bool{}
 	if !quiet {
 		fmt.Fprintf(stdout, "# replay sim: %s, %d rank(s) on %d node(s), NCCL %s rules, calibration %s (%s)\n",
 			res.Cluster.File, n, res.Plan.NNodes, search.NCCLVersion, calib.Name, calibName)
@@ -328,6 +337,11 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 					return err
 				}
 			}
+			if strings.HasPrefix(cr.Fast, "step-accurate") && !noted[names[i]] {
+				// The fast mode could not aggregate the call: say so once per op.
+				noted[names[i]] = true
+				fmt.Fprintf(stderr, "note: %s %d B ran %s\n", names[i], bytes, cr.Fast)
+			}
 			algBW := float64(bytes) / (cr.TimeUs * 1e3)
 			algoName := cr.Algo.String()
 			if coll == model.CollAlltoAll || coll == model.CollSendRecv {
@@ -335,7 +349,7 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 			}
 			row := simRow{Op: names[i], Bytes: bytes, Count: count, Dtype: dt.String(), Algo: algoName,
 				Proto: cr.Proto.String(), NChannels: cr.NChannels, TimeUs: round3(cr.TimeUs), AlgBW: round3(algBW),
-				BusBW: round3(algBW * sim.BusFactor(coll, n)), TunerUs: round3(cr.TunerUs), Events: cr.Events, Folded: cr.Folded}
+				BusBW: round3(algBW * sim.BusFactor(coll, n)), TunerUs: round3(cr.TunerUs), Events: cr.Events, Folded: cr.Folded, Fast: cr.Fast}
 			rows = append(rows, row)
 			if !quiet {
 				fmt.Fprintf(stdout, "  %12d %12d %8s %-6s %-6s %4d %12.2f %12.2f %12.2f\n", row.Bytes, row.Count, row.Dtype,

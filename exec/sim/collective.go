@@ -199,15 +199,24 @@ func (s *Simulator) Run(c Call) (CallResult, error) {
 // Machine.RunRecord); a nil rec records nothing.
 //
 // In ModeFast (and ModeAuto above AutoFastSlices) a ring collective over
-// identical hosts runs folded onto host 0 (see Fold); rec then sees the
-// slices of host 0's ranks only.
+// identical hosts runs folded onto host 0 (see Fold); any other call runs
+// reduced to the orbits of its symmetries (hosts rotated onto host 0 where
+// the Program is symmetric under that rotation, identical channels merged;
+// see Machine.aggregate), and step-accurate when it has none. rec then
+// sees the slices of the lanes that ran only, and Result.Fast says what
+// was done.
 func (s *Simulator) RunRecord(c Call, rec func(*SliceEvent)) (CallResult, error) {
 	if c.Coll == model.CollAlltoAll || c.Coll == model.CollSendRecv {
 		p, cr, err := s.p2pProgram(c)
 		if err != nil {
 			return cr, err
 		}
-		r, err := s.Machine.RunRecord(p, rec)
+		var r *Result
+		if s.wantFast(func() int64 { return programSlices(p) }) {
+			r, err = s.runFastProgram(p, "", rec)
+		} else {
+			r, err = s.Machine.RunRecord(p, rec)
+		}
 		if err != nil {
 			return cr, fmt.Errorf("%s %s/%s count %d: %w", c.Coll, cr.Algo, cr.Proto, c.Count, err)
 		}
@@ -219,8 +228,21 @@ func (s *Simulator) RunRecord(c Call, rec func(*SliceEvent)) (CallResult, error)
 		return cr, err
 	}
 	var r *Result
-	if f := s.foldFor(g); f != nil {
-		r, err = s.Machine.runFolded(f, rec)
+	if s.wantFast(func() int64 { return estimateSlices(g) }) {
+		f, why := s.Machine.fold(g)
+		switch {
+		case f != nil:
+			r, err = s.Machine.runFolded(f, rec)
+		case estimateSlices(g) > MaxAggregateSlices:
+			// Checking the other symmetries needs the whole Program in
+			// memory: stream it step-accurate instead.
+			r, err = s.Machine.RunGen(g, rec)
+			if err == nil {
+				r.Fast = fmt.Sprintf("step-accurate: ring fold: %s; over %d slices, too large to check other symmetries", why, MaxAggregateSlices)
+			}
+		default:
+			r, err = s.runFastProgram(g.Program(), "ring fold: "+why, rec)
+		}
 	} else {
 		r, err = s.Machine.RunGen(g, rec)
 	}
@@ -231,29 +253,79 @@ func (s *Simulator) RunRecord(c Call, rec func(*SliceEvent)) (CallResult, error)
 	return cr, nil
 }
 
-// foldFor returns the fold of g when the mode asks for one and the call
-// allows it, else nil.
-func (s *Simulator) foldFor(g *model.ProgGen) *folded {
+// MaxAggregateSlices bounds the (estimated) slices of a call whose Program
+// the fast mode materialises to look for host rotation and identical
+// channels (Machine.aggregate); larger calls that the ring fold does not
+// cover run step-accurate, streamed.
+const MaxAggregateSlices = 32_000_000
+
+// wantFast reports whether the mode asks for a fast run of a call of
+// (estimated) slices.
+func (s *Simulator) wantFast(slices func() int64) bool {
 	switch s.Mode {
 	case ModeFast:
+		return true
 	case ModeAuto:
-		if estimateSlices(g) <= AutoFastSlices {
-			return nil
-		}
-	default:
-		return nil
+		return slices() > AutoFastSlices
 	}
-	f, _ := s.Machine.fold(g)
-	return f
+	return false
 }
 
-// Fold reports whether the call can run folded in the fast mode, and why
-// not when it cannot.
+// runFastProgram runs a Program reduced by its symmetries, or
+// step-accurate (saying why in Result.Fast) when it has none.
+func (s *Simulator) runFastProgram(p *model.Program, why0 string, rec func(*SliceEvent)) (*Result, error) {
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("sim: %w", err)
+	}
+	a, why := s.Machine.aggregate(p)
+	if a != nil {
+		return s.Machine.runAggregated(a, rec)
+	}
+	r, err := s.Machine.exec(p, nil, rec, nil, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	if why0 != "" {
+		why = why0 + "; " + why
+	}
+	r.Fast = "step-accurate: " + why
+	return r, nil
+}
+
+// programSlices is the number of slices a run of p executes.
+func programSlices(p *model.Program) int64 {
+	spc := int64(1)
+	if p.Proto == model.ProtoSimple {
+		spc = int64(p.SlicesPerChunk)
+	}
+	return int64(p.NumOps()) * spc
+}
+
+// Fold reports whether the call can run aggregated in the fast mode
+// (ring fold, host rotation or merged channels), and what the
+// aggregation is or why there is none.
 func (s *Simulator) Fold(c Call) (bool, string, error) {
+	if c.Coll == model.CollAlltoAll || c.Coll == model.CollSendRecv {
+		p, _, err := s.p2pProgram(c)
+		if err != nil {
+			return false, "", err
+		}
+		a, why := s.Machine.aggregate(p)
+		if a == nil {
+			return false, why, nil
+		}
+		return true, a.describe(), nil
+	}
 	g, _, err := s.Generator(c)
 	if err != nil {
 		return false, "", err
 	}
-	f, why := s.Machine.fold(g)
-	return f != nil, why, nil
+	if f, _ := s.Machine.fold(g); f != nil {
+		return true, "ring fold", nil
+	}
+	a, why := s.Machine.aggregate(g.Program())
+	if a == nil {
+		return false, why, nil
+	}
+	return true, a.describe(), nil
 }

@@ -4,9 +4,9 @@
 //
 // # Engine
 //
-// Virtual time is an integer number of picoseconds. Events sit in a binary
-// heap ordered by (time, sequence number); the engine runs them on the
-// calling goroutine, with no goroutines and no map lookups in the hot path,
+// Virtual time is an integer number of picoseconds. Events sit in a queue
+// ordered by (time, sequence number) (one FIFO bucket per distinct time);
+// the engine runs them on the calling goroutine, with no goroutines and no map lookups in the hot path,
 // so that the same inputs give the same output byte for byte.
 //
 // # Resources
@@ -50,6 +50,21 @@
 // "replay calibrate", which fits several tables at once, each under the
 // NCCL_* settings and timing harness it was recorded with (Table,
 // FitTables), and predicts held-out tables (PredictTables).
+//
+// # Modes
+//
+// The step-accurate mode runs every slice of every lane. The fast mode
+// (ModeFast, and ModeAuto for large calls) runs a call reduced by the
+// symmetries its Program has, which are checked, not assumed: a ring
+// collective over identical hosts folds onto one host (Machine.fold);
+// any other call (trees, Broadcast, Reduce, AlltoAll, SendRecv, hosts that
+// differ) folds its hosts onto one when rotating the ranks by one host
+// maps its Program, routes included, onto itself, and runs each class of
+// identical channels (same calls, peers and resources) once, weighing as
+// many on every resource (Machine.aggregate). Both are automorphisms of
+// the simulated system, whose max-min fair sharing is then symmetric, so
+// the two modes agree (exactly, on every call of the tests' grid). A call
+// with neither symmetry runs step-accurate, and Result.Fast says why.
 //
 // # Outputs
 //

@@ -40,12 +40,19 @@ type event struct {
 type queue struct {
 	b []bucket
 	// order lists the buckets holding events, by decreasing time (the
-	// earliest is last)
-	order []int32
+	// earliest is last), with their times (searched without touching the
+	// buckets)
+	order []slot
 	free  []int32
 	// last is one more than the bucket the last push went to (0: none)
 	last int32
 	n    int
+}
+
+// slot is a bucket in the time order.
+type slot struct {
+	t  Time
+	bi int32
 }
 
 // bucket holds the events of one time, in scheduling order from head on.
@@ -66,14 +73,14 @@ func (q *queue) push(t Time, kind uint8, id int32, val uint64) {
 	lo, hi := 0, len(q.order)
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
-		if q.b[q.order[m]].t > t {
+		if q.order[m].t > t {
 			lo = m + 1
 		} else {
 			hi = m
 		}
 	}
-	if lo < len(q.order) && q.b[q.order[lo]].t == t {
-		bi := q.order[lo]
+	if lo < len(q.order) && q.order[lo].t == t {
+		bi := q.order[lo].bi
 		q.b[bi].ev = append(q.b[bi].ev, e)
 		q.last = bi + 1
 		return
@@ -90,16 +97,16 @@ func (q *queue) push(t Time, kind uint8, id int32, val uint64) {
 	bk.t = t
 	bk.head = 0
 	bk.ev = append(bk.ev[:0], e)
-	q.order = append(q.order, 0)
+	q.order = append(q.order, slot{})
 	copy(q.order[lo+1:], q.order[lo:])
-	q.order[lo] = bi
+	q.order[lo] = slot{t: t, bi: bi}
 	q.last = bi + 1
 }
 
 func (q *queue) pop() event {
 	q.n--
 	k := len(q.order) - 1
-	bi := q.order[k]
+	bi := q.order[k].bi
 	bk := &q.b[bi]
 	e := bk.ev[bk.head]
 	bk.head++

@@ -15,8 +15,10 @@ const (
 	// step-accurate engine). It is the zero value.
 	ModeAccurate Mode = iota
 	// ModeFast folds a ring collective whose hosts are identical onto one
-	// host (see Simulator.Fold) and runs only that host's lanes; calls that
-	// cannot be folded run step-accurate.
+	// host and runs only that host's lanes; other calls run reduced by
+	// their host rotation and identical channels where the Program has
+	// them (see Simulator.Fold); calls with no such symmetry run
+	// step-accurate, and Result.Fast says why.
 	ModeFast
 	// ModeAuto is ModeFast for calls whose step-accurate run would execute
 	// more than AutoFastSlices slices, ModeAccurate for the others.
@@ -360,24 +362,12 @@ func (m *Machine) runFolded(f *folded, rec func(*SliceEvent)) (*Result, error) {
 	}
 	r.Conns = conns
 	// Host 0's links stand for every host's.
-	links := make([]LinkStats, 0, len(r.Links)*f.hosts)
-	ids := make([]int32, 0, len(r.Links))
-	name := map[string]int32{}
-	for id := m.hostRes[0]; id < m.hostRes[1]; id++ {
-		if _, ok := name[m.res[id].name]; !ok {
-			name[m.res[id].name] = id
-		}
-	}
-	for _, l := range r.Links {
-		ids = append(ids, name[l.Name]-m.hostRes[0])
-	}
-	for j := 0; j < f.hosts; j++ {
-		for i, l := range r.Links {
-			l.Name = m.res[m.hostRes[j]+ids[i]].name
-			links = append(links, l)
-		}
-	}
-	r.Links = links
+	m.expandHostLinks(r, f.hosts)
 	r.Folded = f.hosts
+	r.Merged = f.merged
+	r.Fast = fmt.Sprintf("ring folded: %d hosts onto one", f.hosts)
+	if f.merged > 0 {
+		r.Fast += fmt.Sprintf(", %d identical channel(s) merged", f.merged)
+	}
 	return r, nil
 }

@@ -4,25 +4,30 @@ import "math"
 
 // resource is a shared link (or network port): a capacity in bytes per
 // picosecond shared max-min fairly by the flows that cross it.
+//
+// The fields that every flow start and end touch come first, within one
+// cache line; the struct is padded to two lines so that every resource of
+// the fabric's array starts on a line.
 type resource struct {
-	name  string
-	cap   float64 // bytes/ps
-	lat   Time
-	flows []int32 // active flows, in arrival order
-	// wire bytes carried by finished flows
-	bytes float64
-	// sum of the rates of its flows, and its peak (conservation checks)
-	load, peak float64
+	cap float64 // bytes/ps
 	// sum of the private caps of its flows: while it stays below cap, the
 	// resource constrains none of them (the fast path of start/finish)
 	sumCap float64
 	// sum of the weights of its flows
 	wsum float64
+	// sum of the rates of its flows, and its peak (conservation checks)
+	load, peak float64
+	flows      []int32 // active flows, in arrival order
+	// wire bytes carried by finished flows
+	bytes float64
 	// scratch of the sharing computation: remaining capacity and the
 	// weight of the flows not yet frozen
-	mark   uint32
 	remCap float64
 	nUnf   float64
+	mark   uint32
+	lat    Time
+	name   string
+	_      [8]byte
 }
 
 // flow is one transfer in progress: wire bytes over the resources of a

@@ -16,11 +16,32 @@ const (
 	phDone
 )
 
+// cop is the part of a primitive call (model.ProgOp) that the engine
+// needs, packed in 16 bytes (buffer offsets do not change the timing).
+type cop struct {
+	n                  int32
+	recvStep, sendStep uint32
+	kind               model.PrimKind
+	flags              uint8
+}
+
+// compactOps appends the packed form of ops to buf.
+func compactOps(ops []model.ProgOp, buf []cop) []cop {
+	for i := range ops {
+		o := &ops[i]
+		buf = append(buf, cop{n: o.N, recvStep: o.RecvStep, sendStep: o.SendStep, kind: o.Kind, flags: o.Flags})
+	}
+	return buf
+}
+
 // actor is one lane of the Program.
 type actor struct {
-	lane    *model.ProgLane
-	op      int // index into lane.Ops (a window of the lane when streamed)
-	opBase  int // index of lane.Ops[0] in the whole lane (streamed lanes)
+	lane *model.ProgLane
+	// ops are the lane's calls, packed (a window of the lane when
+	// streamed)
+	ops     []cop
+	op      int // index into ops
+	opBase  int // index of ops[0] in the whole lane (streamed lanes)
 	nOps    int // primitive calls of the whole lane
 	li      int // index of the lane among its rank's on its channel (streamed lanes)
 	sl, nsl int
@@ -38,7 +59,8 @@ type actor struct {
 	hostSends, hostRecvs int
 	start                Time // when the current slice's data and credits were there
 	finish               Time
-	slices               [model.ProgSlots]model.ProgSlice
+	// cur is the current slice of the current call
+	cur model.ProgSlice
 }
 
 // connState is the flow-control state of one connection as its two ends
@@ -46,10 +68,17 @@ type actor struct {
 type connState struct {
 	tail, head, started uint64
 	sender, recver      int32
-	rt                  *route
-	bytes, wire         int64
-	slices              int64
-	steps               uint64
+	// lat, capB (bytes/ps, 0: none), res and w are the route's, kept
+	// here to spare a pointer chase on the hot path
+	lat    Time
+	capB   float64
+	w      float64
+	res    []int32
+	rt     *route
+	bytes  int64
+	wire   int64
+	slices int64
+	steps  uint64
 }
 
 // ConnStats is the traffic of one connection of a run.
@@ -94,6 +123,13 @@ type Result struct {
 	// the call (their lanes, events and slices are not counted), 0 when the
 	// call ran step-accurate.
 	Folded int
+	// Merged is the number of channels the fast mode ran as another,
+	// identical one (0 when none or step-accurate).
+	Merged int
+	// Fast says, for a call simulated in the fast (or auto) mode, how it
+	// was aggregated, or why it could not be and ran step-accurate
+	// ("step-accurate: ..."); empty when the mode asked for step-accurate.
+	Fast string
 }
 
 // runner is the state of one simulated Program.
@@ -184,7 +220,7 @@ func (m *Machine) run(p *model.Program, routes []*route, rec func(*SliceEvent)) 
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("sim: %w", err)
 	}
-	return m.exec(p, routes, rec, nil, nil)
+	return m.exec(p, routes, rec, nil, nil, nil)
 }
 
 // RunGen is RunRecord on the Program of a generator, streaming its lanes:
@@ -197,6 +233,7 @@ func (m *Machine) RunGen(g *model.ProgGen, rec func(*SliceEvent)) (*Result, erro
 		return nil, fmt.Errorf("sim: %w", err)
 	}
 	var nops []int
+	var wins [][]cop
 	var full []model.ProgOp
 	for r := 0; r < h.NRanks; r++ {
 		for _, ch := range g.Channels() {
@@ -208,18 +245,19 @@ func (m *Machine) RunGen(g *model.ProgGen, rec func(*SliceEvent)) (*Result, erro
 						return nil, fmt.Errorf("sim: lane of rank %d channel %d uses connection %d outside %d", r, ch, c, len(h.Conns))
 					}
 				}
-				l.Ops = append([]model.ProgOp(nil), l.Ops[:min(len(l.Ops), streamWindow)]...)
+				wins = append(wins, compactOps(l.Ops[:min(len(l.Ops), streamWindow)], nil))
+				l.Ops = nil
 				h.Lanes = append(h.Lanes, l)
 				nops = append(nops, len(full))
 			}
 		}
 	}
-	return m.exec(h, nil, rec, g, nops)
+	return m.exec(h, nil, rec, g, nops, wins)
 }
 
-// exec runs a checked Program (lanes windowed when gen is set, nops then
-// giving the length of each whole lane).
-func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent), gen *model.ProgGen, nops []int) (*Result, error) {
+// exec runs a checked Program (lanes streamed when gen is set: nops then
+// gives the length of each whole lane and wins its first window of calls).
+func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent), gen *model.ProgGen, nops []int, wins [][]cop) (*Result, error) {
 	if p.NRanks != m.Cluster.NRanks {
 		return nil, fmt.Errorf("sim: program has %d ranks, the machine %d", p.NRanks, m.Cluster.NRanks)
 	}
@@ -252,7 +290,7 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 				return nil, err
 			}
 		}
-		x.conns[i] = connState{sender: -1, recver: -1, rt: rt}
+		x.conns[i] = connState{sender: -1, recver: -1, rt: rt, lat: rt.lat, capB: rt.capGBps * 1e-3, w: rt.w, res: rt.res}
 	}
 	x.actors = make([]actor, len(p.Lanes))
 	type rc struct{ r, c int32 }
@@ -267,6 +305,11 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 		a.lane = l
 		a.frac = 1
 		a.nOps = len(l.Ops)
+		if gen != nil {
+			a.ops = wins[i]
+		} else {
+			a.ops = compactOps(l.Ops, make([]cop, 0, len(l.Ops)))
+		}
 		k := rc{l.Rank, l.Channel}
 		if gen != nil {
 			a.nOps = nops[i]
@@ -404,16 +447,15 @@ func (x *runner) wireBytes(n int64) int64 {
 
 // units is the memory traffic per data byte of a primitive call: its
 // loads and stores, plus the reduction's extra cost per extra source.
-func (x *runner) units(a *actor, op model.ProgOp) float64 {
+func (x *runner) units(a *actor, k model.PrimKind, flags uint8) float64 {
 	l := a.lane
-	k := op.Kind
 	srcs, dsts := 0, 0
 	hostSrcs := 0
 	if k.Receives() {
 		srcs += len(l.Recv)
 		hostSrcs = a.hostRecvs
 	}
-	if k.ReadsInput() || (k == model.PrimSend && op.Flags&model.PrimFromOutput != 0) {
+	if k.ReadsInput() || (k == model.PrimSend && flags&model.PrimFromOutput != 0) {
 		srcs++
 	}
 	remote, host := 0, 0
@@ -440,8 +482,8 @@ func (x *runner) advance(ai int32) {
 	for {
 		switch a.phase {
 		case phOpStart:
-			if a.op >= len(l.Ops) {
-				if a.opBase+len(l.Ops) < a.nOps {
+			if a.op >= len(a.ops) {
+				if a.opBase+len(a.ops) < a.nOps {
 					x.slide(a)
 					continue
 				}
@@ -449,11 +491,12 @@ func (x *runner) advance(ai int32) {
 				a.finish = x.now
 				return
 			}
-			op := l.Ops[a.op]
-			x.scratch = x.p.Slices(op, x.scratch[:0])
-			a.nsl = copy(a.slices[:], x.scratch)
-			a.kind = op.Kind
-			a.rate = x.copyBps * a.frac / x.units(a, op) // data bytes per ps
+			op := &a.ops[a.op]
+			x.scratch = x.p.Slices(model.ProgOp{Kind: op.kind, N: op.n, RecvStep: op.recvStep, SendStep: op.sendStep}, x.scratch[:0])
+			a.nsl = len(x.scratch)
+			a.cur = x.scratch[0]
+			a.kind = op.kind
+			a.rate = x.copyBps * a.frac / x.units(a, op.kind, op.flags) // data bytes per ps
 			a.sl = 0
 			a.phase = phWait
 			if x.opOv > 0 {
@@ -461,7 +504,7 @@ func (x *runner) advance(ai int32) {
 				return
 			}
 		case phWait:
-			s := &a.slices[a.sl]
+			s := &a.cur
 			need := uint64(s.Steps)
 			if a.kind.Receives() {
 				for _, c := range l.Recv {
@@ -498,7 +541,7 @@ func (x *runner) advance(ai int32) {
 				return
 			}
 		case phFinish:
-			s := &a.slices[a.sl]
+			s := &a.cur
 			need := uint64(s.Steps)
 			if x.stream && a.kind.Receives() {
 				for _, c := range l.Recv {
@@ -510,11 +553,16 @@ func (x *runner) advance(ai int32) {
 			}
 			x.post(a, s)
 			if x.rec != nil {
-				x.record(a, &l.Ops[a.op], s)
+				x.record(a, a.kind, s)
 			}
 			x.slices++
 			a.sl++
 			if a.sl < a.nsl {
+				// The next slice of the call (recomputed: the actor keeps
+				// only the current one).
+				op := &a.ops[a.op]
+				x.scratch = x.p.Slices(model.ProgOp{Kind: op.kind, N: op.n, RecvStep: op.recvStep, SendStep: op.sendStep}, x.scratch[:0])
+				a.cur = x.scratch[a.sl]
 				a.phase = phWait
 			} else {
 				a.op++
@@ -531,22 +579,22 @@ func (x *runner) slide(a *actor) {
 	l := a.lane
 	full := x.gen.Lane(int(l.Rank), int(l.Channel), a.li, x.genOps)
 	x.genOps = full.Ops
-	a.opBase += len(l.Ops)
-	l.Ops = append(l.Ops[:0], full.Ops[a.opBase:min(a.opBase+streamWindow, len(full.Ops))]...)
+	a.opBase += len(a.ops)
+	a.ops = compactOps(full.Ops[a.opBase:min(a.opBase+streamWindow, len(full.Ops))], a.ops[:0])
 	a.op = 0
 }
 
 // startSlice starts the transfers of the current slice of actor ai.
 func (x *runner) startSlice(ai int32, a *actor) {
 	l := a.lane
-	s := &a.slices[a.sl]
+	s := &a.cur
 	a.pending = 0
 	data := s.Elems * x.esize
 	sends := a.kind.Sends()
 	if sends && x.stream {
 		for _, c := range l.Send {
 			cs := &x.conns[c]
-			x.q.push(x.now+cs.rt.lat, evStarted, c, uint64(s.SendStep)+uint64(s.Steps))
+			x.q.push(x.now+cs.lat, evStarted, c, uint64(s.SendStep)+uint64(s.Steps))
 		}
 	}
 	if data <= 0 {
@@ -560,12 +608,12 @@ func (x *runner) startSlice(ai int32, a *actor) {
 		for _, c := range l.Send {
 			cs := &x.conns[c]
 			capW := rate * scale
-			if cs.rt.capGBps > 0 {
-				capW = min(capW, cs.rt.capGBps*1e-3*scale)
+			if cs.capB > 0 {
+				capW = min(capW, cs.capB*scale)
 			}
 			// A protocol efficiency below one makes its wire bytes occupy
 			// the links longer; the links still account the true bytes.
-			x.fab.start(&x.q, x.now, cs.rt.res, float64(wire)/eff, float64(wire), capW/eff, cs.rt.w, ai)
+			x.fab.start(&x.q, x.now, cs.res, float64(wire)/eff, float64(wire), capW/eff, cs.w, ai)
 			a.pending++
 		}
 		return
@@ -587,27 +635,27 @@ func (x *runner) post(a *actor, s *model.ProgSlice) {
 			cs.wire += x.wireBytes(data)
 			cs.slices++
 			cs.steps += need
-			x.q.push(x.now+cs.rt.lat, evTail, c, uint64(s.SendStep)+need)
+			x.q.push(x.now+cs.lat, evTail, c, uint64(s.SendStep)+need)
 		}
 	}
 	if a.kind.Receives() {
 		for _, c := range l.Recv {
 			cs := &x.conns[c]
-			x.q.push(x.now+cs.rt.lat, evHead, c, uint64(s.RecvStep)+need)
+			x.q.push(x.now+cs.lat, evHead, c, uint64(s.RecvStep)+need)
 		}
 	}
 }
 
 // record reports the slice that actor a just posted.
-func (x *runner) record(a *actor, op *model.ProgOp, s *model.ProgSlice) {
+func (x *runner) record(a *actor, kind model.PrimKind, s *model.ProgSlice) {
 	l := a.lane
 	e := &x.ev
-	*e = SliceEvent{Rank: l.Rank, Channel: l.Channel, SendPeer: -1, RecvPeer: -1, Prim: op.Kind, Proto: x.p.Proto,
+	*e = SliceEvent{Rank: l.Rank, Channel: l.Channel, SendPeer: -1, RecvPeer: -1, Prim: kind, Proto: x.p.Proto,
 		Bytes: s.Elems * x.esize, Start: a.start, End: x.now}
-	if op.Kind.Sends() && len(l.Send) > 0 {
+	if kind.Sends() && len(l.Send) > 0 {
 		e.SendPeer = x.p.Conns[l.Send[0]].To
 	}
-	if op.Kind.Receives() && len(l.Recv) > 0 {
+	if kind.Receives() && len(l.Recv) > 0 {
 		e.RecvPeer = x.p.Conns[l.Recv[0]].From
 	}
 	if k := int(l.Rank)*max(x.p.NChannels, 1) + int(l.Channel); k >= 0 && k < len(x.steps) {

@@ -1,0 +1,475 @@
+package sim
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/twinccl/twinccl/model"
+)
+
+// aggregated is a Program reduced to the orbits of two of its symmetries,
+// for any collective or p2p schedule (the fast mode of the calls that the
+// ring fold does not cover: trees, Broadcast, Reduce, AlltoAll, SendRecv,
+// hosts that differ).
+//
+// The symmetries are checked on the Program, never assumed:
+//
+//   - Host rotation: the hosts are identical and rotating every rank to
+//     the rank at the same local position of the next host maps every
+//     lane onto a lane with the same primitive calls (kinds, sizes, steps)
+//     and every connection onto a connection with the same route (up to
+//     the host). Then the ranks at one local position run the same slices
+//     at the same times and every host's links carry the same flows: host
+//     0's lanes stand for all, and every connection is replaced by its
+//     rotation that leaves host 0, with the receiving host's resources
+//     mapped onto host 0's (which the folded host's incoming connections
+//     load exactly as the real ones would). AlltoAll and SendRecv over
+//     identical hosts have this symmetry; rooted and tree collectives
+//     do not.
+//   - Channel permutation: two channels whose lanes run the same calls,
+//     between the same ranks, over the very same resources (the same NICs
+//     included) behave alike; the first runs weighing as many flows on
+//     every resource as the channels it stands for.
+//
+// Both are automorphisms of the whole simulated system (lanes, flow
+// control and resources), and the max-min fair share of a symmetric
+// system is symmetric, so the quotient predicts the same times as the
+// step-accurate run, up to floating-point rounding.
+type aggregated struct {
+	prog   *model.Program
+	routes []*route
+	// hosts is the number of hosts folded onto host 0 (0: none); merged
+	// the number of channels that ran as another one.
+	hosts, merged int
+	// rep[r] is the quotient's rank standing for real rank r; conn[c] the
+	// quotient connection standing for real connection c.
+	rep  []int32
+	conn []int32
+	real []model.ProgConn
+}
+
+// connKey names a connection: its ranks, channel, and its order among
+// the connections between the same ranks on the same channel.
+type connKey struct{ from, to, channel, occ int32 }
+
+// sameOps reports whether two lanes run the same primitive calls (kinds,
+// flags, sizes and steps; buffer offsets do not change the timing).
+func sameOps(a, b []model.ProgOp) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		u, v := &a[i], &b[i]
+		if u.Kind != v.Kind || u.Flags != v.Flags || u.N != v.N || u.RecvStep != v.RecvStep || u.SendStep != v.SendStep {
+			return false
+		}
+	}
+	return true
+}
+
+// sameRouteShape reports whether two routes cost the same, their
+// resources compared after mapping through f (nil: as they are).
+func sameRouteShape(x, y *route, f func(int32) int32) bool {
+	if x.lat != y.lat || x.capGBps != y.capGBps || x.transport != y.transport || x.gdr != y.gdr ||
+		x.hostSend != y.hostSend || x.hostRecv != y.hostRecv || len(x.res) != len(y.res) {
+		return false
+	}
+	for i := range x.res {
+		a, b := x.res[i], y.res[i]
+		if f != nil {
+			a, b = f(a), f(b)
+		}
+		if a != b {
+			return false
+		}
+	}
+	return true
+}
+
+// hostOf is the cluster node a resource belongs to.
+func (m *Machine) hostOf(id int32) int {
+	return sort.Search(len(m.hostRes)-1, func(j int) bool { return m.hostRes[j+1] > id })
+}
+
+// toHost0Fast is toHost0 by binary search (identical hosts).
+func (m *Machine) toHost0Fast(id int32) int32 {
+	j := m.hostOf(id)
+	if j <= 0 || j >= len(m.hostRes)-1 {
+		return id
+	}
+	return id - m.hostRes[j] + m.hostRes[0]
+}
+
+// aggregate reduces a (valid) Program by its host rotation and channel
+// permutation symmetries, or says why it has neither.
+func (m *Machine) aggregate(p *model.Program) (*aggregated, string) {
+	n, nch := p.NRanks, p.NChannels
+	if n != m.Cluster.NRanks {
+		return nil, "program does not match the machine"
+	}
+	if len(p.Lanes) == 0 {
+		return nil, "empty call"
+	}
+	occ := make([]int32, len(p.Conns))
+	rts := make([]*route, len(p.Conns))
+	// Connections between the same ranks on the same channel (a tree's
+	// up and down groups) are told apart by their order.
+	key := make(map[connKey]int32, len(p.Conns))
+	for i, c := range p.Conns {
+		rt, err := m.route(int(c.From), int(c.To), int(c.Channel))
+		if err != nil {
+			return nil, err.Error()
+		}
+		rts[i] = rt
+		k := connKey{c.From, c.To, c.Channel, 0}
+		for {
+			if _, dup := key[k]; !dup {
+				break
+			}
+			k.occ++
+		}
+		key[k] = int32(i)
+		occ[i] = k.occ
+	}
+	laneAt := make([][]int32, n*nch)
+	for i := range p.Lanes {
+		l := &p.Lanes[i]
+		k := int(l.Rank)*nch + int(l.Channel)
+		laneAt[k] = append(laneAt[k], int32(i))
+	}
+
+	// Host rotation.
+	hosts := len(m.Cluster.Nodes)
+	local := make([]int32, n)
+	rankAt := make([][]int32, hosts)
+	for j, nd := range m.Cluster.Nodes {
+		rankAt[j] = make([]int32, len(nd.Ranks))
+		for a, r := range nd.Ranks {
+			local[r] = int32(a)
+			rankAt[j][a] = int32(r)
+		}
+	}
+	rot := func(r int32, k int) int32 {
+		return rankAt[(m.rankNode[r]+k)%hosts][local[r]]
+	}
+	var whyRot string
+	rotOK := false
+	switch {
+	case hosts < 2:
+		whyRot = "one host"
+	case !m.hostsIdentical():
+		whyRot = "hosts differ"
+	default:
+		rotOK, whyRot = m.checkRotation(p, rts, key, occ, laneAt, rot)
+	}
+	canon := func(c int32) int32 {
+		if !rotOK {
+			return c
+		}
+		cn := p.Conns[c]
+		d := m.rankNode[cn.From]
+		if d == 0 {
+			return c
+		}
+		x, ok := key[connKey{rot(cn.From, hosts-d), rot(cn.To, hosts-d), cn.Channel, occ[c]}]
+		if !ok {
+			return -1
+		}
+		return x
+	}
+	kept := func(r int32) bool { return !rotOK || m.rankNode[r] == 0 }
+	var keptRanks []int32
+	for r := range int32(n) {
+		if kept(r) {
+			keptRanks = append(keptRanks, r)
+		}
+	}
+
+	// Channel classes over the kept ranks.
+	lead := make([]int, nch)
+	weight := make([]float64, nch)
+	var leaders []int
+	merged := 0
+	for ch := 0; ch < nch; ch++ {
+		lead[ch] = -1
+		used := false
+		for r := 0; r < n && !used; r++ {
+			used = len(laneAt[r*nch+ch]) > 0
+		}
+		if !used {
+			continue
+		}
+		lead[ch] = ch
+		for _, k := range leaders {
+			if m.sameChannels(p, rts, laneAt, keptRanks, canon, k, ch) {
+				lead[ch] = k
+				merged++
+				break
+			}
+		}
+		if lead[ch] == ch {
+			leaders = append(leaders, ch)
+		}
+		weight[lead[ch]]++
+	}
+	if !rotOK && merged == 0 {
+		return nil, whyRot + ", no identical channels"
+	}
+
+	// The quotient Program.
+	a := &aggregated{merged: merged, real: p.Conns, rep: make([]int32, n), conn: make([]int32, len(p.Conns))}
+	if rotOK {
+		a.hosts = hosts
+	}
+	q := *p
+	q.Conns, q.Lanes = nil, nil
+	qc := make([]int32, len(p.Conns))
+	for i := range qc {
+		qc[i] = -1
+	}
+	mapRes := func(id int32) int32 { return id }
+	if rotOK {
+		mapRes = m.toHost0Fast
+	}
+	for i := range p.Lanes {
+		l := &p.Lanes[i]
+		if !kept(l.Rank) || lead[l.Channel] != int(l.Channel) {
+			continue
+		}
+		for _, c := range l.Send {
+			if qc[c] >= 0 {
+				return nil, "a connection has two senders"
+			}
+			qc[c] = int32(len(q.Conns))
+			q.Conns = append(q.Conns, p.Conns[c])
+			frt := *rts[c]
+			frt.res = make([]int32, len(rts[c].res))
+			for j, id := range rts[c].res {
+				frt.res[j] = mapRes(id)
+			}
+			frt.w = weight[l.Channel]
+			a.routes = append(a.routes, &frt)
+		}
+	}
+	recvd := make([]int, len(q.Conns))
+	for i := range p.Lanes {
+		l := &p.Lanes[i]
+		if !kept(l.Rank) || lead[l.Channel] != int(l.Channel) {
+			continue
+		}
+		ql := *l
+		ql.Send = make([]int32, len(l.Send))
+		for j, c := range l.Send {
+			ql.Send[j] = qc[c]
+		}
+		ql.Recv = make([]int32, len(l.Recv))
+		for j, c := range l.Recv {
+			x := canon(c)
+			if x >= 0 {
+				x = qc[x]
+			}
+			if x < 0 {
+				return nil, "a received connection has no sender in the quotient"
+			}
+			ql.Recv[j] = x
+			recvd[x]++
+		}
+		q.Lanes = append(q.Lanes, ql)
+	}
+	for _, k := range recvd {
+		if k != 1 {
+			return nil, "a connection of the quotient is not received exactly once"
+		}
+	}
+	// Real connections and ranks onto the quotient's: a merged channel's
+	// connections pair with its leader's in lane order.
+	partner := make([]int32, len(p.Conns))
+	for i := range partner {
+		partner[i] = int32(i)
+	}
+	for _, r := range keptRanks {
+		for ch := 0; ch < nch; ch++ {
+			l := lead[ch]
+			if l < 0 || l == ch {
+				continue
+			}
+			la, lb := laneAt[int(r)*nch+l], laneAt[int(r)*nch+ch]
+			for i := range lb {
+				for j, c := range p.Lanes[lb[i]].Send {
+					partner[c] = p.Lanes[la[i]].Send[j]
+				}
+			}
+		}
+	}
+	used := make([]bool, len(p.Conns))
+	for i := range p.Lanes {
+		for _, c := range p.Lanes[i].Send {
+			used[c] = true
+		}
+	}
+	for c := range p.Conns {
+		if !used[c] {
+			a.conn[c] = -1 // no lane sends on it: no traffic
+			continue
+		}
+		x := canon(int32(c))
+		if x < 0 || qc[partner[x]] < 0 {
+			return nil, "a connection has no counterpart in the quotient"
+		}
+		a.conn[c] = qc[partner[x]]
+	}
+	for r := range int32(n) {
+		a.rep[r] = r
+		if rotOK {
+			a.rep[r] = rot(r, hosts-m.rankNode[r])
+		}
+	}
+	a.prog = &q
+	return a, ""
+}
+
+// checkRotation verifies that rotating every rank by one host maps the
+// Program onto itself: lanes onto lanes with the same calls, connections
+// onto connections with the same route up to the host.
+func (m *Machine) checkRotation(p *model.Program, rts []*route, key map[connKey]int32, occ []int32, laneAt [][]int32, rot func(int32, int) int32) (bool, string) {
+	n, nch := p.NRanks, p.NChannels
+	img := func(c int32) (int32, bool) {
+		cn := p.Conns[c]
+		x, ok := key[connKey{rot(cn.From, 1), rot(cn.To, 1), cn.Channel, occ[c]}]
+		return x, ok
+	}
+	for r := range int32(n) {
+		r2 := rot(r, 1)
+		for ch := 0; ch < nch; ch++ {
+			la, lb := laneAt[int(r)*nch+ch], laneAt[int(r2)*nch+ch]
+			if len(la) != len(lb) {
+				return false, fmt.Sprintf("rank %d and rank %d run different lanes on channel %d", r, r2, ch)
+			}
+			for i := range la {
+				x, y := &p.Lanes[la[i]], &p.Lanes[lb[i]]
+				if len(x.Recv) != len(y.Recv) || len(x.Send) != len(y.Send) || !sameOps(x.Ops, y.Ops) {
+					return false, fmt.Sprintf("rank %d and rank %d run different calls on channel %d", r, r2, ch)
+				}
+				for j, c := range x.Recv {
+					if d, ok := img(c); !ok || d != y.Recv[j] {
+						return false, "not symmetric under a rotation by one host"
+					}
+				}
+				for j, c := range x.Send {
+					d, ok := img(c)
+					if !ok || d != y.Send[j] {
+						return false, "not symmetric under a rotation by one host"
+					}
+					if !sameRouteShape(rts[c], rts[d], m.toHost0Fast) {
+						return false, fmt.Sprintf("routes differ between hosts on channel %d", ch)
+					}
+				}
+			}
+		}
+	}
+	return true, ""
+}
+
+// sameChannels reports whether channel b's lanes (of the given ranks)
+// run as channel a's: the same calls, between the same ranks, over the
+// very same resources.
+func (m *Machine) sameChannels(p *model.Program, rts []*route, laneAt [][]int32, ranks []int32, canon func(int32) int32, a, b int) bool {
+	nch := p.NChannels
+	same := func(x, y int32) bool {
+		cx, cy := canon(x), canon(y)
+		u, v := p.Conns[cx], p.Conns[cy]
+		return u.From == v.From && u.To == v.To && sameRouteShape(rts[cx], rts[cy], nil)
+	}
+	for _, r := range ranks {
+		la, lb := laneAt[int(r)*nch+a], laneAt[int(r)*nch+b]
+		if len(la) != len(lb) {
+			return false
+		}
+		for i := range la {
+			x, y := &p.Lanes[la[i]], &p.Lanes[lb[i]]
+			if len(x.Recv) != len(y.Recv) || len(x.Send) != len(y.Send) || !sameOps(x.Ops, y.Ops) {
+				return false
+			}
+			for j := range x.Recv {
+				if !same(x.Recv[j], y.Recv[j]) {
+					return false
+				}
+			}
+			for j := range x.Send {
+				if !same(x.Send[j], y.Send[j]) {
+					return false
+				}
+			}
+		}
+	}
+	return true
+}
+
+// describe says what the aggregation did.
+func (a *aggregated) describe() string {
+	var parts []string
+	if a.hosts > 0 {
+		parts = append(parts, fmt.Sprintf("%d hosts folded onto one", a.hosts))
+	}
+	if a.merged > 0 {
+		parts = append(parts, fmt.Sprintf("%d identical channel(s) merged", a.merged))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// runAggregated runs the quotient Program and expands its result to the
+// real ranks, connections and links.
+func (m *Machine) runAggregated(a *aggregated, rec func(*SliceEvent)) (*Result, error) {
+	r, err := m.exec(a.prog, a.routes, rec, nil, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	rk := make([]float64, len(a.rep))
+	for i := range rk {
+		rk[i] = r.RankKernelUs[a.rep[i]]
+	}
+	r.RankKernelUs = rk
+	conns := make([]ConnStats, len(a.real))
+	for i, c := range a.real {
+		var cs ConnStats
+		if a.conn[i] >= 0 {
+			cs = r.Conns[a.conn[i]]
+		} else if rt, err := m.route(int(c.From), int(c.To), int(c.Channel)); err == nil {
+			cs.Transport = rt.transport.String()
+		}
+		cs.From, cs.To, cs.Channel = int(c.From), int(c.To), int(c.Channel)
+		conns[i] = cs
+	}
+	r.Conns = conns
+	if a.hosts > 0 {
+		m.expandHostLinks(r, a.hosts)
+	}
+	r.Folded = a.hosts
+	r.Merged = a.merged
+	r.Fast = a.describe()
+	return r, nil
+}
+
+// expandHostLinks replaces a folded run's links (host 0's) by the same
+// links of every host.
+func (m *Machine) expandHostLinks(r *Result, hosts int) {
+	links := make([]LinkStats, 0, len(r.Links)*hosts)
+	ids := make([]int32, 0, len(r.Links))
+	name := map[string]int32{}
+	for id := m.hostRes[0]; id < m.hostRes[1]; id++ {
+		if _, ok := name[m.res[id].name]; !ok {
+			name[m.res[id].name] = id
+		}
+	}
+	for _, l := range r.Links {
+		ids = append(ids, name[l.Name]-m.hostRes[0])
+	}
+	for j := 0; j < hosts; j++ {
+		for i, l := range r.Links {
+			l.Name = m.res[m.hostRes[j]+ids[i]].name
+			links = append(links, l)
+		}
+	}
+	r.Links = links
+}
