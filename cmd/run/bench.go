@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,6 +22,7 @@ import (
 	"github.com/twinccl/twinccl/model"
 	"github.com/twinccl/twinccl/model/conformance"
 	"github.com/twinccl/twinccl/model/refexec"
+	"github.com/twinccl/twinccl/search"
 )
 
 // Environment of ranks started by the local launcher.
@@ -42,6 +44,14 @@ type benchOpts struct {
 	root                 int
 	timeout              time.Duration
 	baseline             bool
+	trace                string
+
+	// Parsed.
+	coll   model.Collective
+	dt     model.Dtype
+	rop    model.RedOp
+	algoV  model.Algorithm
+	protoV model.Protocol
 }
 
 func parseSize(s string) (int64, error) {
@@ -62,10 +72,39 @@ func parseSize(s string) (int64, error) {
 	return v * mul, nil
 }
 
-// runBench is `run bench`: an nccl-tests-like sweep on the host device.
+// benchHelp is the help text of the bench form of run.
+const benchHelp = `Usage: run -np N [flags]          (also: run bench -np N [flags])
+       run [flags]                  (one rank of a Slurm, Open MPI or torchrun job)
+
+Runs an nccl-tests-like sweep of one collective on the host device: ranks
+are processes, ranks of a host talk through shared memory, ranks of
+different hosts through TCP sockets (TWINCCL_HOSTID=split:K makes every K
+consecutive ranks a host of their own, to exercise sockets on one machine).
+It prints one row per size: size, count, type, redop, root, time, algbw,
+busbw, #wrong (with -c 1), and the algorithm and protocol used.
+
+Without --algo/--proto the tuner chooses them per size, as NCCL would: the
+job's ranks are described to the search (package search) as PCIe GPUs
+without NVLink, one CPU per host and a 10 Gb/s NIC per host, and
+search.Run's plan and tuning table pick the pair; --algo and --proto
+override it (the plan stays the searched one).
+
+--trace OUT.parquet writes the call trace (one row per collective call per
+rank) to OUT.parquet and the event trace (one row per executed slice, with
+start and end times) to OUT.events.parquet. Ranks launched with -np write
+their parts to a temporary directory and the launcher merges them into
+those two files; ranks of a Slurm, Open MPI or torchrun job each write
+OUT.rankR.parquet and OUT.rankR.events.parquet. Files appear whole or not
+at all: nothing is written when the run fails.
+
+Flags:
+`
+
+// runBench is `run bench` and the bare form of run: an nccl-tests-like
+// sweep on the host device.
 func runBench(e *env, args []string) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs.SetOutput(io.Discard)
 	var o benchOpts
 	var minS, maxS string
 	fs.IntVar(&o.np, "np", 0, "launch this many local ranks (else join a Slurm, Open MPI or torchrun job from the environment)")
@@ -78,14 +117,24 @@ func runBench(e *env, args []string) error {
 	fs.IntVar(&o.check, "c", 1, "check results (1) or not (0)")
 	fs.StringVar(&o.dtype, "dtype", "float", "datatype")
 	fs.StringVar(&o.redop, "redop", "sum", "reduction")
-	fs.StringVar(&o.algo, "algo", "ring", "algorithm (ring, tree)")
-	fs.StringVar(&o.proto, "proto", "simple", "protocol (simple, ll, ll128)")
-	fs.IntVar(&o.channels, "channels", 2, "channels")
+	fs.StringVar(&o.algo, "algo", "", "algorithm (ring, tree); empty: the tuner's choice")
+	fs.StringVar(&o.proto, "proto", "", "protocol (simple, ll, ll128); empty: the tuner's choice")
+	fs.IntVar(&o.channels, "channels", 0, "channels (0: the tuner's count)")
 	fs.IntVar(&o.root, "root", 0, "root of broadcast and reduce")
+	fs.StringVar(&o.trace, "trace", "", "write the call trace to `OUT.parquet` and the event trace to OUT.events.parquet")
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "bound of every wait (a lost or stuck peer ends the run)")
 	fs.BoolVar(&o.baseline, "baseline", false, "measure memcpy and raw TCP loopback bandwidth, then 64 MiB AllReduce over shm and over sockets, and print busbw/memcpy and busbw/TCP (-np ranks, 4 by default)")
 	if err := fs.Parse(args); err != nil {
-		return err
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(e.stdout, benchHelp)
+			fs.SetOutput(e.stdout)
+			fs.PrintDefaults()
+			return err
+		}
+		return &usageError{err.Error() + " (see run -h)"}
+	}
+	if fs.NArg() > 0 {
+		return &usageError{fmt.Sprintf("unexpected arguments %q", fs.Args())}
 	}
 	var err error
 	if o.minB, err = parseSize(minS); err != nil {
@@ -97,6 +146,19 @@ func runBench(e *env, args []string) error {
 	if o.factor < 2 {
 		return &usageError{"-f must be at least 2"}
 	}
+	if o.minB > o.maxB {
+		return &usageError{fmt.Sprintf("-b %d is larger than -e %d", o.minB, o.maxB)}
+	}
+	if o.iters < 1 || o.warmup < 0 || o.channels < 0 || o.np < 0 {
+		return &usageError{"-n must be positive; -w, -np and --channels must not be negative"}
+	}
+	if o.trace != "" && o.baseline {
+		return &usageError{"--trace and --baseline do not go together"}
+	}
+	// Names are checked here, before any rank starts.
+	if err := o.parse(); err != nil {
+		return err
+	}
 	if os.Getenv(envUID) == "" && o.baseline {
 		_, err := runBaseline(e, o)
 		return err
@@ -107,13 +169,53 @@ func runBench(e *env, args []string) error {
 	return benchRank(e, o)
 }
 
+// parse reads the names of the collective, datatype, reduction and the
+// forced algorithm and protocol.
+func (o *benchOpts) parse() error {
+	var err error
+	if o.coll, err = model.ParseCollective(o.op); err != nil {
+		return &usageError{err.Error()}
+	}
+	if o.dt, err = model.ParseDtype(o.dtype); err != nil {
+		return &usageError{err.Error()}
+	}
+	if o.rop, err = model.ParseRedOp(o.redop); err != nil {
+		return &usageError{err.Error()}
+	}
+	if o.algo != "" {
+		if o.algoV, err = model.ParseAlgorithm(o.algo); err != nil {
+			return &usageError{err.Error()}
+		}
+	}
+	if o.proto != "" {
+		if o.protoV, err = model.ParseProtocol(o.proto); err != nil {
+			return &usageError{err.Error()}
+		}
+	}
+	return nil
+}
+
 // launch starts np copies of this binary as ranks on this host and waits:
 // rank 0's output is the table; a failing rank ends the job. extraEnv is
 // added to the ranks' environment.
-func launch(e *env, o benchOpts, args []string, extraEnv ...string) error {
+func launch(e *env, o benchOpts, args []string, extraEnv ...string) (err error) {
 	self, err := os.Executable()
 	if err != nil {
 		return err
+	}
+	if o.trace != "" {
+		// The ranks write their parts here; the launcher merges them.
+		dir, err := os.MkdirTemp(filepath.Dir(o.trace), ".twinccl-trace-")
+		if err != nil {
+			return fmt.Errorf("trace: %w", err)
+		}
+		defer os.RemoveAll(dir)
+		extraEnv = append(extraEnv, envTraceDir+"="+dir)
+		defer func() {
+			if err == nil {
+				err = mergeTraces(dir, o.np, o.trace)
+			}
+		}()
 	}
 	root, err := bootstrap.StartRoot("127.0.0.1", bootstrap.RandomMagic(), o.np, o.timeout, e.log)
 	if err != nil {
@@ -143,7 +245,12 @@ func launch(e *env, o benchOpts, args []string, extraEnv ...string) error {
 			}
 		}()
 		if err := c.Start(); err != nil {
-			return err
+			for _, x := range cmds[:r] {
+				x.Process.Kill()
+				x.Wait()
+			}
+			pw.Close()
+			return fmt.Errorf("start rank %d: %w", r, err)
 		}
 		cmds[r] = c
 		defer pw.Close()
@@ -233,26 +340,6 @@ func benchRank(e *env, o benchOpts) error {
 		}
 		defer root.Close()
 	}
-	coll, err := model.ParseCollective(o.op)
-	if err != nil {
-		return &usageError{err.Error()}
-	}
-	dt, err := model.ParseDtype(o.dtype)
-	if err != nil {
-		return &usageError{err.Error()}
-	}
-	rop, err := model.ParseRedOp(o.redop)
-	if err != nil {
-		return &usageError{err.Error()}
-	}
-	algo, err := model.ParseAlgorithm(o.algo)
-	if err != nil {
-		return &usageError{err.Error()}
-	}
-	proto, err := model.ParseProtocol(o.proto)
-	if err != nil {
-		return &usageError{err.Error()}
-	}
 	host := ""
 	if ifn := os.Getenv("TWINCCL_SOCKET_IFNAME"); ifn != "" {
 		if host, err = bootstrap.ListenAddr(ifn); err != nil {
@@ -266,22 +353,22 @@ func benchRank(e *env, o benchOpts) error {
 	if err != nil {
 		return err
 	}
-	// The local job's topology: the hand-built plan of the conformance
-	// suite (ring 0..n-1 on every channel, NCCL's double binary trees),
-	// since a host-memory job has no GPUs for search.Run to order.
-	plan := conformance.TestPlan(n, o.channels, false)
-	es := int64(dt.Size())
-	if rank == 0 {
-		fmt.Fprintf(e.stdout, "# twinccl host device: %d ranks, %s %s %s, %d channels, %d iters, %d warmup\n", n, coll, algo, proto, o.channels, o.iters, o.warmup)
-		fmt.Fprintf(e.stdout, "#%11s %12s %8s %6s %6s %10s %9s %9s %7s\n", "size", "count", "type", "redop", "root", "time(us)", "algbw", "busbw", "#wrong")
-		fmt.Fprintf(e.stdout, "#%11s %12s %8s %6s %6s %10s %9s %9s %7s\n", "(B)", "(elements)", "", "", "", "", "(GB/s)", "(GB/s)", "")
+	var sink *traceSink
+	if o.trace != "" {
+		sink = &traceSink{job: "run " + o.op, comm: id.Magic, host: r.Hosts[rank]}
 	}
-	var runErr error
+	dev := newHostBench(r, sink != nil)
+	b := &bencher{e: e, o: o, comm: r.Comm, dev: dev, sink: sink}
+	runErr := b.setup(r.Hosts)
 	for size := o.minB; size <= o.maxB && runErr == nil; size *= o.factor {
-		runErr = benchSize(e, o, r, plan, coll, algo, proto, dt, rop, size, es)
+		runErr = b.size(size)
 		if size == 0 {
 			size = 1
 		}
+	}
+	dev.Close()
+	if runErr == nil && sink != nil {
+		runErr = b.writeTrace(rank)
 	}
 	if runErr != nil {
 		r.Abort()
@@ -290,55 +377,181 @@ func benchRank(e *env, o benchOpts) error {
 	return r.Close()
 }
 
-func benchSize(e *env, o benchOpts, r *hostdev.Rank, plan *model.Plan, coll model.Collective, algo model.Algorithm, proto model.Protocol,
-	dt model.Dtype, rop model.RedOp, size, es int64) error {
-	n := r.Comm.NRanks()
-	rank := r.Comm.Rank()
+// bencher is one rank's sweep over a device backend.
+type bencher struct {
+	e    *env
+	o    benchOpts
+	comm *bootstrap.Comm
+	dev  benchDevice
+	sink *traceSink
+	plan *model.Plan
+	tune *search.Result // nil: no tuner (the hand-built plan)
+}
+
+// setup makes the job's plan: the search's on the CPU topology of the
+// ranks (see cpuTopology), or, when the hosts cannot be described (ranks
+// of a host not consecutive), the conformance suite's hand-built plan
+// with flags or defaults for the algorithm and protocol.
+func (b *bencher) setup(hosts []string) error {
+	n := b.comm.NRanks()
+	res, err := tunedPlan(hosts)
+	if err != nil {
+		b.e.log.Warn("no searched plan; using a ring 0..n-1 with NCCL's trees", "err", err)
+		nch := b.o.channels
+		if nch == 0 {
+			nch = 2
+		}
+		b.plan = conformance.TestPlan(n, nch, false)
+	} else {
+		b.plan, b.tune = res.Plan, res
+	}
+	if b.comm.Rank() == 0 {
+		src := "tuner"
+		if b.o.algo != "" || b.o.proto != "" || b.tune == nil {
+			src = "flags"
+		}
+		fmt.Fprintf(b.e.stdout, "# twinccl %s device: %d ranks, %s, algorithm/protocol from the %s, %d iters, %d warmup\n", b.dev.Name(), n, b.o.coll, src, b.o.iters, b.o.warmup)
+		fmt.Fprintf(b.e.stdout, "#%11s %12s %8s %6s %6s %10s %9s %9s %7s %6s %6s %3s\n", "size", "count", "type", "redop", "root", "time(us)", "algbw", "busbw", "#wrong", "algo", "proto", "nch")
+		fmt.Fprintf(b.e.stdout, "#%11s %12s %8s %6s %6s %10s %9s %9s %7s %6s %6s %3s\n", "(B)", "(elements)", "", "", "", "", "(GB/s)", "(GB/s)", "", "", "", "")
+	}
+	return nil
+}
+
+// choose is the algorithm, protocol and channel count of one size: the
+// tuner's choice (NCCL's per-call ncclGetAlgoInfo) unless flags force
+// them; a pair the Program generator cannot build falls back to Ring with
+// the chosen protocol, or Simple.
+func (b *bencher) choose(count int64) (model.Algorithm, model.Protocol, int, error) {
+	o := b.o
+	algo, proto, nch := model.AlgoRing, model.ProtoSimple, b.plan.NChannels
+	if b.tune != nil && o.coll != model.CollAlltoAll && (o.algo == "" || o.proto == "") {
+		ch, err := b.tune.Tuning.Choose(o.coll, count, o.dt.Size())
+		if err != nil {
+			return 0, 0, 0, fmt.Errorf("rank %d: tuner: %w", b.comm.Rank(), err)
+		}
+		algo, proto, nch = ch.Algo, ch.Proto, ch.NChannels
+	}
+	if o.algo != "" {
+		algo = o.algoV
+	}
+	if o.proto != "" {
+		proto = o.protoV
+	}
+	if !model.CollAllowed(o.coll, algo, proto) && o.algo == "" {
+		algo = model.AlgoRing
+		if !model.CollAllowed(o.coll, algo, proto) && o.proto == "" {
+			proto = model.ProtoSimple
+		}
+	}
+	if o.channels > 0 {
+		nch = o.channels
+	}
+	return algo, proto, max(1, min(nch, b.plan.NChannels)), nil
+}
+
+// size runs one row of the sweep: warmup, timed iterations, one checked
+// call, then rank 0 prints the slowest rank's time.
+func (b *bencher) size(size int64) error {
+	o, dev := b.o, b.dev
+	n, rank := b.comm.NRanks(), b.comm.Rank()
+	es := int64(o.dt.Size())
 	count := size / es
-	perRank := coll == model.CollAllGather || coll == model.CollReduceScatter || coll == model.CollAlltoAll
+	perRank := o.coll == model.CollAllGather || o.coll == model.CollReduceScatter || o.coll == model.CollAlltoAll
 	if perRank {
 		count /= int64(n)
 	}
+	algo, proto, nch, err := b.choose(count)
+	if err != nil {
+		return err
+	}
 	var p *model.Program
-	var err error
-	if coll == model.CollAlltoAll {
-		p, err = model.GenerateAlltoAllProgram(plan, proto, count, dt, model.P2POptions{})
+	if o.coll == model.CollAlltoAll {
+		p, err = model.GenerateAlltoAllProgram(b.plan, proto, count, o.dt, model.P2POptions{})
 	} else {
-		p, err = model.GenerateProgram(plan, coll, algo, proto, count, dt, rop, model.ProgOptions{NChannels: o.channels, Root: o.root})
+		p, err = model.GenerateProgram(b.plan, o.coll, algo, proto, count, o.dt, o.rop, model.ProgOptions{NChannels: nch, Root: o.root})
 	}
 	if err != nil {
-		return fmt.Errorf("rank %d: %w", rank, err)
+		return fmt.Errorf("rank %d: %d bytes: %w", rank, size, err)
 	}
 	in := make([]byte, p.InCount*es)
-	out := make([]byte, p.OutCount*es)
-	fill(in, dt, rop, rank, 0)
+	fill(in, o.dt, o.rop, rank, 0)
+	if err := dev.Alloc(p.InCount*es, p.OutCount*es); err != nil {
+		return err
+	}
+	if err := dev.SetInput(in); err != nil {
+		return err
+	}
+	recs := make([]callRecord, o.iters)
+	type launched struct {
+		rec     *callRecord
+		enqueue int64
+	}
+	var pending []launched
+	launch := func(rec *callRecord) error {
+		rec.Events = b.sink != nil
+		enq := time.Now().UnixNano()
+		if err := dev.Launch(p, rec); err != nil {
+			return err
+		}
+		if b.sink != nil {
+			pending = append(pending, launched{rec, enq})
+		}
+		return nil
+	}
+	// syncDev waits for the device; the calls it completed go to the trace.
+	syncDev := func() error {
+		if err := dev.Sync(); err != nil {
+			return err
+		}
+		for _, l := range pending {
+			b.sink.add(p, rank, count, o.root, l.rec, l.enqueue)
+		}
+		pending = pending[:0]
+		return nil
+	}
 	for i := 0; i < o.warmup; i++ {
-		if _, err := r.Device.Run(p, in, out); err != nil {
+		rec := new(callRecord)
+		if err := launch(rec); err != nil {
 			return err
 		}
 	}
-	if err := r.Comm.Barrier(); err != nil {
+	if err := syncDev(); err != nil {
+		return err
+	}
+	if err := b.comm.Barrier(); err != nil {
 		return err
 	}
 	start := time.Now()
-	for i := 0; i < o.iters; i++ {
-		if _, err := r.Device.Run(p, in, out); err != nil {
+	for i := range recs {
+		if err := launch(&recs[i]); err != nil {
 			return err
 		}
+	}
+	if err := syncDev(); err != nil {
+		return err
 	}
 	el := time.Since(start)
 	wrong := int64(0)
 	if o.check != 0 {
-		clear(out)
-		if _, err := r.Device.Run(p, in, out); err != nil {
+		if err := dev.ClearOutput(); err != nil {
 			return err
 		}
-		wrong = check(p, out, rank, n, o.root, dt, rop, es)
+		if err := launch(new(callRecord)); err != nil {
+			return err
+		}
+		if err := syncDev(); err != nil {
+			return err
+		}
+		out := make([]byte, p.OutCount*es)
+		if err := dev.GetOutput(out); err != nil {
+			return err
+		}
+		wrong = check(p, out, rank, n, o.root, o.dt, o.rop, es)
 	}
-	var b [16]byte
-	binary.LittleEndian.PutUint64(b[:], uint64(el))
-	binary.LittleEndian.PutUint64(b[8:], uint64(wrong))
-	all, err := r.Comm.AllGather(b[:])
+	var buf [16]byte
+	binary.LittleEndian.PutUint64(buf[:], uint64(el))
+	binary.LittleEndian.PutUint64(buf[8:], uint64(wrong))
+	all, err := b.comm.AllGather(buf[:])
 	if err != nil {
 		return err
 	}
@@ -355,12 +568,23 @@ func benchSize(e *env, o benchOpts, r *hostdev.Rank, plan *model.Plan, coll mode
 			bytes *= float64(n)
 		}
 		algbw := bytes / per / 1e9
-		fmt.Fprintf(e.stdout, "%12d %12d %8s %6s %6d %10.1f %9.2f %9.2f %7d\n", int64(bytes), count, dt, rop, o.root, per*1e6, algbw, algbw*busFactor(coll, n), wrong)
+		fmt.Fprintf(b.e.stdout, "%12d %12d %8s %6s %6d %10.1f %9.2f %9.2f %7d %6s %6s %3d\n", int64(bytes), count, o.dt, o.rop, o.root, per*1e6, algbw, algbw*busFactor(o.coll, n), wrong, p.Algo, p.Proto, p.NChannels)
 	}
 	if wrong > 0 {
 		return fmt.Errorf("%d wrong elements at %d bytes", wrong, size)
 	}
 	return nil
+}
+
+// writeTrace writes this rank's trace: its part for the local launcher,
+// or its own files (tracePaths) in a job of another launcher.
+func (b *bencher) writeTrace(rank int) error {
+	if dir := os.Getenv(envTraceDir); dir != "" {
+		c, ev := tracePaths(filepath.Join(dir, "part"), rank)
+		return b.sink.write(c, ev)
+	}
+	c, ev := tracePaths(b.o.trace, rank)
+	return b.sink.write(c, ev)
 }
 
 // busFactor is nccl-tests' bus bandwidth factor.

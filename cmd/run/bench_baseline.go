@@ -58,8 +58,12 @@ func runBaseline(e *env, o benchOpts) (baselineResult, error) {
 		}
 	}
 	res.shmRatio, res.sockRatio = res.shmBus/res.memcpy, res.sockBus/res.tcp
-	fmt.Fprintf(e.stdout, "# twinccl baseline: %d ranks, AllReduce %d B, %s %s %s, %d channels, %d iters\n",
-		o.np, baselineBytes, o.dtype, o.algo, o.proto, o.channels, o.iters)
+	choice := "algorithm, protocol and channels from the tuner"
+	if o.algo != "" || o.proto != "" || o.channels > 0 {
+		choice = fmt.Sprintf("algo %q proto %q channels %d (empty, 0: the tuner's)", o.algo, o.proto, o.channels)
+	}
+	fmt.Fprintf(e.stdout, "# twinccl baseline: %d ranks, AllReduce %d B, %s, %s, %d iters\n",
+		o.np, baselineBytes, o.dtype, choice, o.iters)
 	fmt.Fprintf(e.stdout, "%-28s %9.2f GB/s\n", "memcpy (1 thread)", res.memcpy)
 	fmt.Fprintf(e.stdout, "%-28s %9.2f GB/s   ratio %.3f\n", "shm allreduce busbw", res.shmBus, res.shmRatio)
 	fmt.Fprintf(e.stdout, "%-28s %9.2f GB/s\n", "tcp loopback stream", res.tcp)
@@ -140,12 +144,15 @@ func tcpLoopbackBW(chunk int, d time.Duration) (float64, error) {
 	return float64(total) / el.Seconds() / 1e9, nil
 }
 
+// benchCols is the number of columns of a bench table row.
+const benchCols = 12
+
 // lastBusBW is the busbw column of the last row of a bench table.
 func lastBusBW(table string) (float64, error) {
 	bus := -1.0
 	for _, l := range strings.Split(table, "\n") {
 		f := strings.Fields(l)
-		if len(f) != 9 || strings.HasPrefix(l, "#") {
+		if len(f) != benchCols || strings.HasPrefix(l, "#") {
 			continue
 		}
 		if f[8] != "0" {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -9,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/twinccl/twinccl/exec/hw/transport"
+	"github.com/twinccl/twinccl/model"
+	"github.com/twinccl/twinccl/traces"
 )
 
 // TestBenchLocal launches 4 or 8 ranks (this test binary re-executed, see
@@ -39,7 +42,7 @@ func TestBenchLocal(t *testing.T) {
 			lines := 0
 			for _, l := range strings.Split(out.String(), "\n") {
 				f := strings.Fields(l)
-				if len(f) == 9 && !strings.HasPrefix(l, "#") {
+				if len(f) == benchCols && !strings.HasPrefix(l, "#") {
 					lines++
 					if f[8] != "0" {
 						t.Errorf("wrong elements: %s", l)
@@ -90,5 +93,163 @@ func init() {
 	// A rank started by the bench launcher: the test binary acts as run.
 	if os.Getenv(envUID) != "" && len(os.Args) > 1 && os.Args[1] == "bench" {
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	}
+}
+
+// TestBenchBareFormTrace runs the bare form with --trace: the launcher
+// merges the ranks' parts into OUT.parquet (one row per call per rank)
+// and OUT.events.parquet (one row per slice), and leaves nothing else.
+func TestBenchBareFormTrace(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process")
+	}
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out.parquet")
+	var stdout, stderr bytes.Buffer
+	args := []string{"-np", "4", "--op", "allreduce", "-b", "1K", "-e", "64K", "-f", "8", "-n", "2", "-w", "1", "--trace", out}
+	if rc := run(args, &stdout, &stderr); rc != 0 {
+		t.Fatalf("exit %d\n%s\n%s", rc, stdout.String(), stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "from the tuner") {
+		t.Errorf("header does not name the tuner:\n%s", stdout.String())
+	}
+	ents, _ := os.ReadDir(dir)
+	if len(ents) != 2 {
+		t.Errorf("files left in %s: %v", dir, ents)
+	}
+	cr, err := traces.OpenCallFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cr.Close()
+	type callKey struct {
+		rank int32
+		call int64
+	}
+	calls := map[callKey]traces.CallRow{}
+	if err := cr.Scan(traces.Filter{}, func(rows []traces.CallRow) error {
+		for _, r := range rows {
+			calls[callKey{r.Rank, r.Call}] = r
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// 3 sizes x (1 warmup + 2 timed + 1 checked) calls on each of 4 ranks.
+	if len(calls) != 4*3*4 {
+		t.Errorf("%d calls in the trace, want %d", len(calls), 4*3*4)
+	}
+	for k, r := range calls {
+		if r.Op != "AllReduce" || r.NRanks != 4 || r.Algorithm == "" || r.Protocol == "" || r.Datatype != "float32" ||
+			r.RedOp != "sum" || r.EndNs < r.StartNs || r.StartNs < r.EnqueueNs || r.Source != traces.SourceHW {
+			t.Fatalf("call %+v: %+v", k, r)
+		}
+	}
+	er, err := traces.OpenEventFile(strings.TrimSuffix(out, ".parquet") + ".events.parquet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer er.Close()
+	events := 0
+	if err := er.Scan(traces.Filter{}, func(rows []traces.EventRow) error {
+		for _, r := range rows {
+			events++
+			c, ok := calls[callKey{r.Rank, r.Call}]
+			if !ok || r.EndNs < r.StartNs || r.StartNs < c.StartNs || r.EndNs > c.EndNs || r.Primitive == "" || r.Protocol != c.Protocol {
+				return fmt.Errorf("event %+v does not fit call %+v", r, c)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if events < len(calls) {
+		t.Errorf("%d events for %d calls", events, len(calls))
+	}
+}
+
+// TestBenchFailureWritesNoTrace: a run that fails (Tree AllGather has no
+// Program) exits 1 and leaves no trace file behind.
+func TestBenchFailureWritesNoTrace(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process")
+	}
+	dir := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	args := []string{"-np", "2", "--op", "allgather", "--algo", "tree", "-b", "1K", "-e", "1K", "--trace", filepath.Join(dir, "t.parquet")}
+	if rc := run(args, &stdout, &stderr); rc != 1 {
+		t.Fatalf("exit %d, want 1\n%s\n%s", rc, stdout.String(), stderr.String())
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Errorf("failed run left %v", ents)
+	}
+}
+
+// TestBenchForcedProtocol: flags override the tuner.
+func TestBenchForcedProtocol(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process")
+	}
+	var stdout, stderr bytes.Buffer
+	args := []string{"bench", "-np", "3", "--op", "allreduce", "--algo", "tree", "--proto", "ll128", "-b", "4K", "-e", "4M", "-f", "1024", "-n", "1", "-w", "0"}
+	if rc := run(args, &stdout, &stderr); rc != 0 {
+		t.Fatalf("exit %d\n%s\n%s", rc, stdout.String(), stderr.String())
+	}
+	rows := 0
+	for _, l := range strings.Split(stdout.String(), "\n") {
+		f := strings.Fields(l)
+		if len(f) == benchCols && !strings.HasPrefix(l, "#") {
+			rows++
+			if f[9] != "Tree" || f[10] != "LL128" || f[8] != "0" {
+				t.Errorf("row %q: want Tree LL128 and no wrong element", l)
+			}
+		}
+	}
+	if rows != 2 || !strings.Contains(stdout.String(), "from the flags") {
+		t.Errorf("want 2 rows from the flags:\n%s", stdout.String())
+	}
+}
+
+func TestBenchUsageErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"-np", "2", "--bogus"}, {"-np", "2", "--op", "frob"}, {"-np", "2", "--dtype", "fp7"}, {"-np", "2", "--algo", "nvlsx"},
+		{"-np", "2", "-b", "1M", "-e", "1K"}, {"-np", "2", "-f", "1"}, {"-np", "2", "-n", "0"}, {"bench", "extra"},
+		{"-np", "2", "--trace", "x.parquet", "--baseline"},
+	} {
+		code, _, errOut := runArgs(args...)
+		if code != 2 || errOut == "" {
+			t.Errorf("run %v: exit %d, stderr %q; want exit 2 and a message", args, code, errOut)
+		}
+	}
+	code, out, _ := runArgs("bench", "-h")
+	if code != 0 || !strings.Contains(out, "OUT.events.parquet") || !strings.Contains(out, "-trace") {
+		t.Errorf("run bench -h: exit %d\n%s", code, out)
+	}
+}
+
+func TestCPUTopologyTuning(t *testing.T) {
+	if _, err := tunedPlan([]string{"a", "b", "a"}); err == nil {
+		t.Error("hosts a, b, a: want an error (ranks of a host must be consecutive)")
+	}
+	for _, hosts := range [][]string{{"a", "a", "a", "a"}, {"a", "a", "b", "b"}, {"a", "b", "c", "d"}} {
+		res, err := tunedPlan(hosts)
+		if err != nil {
+			t.Fatalf("%v: %v", hosts, err)
+		}
+		if res.Plan.NRanks != len(hosts) || res.Plan.NChannels < 1 {
+			t.Fatalf("%v: plan of %d ranks, %d channels", hosts, res.Plan.NRanks, res.Plan.NChannels)
+		}
+		small, err := res.Tuning.Choose(model.CollAllReduce, 2, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		large, err := res.Tuning.Choose(model.CollAllReduce, 16<<20, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// NCCL's tuner: a latency protocol for 8 bytes, Simple for 64 MiB.
+		if small.Proto == model.ProtoSimple || large.Proto != model.ProtoSimple {
+			t.Errorf("%v: 8 B %v/%v, 64 MiB %v/%v", hosts, small.Algo, small.Proto, large.Algo, large.Proto)
+		}
 	}
 }

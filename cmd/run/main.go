@@ -36,6 +36,7 @@ type command struct {
 var commands = []command{
 	{name: "topo", summary: "discover this machine's topology and print or dump it as NCCL topology XML", run: runTopo},
 	{name: "bench", summary: "run collectives on the host device over shm and sockets and print an nccl-tests-like table", run: runBench},
+	{name: "gpu", summary: "run an nccl-tests-like sweep on GPUs, one process per GPU, optionally side by side with NCCL", run: runGPU},
 }
 
 // env is what a command gets from main: output streams and a logger.
@@ -57,7 +58,11 @@ func usage(w io.Writer) {
 	fmt.Fprintf(w, `run: run twinccl on real hardware (GPUs through NVML and CUDA).
 
 Usage:
+  run [-v] -np N [--op allreduce] [-b 8] [-e 128M] [-f 2] [-n iters] [-w warmup]
+         [-c check] [--dtype T] [--redop OP] [--algo A] [--proto P] [--trace OUT.parquet]
   run [-v] <command> [flags]
+
+The first form is "run bench": a sweep on the host device (see run bench -h).
 
 Commands:
 `)
@@ -74,6 +79,7 @@ Run "run <command> -h" for a command's flags.
 
 // run is main without the process exit: it returns the exit status.
 func run(args []string, stdout, stderr io.Writer) int {
+	args = bareBench(args)
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	verbose := fs.Bool("v", false, "log diagnostics (debug level) to stderr")
@@ -126,6 +132,26 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stderr, "run: unknown command %q\n\n", name)
 	usage(stderr)
 	return 2
+}
+
+// bareBench turns the bare form `run [-v] -np 4 --op allreduce ...`
+// (the first argument after -v is a flag other than -v and -h) into
+// `run [-v] bench -np 4 ...`.
+func bareBench(args []string) []string {
+	i := 0
+	for i < len(args) && (args[i] == "-v" || args[i] == "--v") {
+		i++
+	}
+	if i == len(args) || !strings.HasPrefix(args[i], "-") {
+		return args
+	}
+	switch strings.TrimLeft(args[i], "-") {
+	case "h", "help", "v", "":
+		return args
+	}
+	out := append([]string(nil), args[:i]...)
+	out = append(out, "bench")
+	return append(out, args[i:]...)
 }
 
 // oneLine folds a multi-line message onto one line.

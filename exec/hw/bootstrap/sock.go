@@ -25,6 +25,9 @@ const (
 	TypeWatch uint32 = 4
 	// TypeNet is a data connection of the net transport (socket plugin).
 	TypeNet uint32 = 5
+	// TypeProxy is a client connection to a rank's proxy service (over
+	// its Unix socket; see exec/hw/transport).
+	TypeProxy uint32 = 6
 )
 
 // MaxFrame bounds a framed message (bootstrap messages are small; the

@@ -24,7 +24,6 @@ import (
 	"github.com/twinccl/twinccl/exec/hw/bootstrap"
 	"github.com/twinccl/twinccl/exec/hw/transport"
 	"github.com/twinccl/twinccl/model"
-	"github.com/twinccl/twinccl/model/refexec"
 )
 
 // Device runs Programs for one rank.
@@ -33,9 +32,17 @@ type Device struct {
 	set  *transport.Set
 	// Timeout bounds the time without progress (the comm's timeout when 0).
 	Timeout time.Duration
+	// Trace, when set, receives one event per executed slice (the
+	// event trace of a call); nil costs nothing.
+	Trace func(SliceEvent)
 
 	unpack [][]byte
 	acc    []byte
+	// Workers is the number of goroutines that share the reduction and
+	// copies of one large slice (GOMAXPROCS, or TWINCCL_REDUCE_THREADS,
+	// when 0; 1 keeps it on the device goroutine).
+	Workers int
+	work    workers
 }
 
 // New returns the host device of the rank that comm and set belong to.
@@ -47,6 +54,24 @@ func New(comm *bootstrap.Comm, set *transport.Set) *Device {
 type Stats struct {
 	Slices int64
 	Bytes  int64 // data bytes sent
+}
+
+// SliceEvent is one executed slice of a rank's lane: what an event
+// trace row records.
+type SliceEvent struct {
+	Channel int
+	// SendPeer and RecvPeer are the first peer the slice sends to and
+	// receives from, -1 when it does not.
+	SendPeer, RecvPeer int
+	Prim               model.PrimKind
+	Proto              model.Protocol
+	// Step numbers the rank's slices on the channel in execution order.
+	Step int64
+	// Bytes is the slice's payload.
+	Bytes int64
+	// Start and End are when the slice's data movement began (its inputs
+	// had arrived and its credits were there) and when it was posted.
+	Start, End time.Time
 }
 
 type laneState struct {
@@ -67,6 +92,7 @@ type run struct {
 	base    []uint64
 	last    []uint64 // relative step reached per connection
 	st      Stats
+	chStep  []int64 // per channel: slices executed (traces)
 	srcs    [][]byte
 	dsts    [][]byte
 }
@@ -107,6 +133,9 @@ func (d *Device) Run(p *model.Program, in, out []byte) (Stats, error) {
 	}
 	r := &run{d: d, p: p, me: me, in: in, out: out, es: es, conns: conns,
 		base: make([]uint64, len(conns)), last: make([]uint64, len(conns))}
+	if d.Trace != nil {
+		r.chStep = make([]int64, p.NChannels)
+	}
 	// Round every connection's step up to a whole slot ring (NCCL rounds
 	// to the chunk; a full ring keeps Simple slices from wrapping) and
 	// return the skipped credits / post the skipped steps.
@@ -174,7 +203,7 @@ func (d *Device) Run(p *model.Program, in, out []byte) (Stats, error) {
 		if lastProgress.IsZero() {
 			lastProgress = time.Now()
 		} else if bo.Waits()%1024 == 0 && time.Since(lastProgress) > timeout {
-			return r.st, fmt.Errorf("hostdev rank %d: no progress for %v: %s", me, timeout, r.blocked(lanes))
+			return r.st, fmt.Errorf("hostdev rank %d: timed out: no progress for %v: %s", me, timeout, r.blocked(lanes))
 		}
 		bo.Wait()
 	}
@@ -232,7 +261,10 @@ func (r *run) recvReady(ci int32, abs uint64, s model.ProgSlice, i int) (bool, e
 	if p.Proto != model.ProtoSimple && nb == 0 {
 		return true, nil
 	}
-	if (p.Proto == model.ProtoSimple || c.Kind == transport.KindNet) && m.Tail() < abs+uint64(s.Steps) {
+	// Simple data is announced by the tail counter; LL and LL128 lines
+	// carry their flags, over shm and net alike (the net proxy stores
+	// received lines flag last and leaves the tail alone).
+	if p.Proto == model.ProtoSimple && m.Tail() < abs+uint64(s.Steps) {
 		return false, nil
 	}
 	slot := int(abs % model.ProgSlots)
@@ -340,6 +372,10 @@ func (r *run) step(ls *laneState) (bool, error) {
 			}
 		}
 	}
+	var start time.Time
+	if r.d.Trace != nil {
+		start = time.Now()
+	}
 	inOff := (op.InOff + s.Offset) * r.es
 	outOff := (op.OutOff + s.Offset) * r.es
 	if nb == 0 {
@@ -384,14 +420,7 @@ func (r *run) step(ls *laneState) (bool, error) {
 		if len(srcs) == 0 {
 			return false, fmt.Errorf("%s: data to store but nothing to read", where())
 		}
-		dst := dsts[0]
-		reduceSrcs(p.Dtype, p.Op, dst, srcs)
-		if op.Flags&model.PrimPostOp != 0 {
-			refexec.PostOp(p.Dtype, p.Op, dst, p.NRanks)
-		}
-		for _, o := range dsts[1:] {
-			copy(o, dst)
-		}
+		r.d.combine(p.Dtype, p.Op, dsts, srcs, op.Flags&model.PrimPostOp != 0, p.NRanks)
 	}
 	r.srcs, r.dsts = srcs[:0], dsts[:0]
 	if send {
@@ -423,6 +452,18 @@ func (r *run) step(ls *laneState) (bool, error) {
 		}
 	}
 	r.st.Slices++
+	if r.d.Trace != nil {
+		ev := SliceEvent{Channel: int(l.Channel), SendPeer: -1, RecvPeer: -1, Prim: op.Kind, Proto: p.Proto,
+			Step: r.chStep[l.Channel], Bytes: nb, Start: start, End: time.Now()}
+		if send && len(l.Send) > 0 {
+			ev.SendPeer = int(p.Conns[l.Send[0]].To)
+		}
+		if recv && len(l.Recv) > 0 {
+			ev.RecvPeer = int(p.Conns[l.Recv[0]].From)
+		}
+		r.chStep[l.Channel]++
+		r.d.Trace(ev)
+	}
 	ls.slice++
 	if ls.slice == len(ls.slices) {
 		ls.op++

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -168,4 +169,55 @@ func TestMain(m *testing.M) {
 		os.Exit(childMain())
 	}
 	os.Exit(m.Run())
+}
+
+// TestNetLLByFlags runs LL and LL128 over the net transport: the proxy
+// stores received lines and the device consumes them by their flags, so
+// the receivers' tail counters never move; every received message was
+// flushed first.
+func TestNetLLByFlags(t *testing.T) {
+	checkLeaks(t)
+	var flushes atomic.Int64
+	flush := func(c *transport.Conn, step uint64, data []byte) error {
+		flushes.Add(1)
+		return nil
+	}
+	e := &jobExecutor{name: "hostdev-net-ll", jobs: map[int]*LocalJob{}, opt: LocalOptions{ForceNet: true, Flush: flush}}
+	defer e.close(t)
+	for _, proto := range []model.Protocol{model.ProtoLL, model.ProtoLL128} {
+		c := conformance.Case{Coll: model.CollAllReduce, Algo: model.AlgoRing, Proto: proto, Dtype: model.DtypeFP32, Op: model.RedSum, NRanks: 3, NChannels: 2, Count: 100_003}
+		if err := conformance.Check(e, c); err != nil {
+			t.Fatalf("%s: %v", proto, err)
+		}
+	}
+	j := e.jobs[3]
+	var received, flushed uint64
+	for r, rk := range j.Ranks {
+		c := conformance.Case{Coll: model.CollAllReduce, Algo: model.AlgoRing, Proto: model.ProtoLL, Dtype: model.DtypeFP32, Op: model.RedSum, NRanks: 3, NChannels: 2, Count: 100_003}
+		p, err := c.Program()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range Keys(p) {
+			if k.To != r {
+				continue
+			}
+			conn := rk.Set.Get(k)
+			cnt, ok := conn.NetCounters()
+			if !ok {
+				t.Fatalf("%v is not a net connection", k)
+			}
+			if tail := conn.Mem.Tail(); tail != 0 {
+				t.Errorf("%v: tail moved to %d on an LL-only connection", k, tail)
+			}
+			if cnt.Done == 0 || cnt.Done != cnt.Received {
+				t.Errorf("%v: counters %+v", k, cnt)
+			}
+			received += cnt.Done
+			flushed += cnt.Flushes
+		}
+	}
+	if flushed == 0 || int64(flushed) != flushes.Load() {
+		t.Errorf("%d flushes counted by the proxies, %d by the hook (%d steps received)", flushed, flushes.Load(), received)
+	}
 }

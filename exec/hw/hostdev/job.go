@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"runtime"
 	"sync"
 	"time"
 
@@ -17,6 +19,8 @@ type Rank struct {
 	Comm   *bootstrap.Comm
 	Set    *transport.Set
 	Device *Device
+	// Hosts is every rank's host id (RankConfig.HostID).
+	Hosts []string
 }
 
 // RankConfig describes how a rank joins its job.
@@ -28,7 +32,9 @@ type RankConfig struct {
 	ForceNet bool
 	// Net is the network plugin (the socket plugin when nil).
 	Net transport.Plugin
-	Log *slog.Logger
+	// Flush is the net transport's flush hook (a no-op when nil).
+	Flush transport.FlushFunc
+	Log   *slog.Logger
 }
 
 // Join bootstraps one rank, gathers the host ids and prepares its
@@ -51,12 +57,24 @@ func Join(cfg RankConfig) (*Rank, error) {
 	for i, b := range ids {
 		hosts[i] = string(b)
 	}
-	set, err := transport.NewSet(comm, transport.Config{HostIDs: hosts, ForceNet: cfg.ForceNet, Net: cfg.Net, Log: cfg.Log})
+	set, err := transport.NewSet(comm, transport.Config{HostIDs: hosts, ForceNet: cfg.ForceNet, Net: cfg.Net, Flush: cfg.Flush, Log: cfg.Log})
 	if err != nil {
 		comm.Abort()
 		return nil, err
 	}
-	return &Rank{Comm: comm, Set: set, Device: New(comm, set)}, nil
+	dev := New(comm, set)
+	// The host's cores are shared by its ranks: each reduces with its
+	// share of them (at least one goroutine).
+	local := 0
+	for _, h := range hosts {
+		if h == cfg.HostID {
+			local++
+		}
+	}
+	if os.Getenv("TWINCCL_REDUCE_THREADS") == "" {
+		dev.Workers = max(1, runtime.NumCPU()/max(1, local))
+	}
+	return &Rank{Comm: comm, Set: set, Device: dev, Hosts: hosts}, nil
 }
 
 // Close waits for every rank (barrier), then releases the transports and
@@ -93,7 +111,9 @@ type LocalOptions struct {
 	HostsOf  func(rank int) string
 	ForceNet bool
 	Timeout  time.Duration
-	Log      *slog.Logger
+	// Flush is every rank's net flush hook (a no-op when nil).
+	Flush transport.FlushFunc
+	Log   *slog.Logger
 }
 
 // NewLocalJob starts a root and n ranks on loopback.
@@ -117,7 +137,7 @@ func NewLocalJob(n int, o LocalOptions) (*LocalJob, error) {
 				host = o.HostsOf(r)
 			}
 			j.Ranks[r], errs[r] = Join(RankConfig{Boot: bootstrap.Config{Rank: r, NRanks: n, ID: root.ID(), Host: "127.0.0.1", Timeout: o.Timeout},
-				HostID: host, ForceNet: o.ForceNet, Log: o.Log})
+				HostID: host, ForceNet: o.ForceNet, Flush: o.Flush, Log: o.Log})
 		}()
 	}
 	wg.Wait()

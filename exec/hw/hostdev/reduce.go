@@ -2,6 +2,10 @@ package hostdev
 
 import (
 	"encoding/binary"
+	"os"
+	"runtime"
+	"strconv"
+	"sync"
 	"unsafe"
 
 	"github.com/twinccl/twinccl/model"
@@ -70,4 +74,88 @@ func addSlices[T float32 | float64 | uint32 | uint64](dst, a, b []T) {
 	for ; i < len(dst); i++ {
 		dst[i] = a[i] + b[i]
 	}
+}
+
+// ParallelMin is the smallest slice (bytes) whose reduction is split
+// across workers; below it the goroutine hand-off costs more than it
+// saves.
+const ParallelMin = 256 << 10
+
+// parallelChunk is the part of a split slice one worker takes at a time:
+// small enough to stay in cache between the reduction and the copies
+// that follow it, large enough to amortize the hand-off.
+const parallelChunk = 64 << 10
+
+// workers splits slices over goroutines; a zero value is ready.
+type workers struct {
+	wg sync.WaitGroup
+}
+
+// workerCount is d.Workers, TWINCCL_REDUCE_THREADS or GOMAXPROCS.
+func (d *Device) workerCount() int {
+	if d.Workers > 0 {
+		return d.Workers
+	}
+	if v, err := strconv.Atoi(os.Getenv("TWINCCL_REDUCE_THREADS")); err == nil && v > 0 {
+		d.Workers = min(v, 64)
+		return d.Workers
+	}
+	d.Workers = max(1, runtime.GOMAXPROCS(0))
+	return d.Workers
+}
+
+// combine stores the reduction of srcs into dsts[0], applies the post op
+// and copies the result into dsts[1:]. Large slices are cut into chunks
+// (on element boundaries) that several goroutines process at once, each
+// chunk reduced and then copied while it is still in cache.
+func (d *Device) combine(dt model.Dtype, op model.RedOp, dsts, srcs [][]byte, post bool, nranks int) {
+	n := len(dsts[0])
+	k := d.workerCount()
+	part := func(lo, hi int) {
+		dst := dsts[0][lo:hi]
+		var ss [8][]byte
+		sub := ss[:0]
+		for _, s := range srcs {
+			sub = append(sub, s[lo:hi])
+		}
+		reduceSrcs(dt, op, dst, sub)
+		if post {
+			refexec.PostOp(dt, op, dst, nranks)
+		}
+		for _, o := range dsts[1:] {
+			copy(o[lo:hi], dst)
+		}
+	}
+	es := dt.Size()
+	chunk := max(es, parallelChunk/es*es)
+	if k <= 1 || n < ParallelMin {
+		if len(dsts) == 1 && !post {
+			part(0, n)
+			return
+		}
+		// One goroutine: still chunked, so that the copies read the
+		// result from cache.
+		for lo := 0; lo < n; lo += chunk {
+			part(lo, min(lo+chunk, n))
+		}
+		return
+	}
+	nchunks := (n + chunk - 1) / chunk
+	k = min(k, nchunks)
+	// Chunks are dealt round-robin: worker w takes chunks w, w+k, ...
+	run := func(w int) {
+		for c := w; c < nchunks; c += k {
+			lo := c * chunk
+			part(lo, min(lo+chunk, n))
+		}
+	}
+	d.work.wg.Add(k - 1)
+	for w := 1; w < k; w++ {
+		go func() {
+			defer d.work.wg.Done()
+			run(w)
+		}()
+	}
+	run(0)
+	d.work.wg.Wait()
 }

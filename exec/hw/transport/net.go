@@ -2,13 +2,11 @@ package transport
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"os"
-	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -18,9 +16,29 @@ import (
 	"github.com/twinccl/twinccl/model"
 )
 
+// netInit gives a connected net connection its private memory.
+func (c *Conn) netInit(sc SendComm, rc RecvComm) error {
+	m, err := anonMem()
+	if err != nil {
+		if sc != nil {
+			sc.Close()
+		}
+		if rc != nil {
+			rc.Close()
+		}
+		return fmt.Errorf("allocate connection memory: %w", err)
+	}
+	c.mapped, c.Mem = m, Mem(m)
+	c.Mem.Init()
+	c.net = &netConn{send: sc, recv: rc}
+	return nil
+}
+
 // Plugin is the network plugin interface of the net transport (a reduced
-// form of NCCL's ncclNet_t: listen/connect/accept and message transfers;
-// the proxy goroutines that call it make the transfers asynchronous).
+// form of NCCL's ncclNet_t: listen/connect/accept, and asynchronous
+// transfers isend/irecv completed by test). The proxy's progress loop
+// calls it from one goroutine; transfers complete in the plugin's own
+// helpers.
 type Plugin interface {
 	Name() string
 	// Init binds the plugin to the rank's bootstrap (its listener carries
@@ -36,21 +54,35 @@ type Plugin interface {
 
 // Listener accepts the connection a Listen handle announced.
 type Listener interface {
-	Accept(timeout time.Duration) (RecvComm, error)
+	// TryAccept returns the receive side once the peer connected, or nil
+	// (and no error) while it has not yet: the proxy polls it.
+	TryAccept() (RecvComm, error)
 	Close() error
+}
+
+// Request is an asynchronous transfer; Test reports its completion.
+type Request interface {
+	Test() (done bool, err error)
 }
 
 // SendComm sends messages: a fixed HeaderSize header and a payload.
 type SendComm interface {
-	Send(hdr, data []byte) error
+	// Isend starts sending hdr then data; both must stay untouched until
+	// the request is done.
+	Isend(hdr, data []byte) (Request, error)
+	// SetWake registers a function called whenever a request completes
+	// (the progress loop sleeps on it when idle).
+	SetWake(func())
 	Close() error
 }
 
 // RecvComm receives what a SendComm sent: the header, then the payload
-// into a buffer of the size the header announced.
+// into a buffer of the size the header announced. Requests complete in
+// the order they were posted.
 type RecvComm interface {
-	RecvHeader(hdr []byte) error
-	Recv(data []byte) error
+	IrecvHeader(hdr []byte) (Request, error)
+	Irecv(data []byte) (Request, error)
+	SetWake(func())
 	Close() error
 }
 
@@ -219,14 +251,18 @@ func (l *sockListener) deliver(i int, c net.Conn) {
 	}
 }
 
-func (l *sockListener) Accept(timeout time.Duration) (RecvComm, error) {
+// TryAccept returns the connection once every socket of it arrived.
+func (l *sockListener) TryAccept() (RecvComm, error) {
 	select {
 	case <-l.ready:
-	case <-time.After(timeout):
-		return nil, fmt.Errorf("socket plugin: accept from rank %d: timed out after %v", l.peer, timeout)
+	default:
+		return nil, nil
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.taken {
+		return nil, fmt.Errorf("socket plugin: connection from rank %d already taken or closed", l.peer)
+	}
 	l.taken = true
 	l.s.mu.Lock()
 	delete(l.s.pending, l.key)
@@ -256,21 +292,29 @@ func (l *sockListener) Close() error {
 	return nil
 }
 
-// sockComm is a connection over several sockets, each message's payload
-// split into parts moved by NThreads helper goroutines.
+// sockComm is a connection over several sockets. Transfers are
+// asynchronous: Isend/Irecv queue a job per helper goroutine
+// (NCCL_SOCKET_NTHREADS of them, at least one), each moving the parts of
+// the message that fall on its sockets; the request is done when every
+// helper finished its parts. Socket i is always served by helper
+// i%nthreads, so parts on one socket keep their order across messages.
 type sockComm struct {
 	socks []net.Conn
 	opt   SocketOptions
 	peer  int
 	jobs  []chan sockJob
 	wg    sync.WaitGroup
-	once  sync.Once
+
+	mu     sync.Mutex // guards closed against submissions
+	closed bool
+	broken atomic.Bool
+	wake   atomic.Pointer[func()]
 }
 
 type sockJob struct {
 	send  bool
 	parts []sockPart
-	done  chan error
+	req   *sockReq
 }
 
 type sockPart struct {
@@ -278,16 +322,46 @@ type sockPart struct {
 	buf  []byte
 }
 
+// sockReq is a request of the socket plugin.
+type sockReq struct {
+	pending atomic.Int32
+	mu      sync.Mutex
+	err     error
+}
+
+// Test reports whether every part was moved, and the first error.
+func (r *sockReq) Test() (bool, error) {
+	if r.pending.Load() > 0 {
+		return false, nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return true, r.err
+}
+
+func (r *sockReq) finish(err error) {
+	if err != nil {
+		r.mu.Lock()
+		if r.err == nil {
+			r.err = err
+		}
+		r.mu.Unlock()
+	}
+	r.pending.Add(-1)
+}
+
+// sockQueue bounds the jobs queued per helper: the progress loop has at
+// most ProgSlots transfers and one header in flight per direction.
+const sockQueue = 4 * model.ProgSlots
+
 func newSockComm(socks []net.Conn, opt SocketOptions, peer int) *sockComm {
 	c := &sockComm{socks: socks, opt: opt, peer: peer}
-	if len(socks) > 1 {
-		nt := min(opt.NThreads, len(socks))
-		c.jobs = make([]chan sockJob, nt)
-		for t := range c.jobs {
-			c.jobs[t] = make(chan sockJob, 1)
-			c.wg.Add(1)
-			go c.worker(c.jobs[t])
-		}
+	nt := max(1, min(opt.NThreads, len(socks)))
+	c.jobs = make([]chan sockJob, nt)
+	for t := range c.jobs {
+		c.jobs[t] = make(chan sockJob, sockQueue)
+		c.wg.Add(1)
+		go c.worker(c.jobs[t])
 	}
 	return c
 }
@@ -296,6 +370,9 @@ func (c *sockComm) worker(jobs chan sockJob) {
 	defer c.wg.Done()
 	for j := range jobs {
 		var err error
+		if c.broken.Load() {
+			err = fmt.Errorf("socket plugin: connection with rank %d broken by an earlier error", c.peer)
+		}
 		for _, p := range j.parts {
 			if err != nil {
 				break
@@ -306,16 +383,24 @@ func (c *sockComm) worker(jobs chan sockJob) {
 				_, err = io.ReadFull(c.socks[p.sock], p.buf)
 			}
 		}
-		j.done <- err
+		if err != nil {
+			c.broken.Store(true)
+		}
+		j.req.finish(err)
+		if w := c.wake.Load(); w != nil {
+			(*w)()
+		}
 	}
 }
 
-// split cuts n bytes into consecutive parts, one per socket, each at least
-// MinChunk.
-func (c *sockComm) split(buf []byte) [][]sockPart {
+// SetWake registers the completion callback.
+func (c *sockComm) SetWake(f func()) { c.wake.Store(&f) }
+
+// split cuts buf into consecutive parts, one per socket, each at least
+// MinChunk, grouped by helper.
+func (c *sockComm) split(per [][]sockPart, buf []byte) [][]sockPart {
 	ns := len(c.socks)
 	chunk := max(c.opt.MinChunk, (len(buf)+ns-1)/ns)
-	per := make([][]sockPart, len(c.jobs))
 	for i, off := 0, 0; off < len(buf); i, off = i+1, off+chunk {
 		end := min(off+chunk, len(buf))
 		t := i % len(c.jobs)
@@ -324,292 +409,60 @@ func (c *sockComm) split(buf []byte) [][]sockPart {
 	return per
 }
 
-func (c *sockComm) transfer(buf []byte, send bool) error {
-	if len(c.jobs) == 0 {
-		var err error
-		if send {
-			_, err = c.socks[0].Write(buf)
-		} else {
-			_, err = io.ReadFull(c.socks[0], buf)
-		}
-		return err
+// submit queues the parts of one message on their helpers.
+func (c *sockComm) submit(send bool, hdr, data []byte) (Request, error) {
+	per := make([][]sockPart, len(c.jobs))
+	if hdr != nil {
+		per[0] = append(per[0], sockPart{sock: 0, buf: hdr})
 	}
-	per := c.split(buf)
-	done := make(chan error, len(per))
+	per = c.split(per, data)
+	r := &sockReq{}
 	n := 0
-	for t, parts := range per {
+	for _, parts := range per {
 		if len(parts) > 0 {
-			c.jobs[t] <- sockJob{send: send, parts: parts, done: done}
 			n++
 		}
 	}
-	var errs []error
-	for ; n > 0; n-- {
-		if err := <-done; err != nil {
-			errs = append(errs, err)
+	r.pending.Store(int32(n))
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, fmt.Errorf("socket plugin: connection with rank %d closed", c.peer)
+	}
+	for t, parts := range per {
+		if len(parts) > 0 {
+			c.jobs[t] <- sockJob{send: send, parts: parts, req: r}
 		}
 	}
-	return errors.Join(errs...)
+	return r, nil
 }
 
-func (c *sockComm) Send(hdr, data []byte) error {
-	if _, err := c.socks[0].Write(hdr); err != nil {
-		return err
-	}
-	return c.transfer(data, true)
-}
+// Isend queues hdr (on socket 0) and data (split over the sockets).
+func (c *sockComm) Isend(hdr, data []byte) (Request, error) { return c.submit(true, hdr, data) }
 
-func (c *sockComm) RecvHeader(hdr []byte) error {
-	_, err := io.ReadFull(c.socks[0], hdr)
-	return err
-}
+// IrecvHeader queues the read of the next header.
+func (c *sockComm) IrecvHeader(hdr []byte) (Request, error) { return c.submit(false, hdr, nil) }
 
-func (c *sockComm) Recv(data []byte) error { return c.transfer(data, false) }
+// Irecv queues the read of a payload.
+func (c *sockComm) Irecv(data []byte) (Request, error) { return c.submit(false, nil, data) }
 
+// Close closes the sockets (helpers blocked on them fail) and waits for
+// the helpers.
 func (c *sockComm) Close() error {
-	c.once.Do(func() {
-		for _, s := range c.socks {
-			s.Close()
-		}
-		for _, j := range c.jobs {
-			close(j)
-		}
-		c.wg.Wait()
-	})
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	c.mu.Unlock()
+	c.broken.Store(true)
+	for _, s := range c.socks {
+		s.Close()
+	}
+	for _, j := range c.jobs {
+		close(j)
+	}
+	c.wg.Wait()
 	return nil
-}
-
-// netConn is the proxy state of one side of a net connection: NCCL's
-// posted/transmitted/received/done counters.
-type netConn struct {
-	send    SendComm
-	recv    RecvComm
-	kick    chan struct{}
-	closing atomic.Bool
-	// Counters (absolute steps), for traces and tests.
-	Posted, Transmitted, Received, Done atomic.Uint64
-}
-
-func (n *netConn) notify() {
-	select {
-	case n.kick <- struct{}{}:
-	default:
-	}
-}
-
-func (n *netConn) close() error {
-	n.closing.Store(true)
-	n.notify()
-	if n.send != nil {
-		return n.send.Close()
-	}
-	return n.recv.Close()
-}
-
-func (c *Conn) netInit(sc SendComm, rc RecvComm) error {
-	m, err := anonMem()
-	if err != nil {
-		if sc != nil {
-			sc.Close()
-		}
-		if rc != nil {
-			rc.Close()
-		}
-		return fmt.Errorf("allocate connection memory: %w", err)
-	}
-	c.mapped, c.Mem = m, Mem(m)
-	c.Mem.Init()
-	c.net = &netConn{send: sc, recv: rc, kick: make(chan struct{}, 1)}
-	return nil
-}
-
-// proxy runs the progress goroutines of a rank's net connections, each on
-// a locked OS thread.
-type proxy struct {
-	comm *bootstrap.Comm
-	log  *slog.Logger
-	wg   sync.WaitGroup
-	mu   sync.Mutex
-	all  []*Conn
-}
-
-func newProxy(comm *bootstrap.Comm, log *slog.Logger) *proxy {
-	return &proxy{comm: comm, log: log}
-}
-
-func (p *proxy) add(c *Conn) {
-	p.mu.Lock()
-	p.all = append(p.all, c)
-	p.mu.Unlock()
-	p.wg.Add(1)
-	if c.Send {
-		go p.sendLoop(c)
-	} else {
-		go p.recvLoop(c)
-	}
-}
-
-func (p *proxy) stop() {
-	p.mu.Lock()
-	all := p.all
-	p.all = nil
-	p.mu.Unlock()
-	// Stop the loops first, then say goodbye on the send sides (a header
-	// with step -1) so that receivers close without reporting a loss.
-	for _, c := range all {
-		c.net.closing.Store(true)
-		c.net.notify()
-	}
-	var bye [HeaderSize]byte
-	binary.LittleEndian.PutUint64(bye[16:], ^uint64(0))
-	for _, c := range all {
-		if c.net.send != nil {
-			_ = c.net.send.Send(bye[:], nil)
-		}
-		c.net.close()
-	}
-	p.wg.Wait()
-}
-
-// wait waits once with bo; past its yield phase it blocks until kicked,
-// for at most 1 ms.
-func (n *netConn) wait(bo *Backoff) {
-	if !bo.Sleeping() {
-		bo.Wait()
-		return
-	}
-	t := time.NewTimer(time.Millisecond)
-	select {
-	case <-n.kick:
-		bo.Reset()
-	case <-t.C:
-	}
-	t.Stop()
-}
-
-// lossGrace is how long a broken data connection waits for the liveness
-// connections before it blames its peer: a peer that aborts because a
-// third rank died reports that rank on them, and the report may still be
-// in flight when its sockets close.
-const lossGrace = 100 * time.Millisecond
-
-func (p *proxy) fail(c *Conn, what string, err error) {
-	if c.net.closing.Load() {
-		return
-	}
-	t := time.NewTimer(lossGrace)
-	defer t.Stop()
-	select {
-	case <-p.comm.Lost():
-		return // already attributed
-	case <-t.C:
-	}
-	if c.net.closing.Load() {
-		return
-	}
-	p.comm.PeerLost(c.Peer, fmt.Errorf("net %v %s: %w", c.Key, what, err))
-}
-
-// sendLoop is the send proxy: a step posted by the device (tail) is
-// transmitted with its fifo entry as header; when the transfer is done the
-// credit goes back to the device (head). Steps the device skipped when it
-// rounded its step counter are passed over.
-func (p *proxy) sendLoop(c *Conn) {
-	defer p.wg.Done()
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	n, m := c.net, c.Mem
-	var hdr [HeaderSize]byte
-	var bo Backoff
-	var tx uint64
-	for !n.closing.Load() {
-		tail := m.Tail()
-		if tx >= tail {
-			n.wait(&bo)
-			continue
-		}
-		bo.Reset()
-		slot := int(tx % model.ProgSlots)
-		e := m.Fifo(slot)
-		if e.Step != int64(tx) || e.Size < 0 {
-			tx++ // a step skipped by rounding
-			n.Done.Store(tx)
-			m.SetHead(tx)
-			continue
-		}
-		n.Posted.Store(tx + uint64(e.Steps))
-		binary.LittleEndian.PutUint64(hdr[0:], uint64(e.Size))
-		binary.LittleEndian.PutUint64(hdr[8:], uint64(e.Wire))
-		binary.LittleEndian.PutUint64(hdr[16:], uint64(e.Step))
-		binary.LittleEndian.PutUint32(hdr[24:], uint32(e.Steps))
-		binary.LittleEndian.PutUint32(hdr[28:], uint32(e.Proto))
-		pr := model.Protocol(e.Proto)
-		if pr < 0 || pr >= model.NumProtocols || e.Wire > int64(model.ProtoBuffSize(pr)-slot*SlotStride(pr)) {
-			p.fail(c, "send", fmt.Errorf("corrupt fifo entry %+v", e))
-			return
-		}
-		if err := n.send.Send(hdr[:], m.Slot(pr, slot)[:e.Wire]); err != nil {
-			p.fail(c, fmt.Sprintf("send to rank %d", c.Peer), err)
-			return
-		}
-		tx += uint64(e.Steps)
-		n.Transmitted.Store(tx)
-		m.SetFifo(slot, FifoEntry{Size: -1, Step: -1})
-		n.Done.Store(tx)
-		m.SetHead(tx)
-	}
-}
-
-// recvLoop is the receive proxy: it reads a header, waits until the
-// device released the slots (head), receives the payload into them, and
-// posts the steps to the device (fifo entry, then tail).
-func (p *proxy) recvLoop(c *Conn) {
-	defer p.wg.Done()
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	n, m := c.net, c.Mem
-	var hdr [HeaderSize]byte
-	var bo Backoff
-	for !n.closing.Load() {
-		if err := n.recv.RecvHeader(hdr[:]); err != nil {
-			p.fail(c, fmt.Sprintf("receive from rank %d", c.Peer), err)
-			return
-		}
-		e := FifoEntry{
-			Size:  int64(binary.LittleEndian.Uint64(hdr[0:])),
-			Wire:  int64(binary.LittleEndian.Uint64(hdr[8:])),
-			Step:  int64(binary.LittleEndian.Uint64(hdr[16:])),
-			Steps: int32(binary.LittleEndian.Uint32(hdr[24:])),
-			Proto: int32(binary.LittleEndian.Uint32(hdr[28:])),
-		}
-		if e.Step == -1 {
-			n.closing.Store(true) // the sender said goodbye
-			return
-		}
-		pr := model.Protocol(e.Proto)
-		slot := int(uint64(e.Step) % model.ProgSlots)
-		if pr < 0 || pr >= model.NumProtocols || e.Step < 0 || e.Steps < 1 || e.Steps > model.ProgSlots ||
-			e.Wire < 0 || e.Wire > int64(model.ProtoBuffSize(pr)-slot*SlotStride(pr)) {
-			p.fail(c, fmt.Sprintf("receive from rank %d", c.Peer), fmt.Errorf("malformed header %+v", e))
-			return
-		}
-		n.Posted.Store(uint64(e.Step + int64(e.Steps)))
-		for m.Head()+model.ProgSlots < uint64(e.Step)+uint64(e.Steps) {
-			if n.closing.Load() {
-				return
-			}
-			n.wait(&bo)
-		}
-		bo.Reset()
-		if err := n.recv.Recv(m.Slot(pr, slot)[:e.Wire]); err != nil {
-			p.fail(c, fmt.Sprintf("receive from rank %d", c.Peer), err)
-			return
-		}
-		end := uint64(e.Step) + uint64(e.Steps)
-		n.Received.Store(end)
-		m.SetFifo(slot, e)
-		n.Transmitted.Store(end)
-		m.SetTail(end)
-		n.Done.Store(end)
-	}
 }

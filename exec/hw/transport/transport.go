@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -53,9 +51,8 @@ type Conn struct {
 	// absolute step the next Program starts from, before rounding.
 	Step uint64
 
-	mapped  []byte // munmap on close
-	shmPath string // unlinked after the peer mapped it (receiver side)
-	net     *netConn
+	mapped []byte // munmap on close
+	net    *netConn
 }
 
 // Notify wakes the proxy of a net connection after the counters moved.
@@ -63,6 +60,22 @@ func (c *Conn) Notify() {
 	if c.net != nil {
 		c.net.notify()
 	}
+}
+
+// NetCounters are the proxy's step counters of a net connection (see
+// the progress loop): posted, transmitted, received, done, and the
+// number of flushes.
+type NetCounters struct {
+	Posted, Transmitted, Received, Done, Flushes uint64
+}
+
+// NetCounters reads the proxy counters; false for other transports.
+func (c *Conn) NetCounters() (NetCounters, bool) {
+	if c.net == nil {
+		return NetCounters{}, false
+	}
+	n := c.net
+	return NetCounters{n.Posted.Load(), n.Transmitted.Load(), n.Received.Load(), n.Done.Load(), n.Flushes.Load()}, true
 }
 
 // Config selects transports and tunes the net transport.
@@ -76,20 +89,27 @@ type Config struct {
 	Net Plugin
 	// ShmDir is where shm segments are created (/dev/shm when empty).
 	ShmDir string
-	Log    *slog.Logger
+	// Flush is the net transport's flush hook (a no-op when nil).
+	Flush FlushFunc
+	Log   *slog.Logger
 }
 
-// Set is a rank's connections and the state their transports share.
+// Set is a rank's connections and the state their transports share: its
+// proxy service and a client of it, and clients of the same-host peers'
+// proxies (to fetch shm segments).
 type Set struct {
-	comm  *bootstrap.Comm
-	cfg   Config
-	mu    sync.Mutex
-	conns map[Key]*Conn
-	net   Plugin
-	px    *proxy
+	comm   *bootstrap.Comm
+	cfg    Config
+	mu     sync.Mutex
+	conns  map[Key]*Conn
+	ids    map[Key]uint64 // proxy connection ids
+	svc    *ProxyService
+	client *ProxyClient
+	peers  map[int]*ProxyClient
+	shared bool // SharedInit done
 }
 
-// NewSet prepares the transports of one rank.
+// NewSet prepares the transports of one rank and starts its proxy.
 func NewSet(comm *bootstrap.Comm, cfg Config) (*Set, error) {
 	if len(cfg.HostIDs) != comm.NRanks() {
 		return nil, fmt.Errorf("transport rank %d: %d host ids for %d ranks", comm.Rank(), len(cfg.HostIDs), comm.NRanks())
@@ -100,16 +120,20 @@ func NewSet(comm *bootstrap.Comm, cfg Config) (*Set, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	s := &Set{comm: comm, cfg: cfg, conns: map[Key]*Conn{}, net: cfg.Net}
-	if s.net == nil {
-		s.net = NewSocket(SocketOptionsFromEnv())
+	svc, err := NewProxyService(comm, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("transport rank %d: %w", comm.Rank(), err)
 	}
-	if err := s.net.Init(comm); err != nil {
-		return nil, fmt.Errorf("transport rank %d: net plugin %s: %w", comm.Rank(), s.net.Name(), err)
+	client, err := DialProxy(comm, comm.Rank())
+	if err != nil {
+		svc.Close()
+		return nil, fmt.Errorf("transport rank %d: %w", comm.Rank(), err)
 	}
-	s.px = newProxy(comm, cfg.Log)
-	return s, nil
+	return &Set{comm: comm, cfg: cfg, conns: map[Key]*Conn{}, ids: map[Key]uint64{}, svc: svc, client: client, peers: map[int]*ProxyClient{}}, nil
 }
+
+// Proxy is the rank's proxy service.
+func (s *Set) Proxy() *ProxyService { return s.svc }
 
 // Get is the connection for k, or nil.
 func (s *Set) Get(k Key) *Conn {
@@ -134,16 +158,21 @@ func infoTag(k Key, phase uint32) uint32 {
 }
 
 // Connect sets up every connection of keys this rank is an end of and does
-// not hold yet: for each, choose the transport, set up both sides,
-// exchange connect info with the peer in one batch, connect; then the
-// senders acknowledge and the receivers unlink their shm segments. Every
-// rank must call it with the same keys in the same order.
+// not hold yet, as NCCL does: choose the transport (shm, then net); Init
+// a proxy connection for every net side and every shm receiver, then
+// SharedInit and Setup (receivers listen or create their segment); send
+// the connect info to the peers in one batch; then connect: net sides
+// through asynchronous Connect requests answered as they complete, shm
+// senders by fetching the segment's descriptor from the receiver's proxy
+// (ConvertFd) and mapping it. Every rank must call it with the same keys
+// in the same order.
 func (s *Set) Connect(keys []Key) ([]*Conn, error) {
 	me := s.comm.Rank()
 	type pending struct {
 		c    *Conn
+		id   uint64 // proxy connection
+		op   uint64 // request in flight
 		info []byte
-		ln   Listener
 	}
 	var todo []*pending
 	out := make([]*Conn, len(keys))
@@ -179,36 +208,61 @@ func (s *Set) Connect(keys []Key) ([]*Conn, error) {
 			c.Kind = KindSHM
 		}
 		todo = append(todo, &pending{c: c})
-		out[i] = c
 	}
 	fail := func(err error) ([]*Conn, error) {
 		for _, p := range todo {
-			if p.ln != nil {
-				p.ln.Close()
+			if p.id != 0 {
+				if _, cerr := s.client.Call(ProxyClose, binary.LittleEndian.AppendUint64(nil, p.id)); cerr != nil {
+					s.cfg.Log.Warn("transport: closing a proxy connection after a failed connect", "key", p.c.Key, "err", cerr)
+				}
 			}
 			p.c.close()
 		}
 		return nil, err
 	}
-	// Setup: receivers allocate (shm segment) or listen (net).
+	// Init: one proxy connection per net side and shm receiver.
+	needNet := false
 	for _, p := range todo {
-		c := p.c
-		if c.Send {
+		if p.c.Kind == KindSHM && p.c.Send {
 			continue
 		}
-		switch c.Kind {
-		case KindSHM:
-			if err := c.shmCreate(s.cfg.ShmDir, s.comm.Magic()); err != nil {
-				return fail(fmt.Errorf("transport rank %d: shm setup for %v from rank %d: %w", me, c.Key, c.Peer, err))
-			}
-			p.info = []byte(c.shmPath)
-		case KindNet:
-			h, ln, err := s.net.Listen(c.Peer)
-			if err != nil {
-				return fail(fmt.Errorf("transport rank %d: net setup for %v from rank %d: %w", me, c.Key, c.Peer, err))
-			}
-			p.info, p.ln = h, ln
+		needNet = needNet || p.c.Kind == KindNet
+		op, err := s.client.CallAsync(ProxyInit, initReq(p.c.Kind, p.c.Send, p.c.Peer, p.c.Key))
+		if err != nil {
+			return fail(err)
 		}
+		p.op = op
+	}
+	for _, p := range todo {
+		if p.op == 0 {
+			continue
+		}
+		resp, _, err := s.client.Wait(p.op)
+		p.op = 0
+		if err == nil && len(resp) != 8 {
+			err = fmt.Errorf("init answer of %d bytes", len(resp))
+		}
+		if err != nil {
+			return fail(fmt.Errorf("transport rank %d: proxy init for %v: %w", me, p.c.Key, err))
+		}
+		p.id = binary.LittleEndian.Uint64(resp)
+	}
+	if needNet && !s.shared {
+		if _, err := s.client.Call(ProxySharedInit, nil); err != nil {
+			return fail(fmt.Errorf("transport rank %d: proxy shared init: %w", me, err))
+		}
+		s.shared = true
+	}
+	// Setup: receivers listen (net) or create their segment (shm).
+	for _, p := range todo {
+		if p.c.Send {
+			continue
+		}
+		info, err := s.client.Call(ProxySetup, binary.LittleEndian.AppendUint64(nil, p.id))
+		if err != nil {
+			return fail(fmt.Errorf("transport rank %d: %s setup for %v from rank %d: %w", me, p.c.Kind, p.c.Key, p.c.Peer, err))
+		}
+		p.info = info
 	}
 	// Exchange connect info in one batch: receivers send, senders receive.
 	for _, p := range todo {
@@ -231,127 +285,129 @@ func (s *Set) Connect(keys []Key) ([]*Conn, error) {
 			p.info = msg[1:]
 		}
 	}
-	// Connect.
+	// Connect: every net side asynchronously, then the shm senders.
+	for _, p := range todo {
+		if p.c.Kind != KindNet {
+			continue
+		}
+		req := binary.LittleEndian.AppendUint64(nil, p.id)
+		if p.c.Send {
+			req = append(req, p.info...)
+		}
+		op, err := s.client.CallAsync(ProxyConnect, req)
+		if err != nil {
+			return fail(err)
+		}
+		p.op = op
+	}
 	for _, p := range todo {
 		c := p.c
-		var err error
-		switch {
-		case c.Kind == KindSHM && c.Send:
-			err = c.shmOpen(string(p.info), s.cfg.ShmDir)
-		case c.Kind == KindNet && c.Send:
-			var sc SendComm
-			if sc, err = s.net.Connect(c.Peer, p.info); err == nil {
-				err = c.netInit(sc, nil)
+		if c.Kind == KindSHM && c.Send {
+			if err := s.shmOpen(c, p.info); err != nil {
+				return fail(fmt.Errorf("transport rank %d: connect %v shm with rank %d: %w", me, c.Key, c.Peer, err))
 			}
-		case c.Kind == KindNet:
-			var rc RecvComm
-			if rc, err = p.ln.Accept(s.comm.Timeout()); err == nil {
-				err = c.netInit(nil, rc)
-			}
-			p.ln.Close()
-			p.ln = nil
 		}
+	}
+	for _, p := range todo {
+		if p.op == 0 {
+			continue
+		}
+		_, _, err := s.client.Wait(p.op)
+		p.op = 0
 		if err != nil {
-			return fail(fmt.Errorf("transport rank %d: connect %v %s with rank %d: %w", me, c.Key, c.Kind, c.Peer, err))
-		}
-	}
-	// Senders acknowledge; receivers unlink their segments once mapped.
-	for _, p := range todo {
-		if p.c.Send {
-			if err := s.comm.Send(p.c.Peer, infoTag(p.c.Key, 1), nil); err != nil {
-				return fail(fmt.Errorf("transport rank %d: connect ack for %v to rank %d: %w", me, p.c.Key, p.c.Peer, err))
-			}
-		}
-	}
-	for _, p := range todo {
-		if !p.c.Send {
-			if _, err := s.comm.Recv(p.c.Peer, infoTag(p.c.Key, 1)); err != nil {
-				return fail(fmt.Errorf("transport rank %d: connect ack for %v from rank %d: %w", me, p.c.Key, p.c.Peer, err))
-			}
-			p.c.unlink()
+			return fail(fmt.Errorf("transport rank %d: connect %v %s with rank %d: %w", me, p.c.Key, p.c.Kind, p.c.Peer, err))
 		}
 	}
 	s.mu.Lock()
-	for _, p := range todo {
-		s.conns[p.c.Key] = p.c
-		if p.c.net != nil {
-			s.px.add(p.c)
+	defer s.mu.Unlock()
+	for i, k := range keys {
+		if out[i] != nil || (k.From != me && k.To != me) {
+			continue
+		}
+		for _, p := range todo {
+			if p.c.Key != k {
+				continue
+			}
+			if p.id != 0 {
+				c := s.svc.conn(p.id)
+				if c == nil {
+					return nil, fmt.Errorf("transport rank %d: proxy connection %d for %v not ready", me, p.id, k)
+				}
+				p.c = c
+				s.ids[k] = p.id
+			}
+			s.conns[k] = p.c
+			out[i] = p.c
 		}
 	}
-	s.mu.Unlock()
 	return out, nil
 }
 
-// Close stops the proxy and releases every connection.
+// shmOpen maps the segment of an shm receiver: its descriptor comes from
+// the receiver's proxy (ConvertFd over the Unix socket), so that the
+// segment has no name anyone could leave behind.
+func (s *Set) shmOpen(c *Conn, info []byte) error {
+	if len(info) != 8 {
+		return fmt.Errorf("shm connect info of %d bytes", len(info))
+	}
+	pc := s.peers[c.Peer]
+	if pc == nil {
+		var err error
+		if pc, err = DialProxy(s.comm, c.Peer); err != nil {
+			return err
+		}
+		s.peers[c.Peer] = pc
+	}
+	op, err := pc.CallAsync(ProxyConvertFd, info)
+	if err != nil {
+		return err
+	}
+	resp, fd, err := pc.Wait(op)
+	if err != nil {
+		return err
+	}
+	if fd < 0 {
+		return fmt.Errorf("the proxy of rank %d sent no descriptor", c.Peer)
+	}
+	defer syscall.Close(fd)
+	if len(resp) != 8 || binary.LittleEndian.Uint64(resp) != MemBytes {
+		return fmt.Errorf("the proxy of rank %d describes a segment of another size", c.Peer)
+	}
+	m, err := mapFd(fd)
+	if err != nil {
+		return err
+	}
+	c.mapped, c.Mem = m, Mem(m)
+	return nil
+}
+
+// Close stops the proxy (Stop message; its progress loop says goodbye on
+// the net connections) and releases every connection.
 func (s *Set) Close() error {
-	s.px.stop()
+	var errs []error
+	if _, err := s.client.Call(ProxyStop, nil); err != nil {
+		errs = append(errs, err)
+	}
+	s.svc.Close()
+	s.client.Close()
+	for _, pc := range s.peers {
+		pc.Close()
+	}
 	s.mu.Lock()
 	conns := s.conns
 	s.conns = map[Key]*Conn{}
 	s.mu.Unlock()
-	var errs []error
 	for _, c := range conns {
 		if err := c.close(); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	if err := s.net.Close(); err != nil {
-		errs = append(errs, err)
-	}
 	return errors.Join(errs...)
 }
 
-// ShmPrefix starts the name of every shm segment twinccl creates.
+// ShmPrefix starts the name of every shm segment twinccl creates (each
+// is unlinked as soon as it is created).
 const ShmPrefix = "twinccl-"
-
-func (c *Conn) shmCreate(dir string, magic uint64) error {
-	var rnd [8]byte
-	binary.LittleEndian.PutUint64(rnd[:], bootstrap.RandomMagic())
-	name := fmt.Sprintf("%s%016x-%d-%d-%d-%d-%x", ShmPrefix, magic, c.Key.Channel, c.Key.From, c.Key.To, c.Key.Index, rnd[:4])
-	path := filepath.Join(dir, name)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	c.shmPath = path
-	if err := f.Truncate(MemBytes); err != nil {
-		c.unlink()
-		return err
-	}
-	m, err := syscall.Mmap(int(f.Fd()), 0, MemBytes, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
-	if err != nil {
-		c.unlink()
-		return fmt.Errorf("mmap %s: %w", path, err)
-	}
-	c.mapped, c.Mem = m, Mem(m)
-	c.Mem.Init()
-	return nil
-}
-
-func (c *Conn) shmOpen(name, dir string) error {
-	if filepath.Dir(name) != filepath.Clean(dir) || !strings.HasPrefix(filepath.Base(name), ShmPrefix) {
-		return fmt.Errorf("peer sent shm segment %q outside %s", name, dir)
-	}
-	f, err := os.OpenFile(name, os.O_RDWR, 0)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	m, err := syscall.Mmap(int(f.Fd()), 0, MemBytes, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
-	if err != nil {
-		return fmt.Errorf("mmap %s: %w", name, err)
-	}
-	c.mapped, c.Mem = m, Mem(m)
-	return nil
-}
-
-func (c *Conn) unlink() {
-	if c.shmPath != "" {
-		_ = os.Remove(c.shmPath)
-		c.shmPath = ""
-	}
-}
 
 func (c *Conn) close() error {
 	var errs []error
@@ -360,7 +416,6 @@ func (c *Conn) close() error {
 			errs = append(errs, err)
 		}
 	}
-	c.unlink()
 	if c.mapped != nil {
 		if err := syscall.Munmap(c.mapped); err != nil {
 			errs = append(errs, err)

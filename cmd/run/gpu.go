@@ -1,0 +1,1228 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twinccl/twinccl"
+	"github.com/twinccl/twinccl/exec/hw/bootstrap"
+	"github.com/twinccl/twinccl/exec/hw/cuda"
+	"github.com/twinccl/twinccl/exec/hw/gpudev"
+	"github.com/twinccl/twinccl/exec/hw/nccl"
+	"github.com/twinccl/twinccl/internal/atomicfile"
+	"github.com/twinccl/twinccl/model"
+	"github.com/twinccl/twinccl/search"
+)
+
+// gpuReps is the number of timed repetitions per size (nccl-tests and
+// shared/baselines/h200x2-nvswitch use 5); a row's time is their mean.
+const gpuReps = 5
+
+// gpuOpts are the flags of run gpu.
+type gpuOpts struct {
+	np                 int
+	op, dtype, redop   string
+	algo, proto        string
+	channels           int
+	minB, maxB, factor int64
+	iters, warmup      int
+	graph, check       int
+	root               int
+	topo               string
+	baseline           string
+	jsonOut            string
+	timeout            time.Duration
+
+	// Parsed.
+	coll      model.Collective
+	dt        model.Dtype
+	rop       model.RedOp
+	algoSet   bool
+	algoV     model.Algorithm
+	protoSet  bool
+	protoV    model.Protocol
+	itersAuto bool
+}
+
+func gpuFlags(o *gpuOpts, minS, maxS *string) *flag.FlagSet {
+	fs := flag.NewFlagSet("gpu", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.IntVar(&o.np, "np", 0, "launch `N` local rank processes, rank r on GPU r mod (visible GPUs); without it, join a Slurm, Open MPI or torchrun job from the environment")
+	fs.StringVar(&o.op, "op", "allreduce", "collective: allreduce, allgather, reducescatter, broadcast, reduce")
+	fs.StringVar(minS, "b", "8", "smallest size in `bytes` (K, M, G suffixes); the total buffer for allgather and reducescatter, as nccl-tests")
+	fs.StringVar(maxS, "e", "32M", "largest size in `bytes`")
+	fs.Int64Var(&o.factor, "f", 2, "size multiplication `factor`")
+	fs.IntVar(&o.iters, "n", 0, "calls per timed loop (0: 50, or 10 from 64 MiB on)")
+	fs.IntVar(&o.warmup, "w", 5, "eager warm-up calls per size before timing")
+	fs.IntVar(&o.graph, "G", 1, "1: time CUDA-graph-captured loops; 0: eager loops of launches")
+	fs.IntVar(&o.check, "c", 0, "1: check every size's result once (the #wrong column; any wrong element makes the exit status non-zero)")
+	fs.StringVar(&o.dtype, "dtype", "float", "datatype: int8, uint8, int32, uint32, int64, uint64, half, float, double, bfloat16")
+	fs.StringVar(&o.redop, "redop", "sum", "reduction: sum, prod, max, min, avg")
+	fs.StringVar(&o.algo, "algo", "", "force the `algorithm` (ring, tree) instead of the tuner's choice")
+	fs.StringVar(&o.proto, "proto", "", "force the `protocol` (ll, ll128, simple) instead of the tuner's choice")
+	fs.IntVar(&o.channels, "channels", 0, "force the number of channels (0: the tuner's choice)")
+	fs.IntVar(&o.root, "root", 0, "root rank of broadcast and reduce")
+	fs.StringVar(&o.topo, "topo", "", "topology XML `FILE` to plan on (default: live discovery, else the embedded H200 pair)")
+	fs.StringVar(&o.baseline, "baseline", "", "\"nccl\": run the same sweep through the system's libnccl and print both side by side")
+	fs.StringVar(&o.jsonOut, "json", "", "also write the rows as JSON to `FILE` (atomically)")
+	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "bound of every wait: a lost or stuck peer ends the run within it")
+	return fs
+}
+
+func gpuUsage(w io.Writer, fs *flag.FlagSet) {
+	fmt.Fprintf(w, `Usage: run gpu [-np N] [--op OP] [-b MIN] [-e MAX] [-f F] [-n ITERS] [-w WARMUP]
+               [-G 1|0] [-c 1] [--dtype T] [--redop R] [--algo A] [--proto P]
+               [--channels C] [--topo FILE.xml] [--baseline nccl] [--json OUT]
+
+An nccl-tests-like sweep on GPUs, one process per GPU. With -np N it starts
+N rank processes on this host (this binary again); otherwise it is one rank
+of a job started by Slurm, Open MPI or torchrun (rank and size from their
+variables, the root's address from TWINCCL_COMM_ID or MASTER_ADDR and
+MASTER_PORT; rank 0 serves it).
+
+Every rank plans on the topology (--topo FILE, else this machine's as NVML
+discovers it, else the embedded H200 pair with a warning), takes the
+algorithm, protocol and channels NCCL's tuner would choose for each size
+(unless --algo, --proto or --channels say otherwise), generates the Program
+and runs it with the CUDA interpreter kernel.
+
+Timing follows nccl-tests and shared/baselines/h200x2-nvswitch: after the
+warm-up, -G 1 captures a loop of ITERS calls in a CUDA graph and times 5
+launches of it with CUDA events on the rank's stream (a barrier before
+each); -G 0 times 5 eager loops of ITERS launches. A row's time is the mean
+per call over the repetitions, the slowest rank's. busbw uses nccl-tests'
+factors (AllReduce 2(n-1)/n, AllGather and ReduceScatter (n-1)/n).
+
+--baseline nccl runs every size through the system's libnccl as well (the
+unique id goes from rank 0 over the bootstrap), timed the same way, and adds
+NCCL's time and busbw and the ratio ours/NCCL (busbw; above 1 we are faster).
+Set NCCL_NVLS_ENABLE=0 where NVLink SHARP must stay off. TWINCCL_NCCL_LIB
+names the library.
+
+Flags:
+`)
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
+}
+
+// parseGPUArgs reads and checks the flags of run gpu.
+func parseGPUArgs(e *env, args []string) (gpuOpts, error) {
+	var o gpuOpts
+	var minS, maxS string
+	fs := gpuFlags(&o, &minS, &maxS)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			gpuUsage(e.stdout, fs)
+			return o, err
+		}
+		return o, &usageError{err.Error() + " (see run gpu -h)"}
+	}
+	if fs.NArg() > 0 {
+		return o, &usageError{fmt.Sprintf("unexpected arguments %q", fs.Args())}
+	}
+	var err error
+	if o.minB, err = parseSize(minS); err != nil {
+		return o, err
+	}
+	if o.maxB, err = parseSize(maxS); err != nil {
+		return o, err
+	}
+	bad := func(format string, a ...any) (gpuOpts, error) { return o, &usageError{fmt.Sprintf(format, a...)} }
+	switch {
+	case o.minB > o.maxB:
+		return bad("-b %d is larger than -e %d", o.minB, o.maxB)
+	case o.factor < 2:
+		return bad("-f must be at least 2")
+	case o.np < 0:
+		return bad("-np must not be negative")
+	case o.iters < 0 || o.warmup < 0:
+		return bad("-n and -w must not be negative")
+	case o.graph != 0 && o.graph != 1:
+		return bad("-G must be 0 or 1")
+	case o.check != 0 && o.check != 1:
+		return bad("-c must be 0 or 1")
+	case o.baseline != "" && o.baseline != "nccl":
+		return bad("--baseline %q: the only baseline is nccl", o.baseline)
+	case o.channels < 0:
+		return bad("--channels must not be negative")
+	case o.timeout <= 0:
+		return bad("--timeout must be positive")
+	}
+	o.itersAuto = o.iters == 0
+	if o.coll, err = model.ParseCollective(o.op); err != nil {
+		return bad("%v", err)
+	}
+	switch o.coll {
+	case model.CollAllReduce, model.CollAllGather, model.CollReduceScatter, model.CollBroadcast, model.CollReduce:
+	default:
+		return bad("--op %s: run gpu runs allreduce, allgather, reducescatter, broadcast and reduce", o.op)
+	}
+	if o.dt, err = model.ParseDtype(o.dtype); err != nil {
+		return bad("%v", err)
+	}
+	if o.rop, err = model.ParseRedOp(o.redop); err != nil {
+		return bad("%v", err)
+	}
+	if o.algo != "" {
+		if o.algoV, err = model.ParseAlgorithm(o.algo); err != nil {
+			return bad("%v", err)
+		}
+		o.algoSet = true
+	}
+	if o.proto != "" {
+		if o.protoV, err = model.ParseProtocol(o.proto); err != nil {
+			return bad("%v", err)
+		}
+		o.protoSet = true
+	}
+	if o.algoSet && o.protoSet && !model.CollAllowed(o.coll, o.algoV, o.protoV) {
+		return bad("%s does not run with algorithm %s and protocol %s", o.coll, o.algoV, o.protoV)
+	}
+	if o.root < 0 {
+		return bad("--root must not be negative")
+	}
+	return o, nil
+}
+
+// runGPU is `run gpu`: an nccl-tests-like sweep on GPUs.
+func runGPU(e *env, args []string) error {
+	o, err := parseGPUArgs(e, args)
+	if err != nil {
+		return err
+	}
+	if os.Getenv(envUID) == "" && o.np > 0 {
+		return gpuLaunch(e, o, args)
+	}
+	return gpuRank(e, o)
+}
+
+// cudaDeviceCount is the number of visible CUDA devices, or an error
+// saying there is none.
+func cudaDeviceCount() (int, error) {
+	drv, err := cuda.Open()
+	if err != nil {
+		return 0, fmt.Errorf("no CUDA device: %w", err)
+	}
+	n, err := drv.DeviceCount()
+	if err != nil {
+		return 0, fmt.Errorf("no CUDA device: %w", err)
+	}
+	if n == 0 {
+		return 0, errors.New("no CUDA device (the driver sees none; check CUDA_VISIBLE_DEVICES)")
+	}
+	return n, nil
+}
+
+// gpuLaunch starts o.np copies of this binary as the ranks of a job on
+// this host and waits for them. Rank 0's stdout is the table; every rank's
+// stderr comes through prefixed with its rank. When a rank fails, the
+// others get the timeout (plus a grace period) to notice and exit before
+// they are killed.
+func gpuLaunch(e *env, o gpuOpts, args []string) error {
+	if _, err := cudaDeviceCount(); err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("launch: %w", err)
+	}
+	root, err := bootstrap.StartRoot("127.0.0.1", bootstrap.RandomMagic(), o.np, o.timeout, e.log)
+	if err != nil {
+		return fmt.Errorf("launch: bootstrap root: %w", err)
+	}
+	defer root.Close()
+	cmds := make([]*exec.Cmd, 0, o.np)
+	var outWG sync.WaitGroup
+	var mu sync.Mutex
+	var pipes []*io.PipeWriter
+	defer func() {
+		for _, pw := range pipes {
+			pw.Close()
+		}
+		outWG.Wait()
+	}()
+	for r := 0; r < o.np; r++ {
+		c := exec.Command(self, append([]string{"gpu"}, args...)...)
+		c.Env = append(os.Environ(), envUID+"="+root.ID().String(), fmt.Sprint(envRank, "=", r), fmt.Sprint(envNRanks, "=", o.np),
+			fmt.Sprint(envLocalRank, "=", r))
+		pr, pw := io.Pipe()
+		pipes = append(pipes, pw)
+		c.Stderr = pw
+		if r == 0 {
+			c.Stdout = e.stdout
+		} else {
+			c.Stdout = pw
+		}
+		outWG.Add(1)
+		go func() {
+			defer outWG.Done()
+			sc := bufio.NewScanner(pr)
+			sc.Buffer(make([]byte, 64<<10), 1<<20)
+			for sc.Scan() {
+				mu.Lock()
+				fmt.Fprintf(e.stderr, "[rank %d] %s\n", r, sc.Text())
+				mu.Unlock()
+			}
+			io.Copy(io.Discard, pr)
+		}()
+		if err := c.Start(); err != nil {
+			for _, s := range cmds {
+				s.Process.Kill()
+				s.Wait()
+			}
+			return fmt.Errorf("launch rank %d: %w", r, err)
+		}
+		cmds = append(cmds, c)
+	}
+	type exit struct {
+		rank int
+		err  error
+	}
+	exits := make(chan exit, len(cmds))
+	for r, c := range cmds {
+		go func() { exits <- exit{r, c.Wait()} }()
+	}
+	var errs []error
+	var kill <-chan time.Time
+	done := make([]bool, len(cmds))
+	for left := len(cmds); left > 0; {
+		select {
+		case x := <-exits:
+			left--
+			done[x.rank] = true
+			if x.err != nil {
+				errs = append(errs, fmt.Errorf("rank %d: %w", x.rank, x.err))
+				if kill == nil {
+					kill = time.After(o.timeout + 10*time.Second)
+				}
+			}
+		case <-kill:
+			for r, c := range cmds {
+				if !done[r] {
+					fmt.Fprintf(e.stderr, "run gpu: rank %d still running %v after a rank failed; killing it\n", r, o.timeout+10*time.Second)
+					c.Process.Kill()
+				}
+			}
+			kill = nil
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// envLocalRank is the local rank the launcher gives each rank process.
+const envLocalRank = "TWINCCL_BENCH_LOCAL_RANK"
+
+// localRank is the rank's index among the ranks of its host: the
+// launcher's, Slurm's, Open MPI's or torchrun's, else the global rank.
+func localRank(rank int) int {
+	for _, v := range []string{envLocalRank, "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "LOCAL_RANK"} {
+		if s := os.Getenv(v); s != "" {
+			if r, err := strconv.Atoi(s); err == nil && r >= 0 {
+				return r
+			}
+		}
+	}
+	return rank
+}
+
+// gpuRow is one size of the sweep, as the table and the JSON show it.
+type gpuRow struct {
+	Op        string  `json:"op"`
+	Bytes     int64   `json:"bytes"`
+	Count     int64   `json:"count"`
+	Dtype     string  `json:"dtype"`
+	RedOp     string  `json:"redop"`
+	Algo      string  `json:"algo"`
+	Proto     string  `json:"proto"`
+	NChannels int     `json:"nchannels"`
+	TimeUs    float64 `json:"time_us"`
+	BestUs    float64 `json:"best_us"`
+	AlgBW     float64 `json:"algbw_GBps"`
+	BusBW     float64 `json:"busbw_GBps"`
+	Wrong     int64   `json:"wrong"`
+	NCCLTime  float64 `json:"nccl_time_us,omitempty"`
+	NCCLBest  float64 `json:"nccl_best_us,omitempty"`
+	NCCLAlgBW float64 `json:"nccl_algbw_GBps,omitempty"`
+	NCCLBusBW float64 `json:"nccl_busbw_GBps,omitempty"`
+	NCCLWrong int64   `json:"nccl_wrong,omitempty"`
+	Ratio     float64 `json:"ratio,omitempty"`
+}
+
+// gpuReport is what --json writes.
+type gpuReport struct {
+	NRanks      int      `json:"nranks"`
+	Collective  string   `json:"collective"`
+	Graph       bool     `json:"cuda_graph"`
+	Repetitions int      `json:"repetitions"`
+	Topology    string   `json:"topology"`
+	GPUs        []string `json:"gpus"`
+	NCCLVersion string   `json:"nccl_version,omitempty"`
+	Rows        []gpuRow `json:"rows"`
+}
+
+// gpuJob is one rank's state for the sweep.
+type gpuJob struct {
+	e        *env
+	o        gpuOpts
+	rank, n  int
+	comm     *bootstrap.Comm
+	ctx      *cuda.Context
+	dev      *gpudev.Device
+	res      *search.Result
+	in, out  cuda.DevicePtr
+	bufBytes uint64
+	hostIn   []byte
+	hostOut  []byte
+	// NCCL baseline (nil without --baseline).
+	lib     *nccl.Lib
+	nc      *nccl.Comm
+	ncs     *cuda.Stream
+	t0, t1  *cuda.Event
+	stopDog chan struct{}
+}
+
+// gpuRank is one rank of the sweep.
+func gpuRank(e *env, o gpuOpts) (err error) {
+	rank, n, id, ok, err := jobEnv()
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return &usageError{"no job: give -np N, or run under Slurm, Open MPI or torchrun"}
+	}
+	if o.root >= n {
+		return &usageError{fmt.Sprintf("--root %d is not a rank of a job of %d", o.root, n)}
+	}
+	if rank == 0 && os.Getenv(envUID) == "" {
+		root, err := bootstrap.StartRoot(id.Addr, id.Magic, n, o.timeout, e.log)
+		if err != nil {
+			return fmt.Errorf("rank 0: bootstrap root: %w", err)
+		}
+		defer root.Close()
+	}
+	j := &gpuJob{e: e, o: o, rank: rank, n: n, stopDog: make(chan struct{})}
+	host := ""
+	if ifn := os.Getenv("TWINCCL_SOCKET_IFNAME"); ifn != "" {
+		if host, err = bootstrap.ListenAddr(ifn); err != nil {
+			return fmt.Errorf("rank %d: %w", rank, err)
+		}
+	} else if os.Getenv(envUID) != "" {
+		host = "127.0.0.1"
+	}
+	j.comm, err = bootstrap.Init(bootstrap.Config{Rank: rank, NRanks: n, ID: id, Host: host, Timeout: o.timeout, Log: e.log, Watch: true})
+	if err != nil {
+		return err
+	}
+	go j.watchdog()
+	defer close(j.stopDog)
+	defer func() {
+		if err != nil {
+			j.release(true)
+			j.comm.Abort()
+			return
+		}
+		err = j.release(false)
+		if berr := j.comm.Barrier(); berr != nil && err == nil {
+			err = berr
+		}
+		j.comm.Close()
+	}()
+	// After the bootstrap, so that a rank without a GPU makes the others
+	// fail at once (a lost peer) rather than at the bootstrap's timeout.
+	ctxs, err := gpudev.Contexts()
+	if err != nil {
+		return fmt.Errorf("rank %d: no CUDA device: %w", rank, err)
+	}
+	j.ctx = ctxs[localRank(rank)%len(ctxs)]
+	if j.dev, err = gpudev.New(j.comm, j.ctx); err != nil {
+		return err
+	}
+	j.dev.Timeout = o.timeout
+	return j.sweep()
+}
+
+// watchdog ends the process when a peer was lost and this rank is still
+// running a timeout later: our kernels abort on their own, but a kernel of
+// libnccl waiting for the lost peer would spin forever.
+func (j *gpuJob) watchdog() {
+	select {
+	case <-j.comm.Lost():
+	case <-j.stopDog:
+		return
+	}
+	select {
+	case <-time.After(j.o.timeout):
+		fmt.Fprintf(j.e.stderr, "run gpu: rank %d: rank %d was lost and this rank is still blocked %v later; exiting\n", j.rank, j.comm.LostPeer(), j.o.timeout)
+		os.Exit(1)
+	case <-j.stopDog:
+	}
+}
+
+// release frees the rank's GPU buffers, NCCL communicator and device;
+// after a failure (abort) the communicator is aborted, not destroyed,
+// since a peer may be gone.
+func (j *gpuJob) release(abort bool) error {
+	var errs []error
+	if j.nc != nil {
+		if abort {
+			errs = append(errs, j.nc.Abort())
+		} else {
+			errs = append(errs, j.nc.Destroy())
+		}
+		j.nc = nil
+	}
+	for _, ev := range []*cuda.Event{j.t0, j.t1} {
+		if ev != nil {
+			errs = append(errs, ev.Destroy())
+		}
+	}
+	j.t0, j.t1 = nil, nil
+	if j.ncs != nil {
+		errs = append(errs, j.ncs.Destroy())
+		j.ncs = nil
+	}
+	for _, p := range []*cuda.DevicePtr{&j.in, &j.out} {
+		if *p != 0 {
+			errs = append(errs, j.ctx.MemFree(*p))
+			*p = 0
+		}
+	}
+	if j.dev != nil {
+		errs = append(errs, j.dev.Close())
+		j.dev = nil
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("rank %d: release: %w", j.rank, err)
+	}
+	return nil
+}
+
+// loadTopology is rank 0's topology XML and its name: --topo, else live
+// discovery, else the embedded default.
+func (j *gpuJob) loadTopology() (string, []byte, error) {
+	if j.o.topo != "" {
+		b, err := os.ReadFile(j.o.topo)
+		if err != nil {
+			return "", nil, fmt.Errorf("--topo: %w", err)
+		}
+		return j.o.topo, b, nil
+	}
+	root, err := discoverTopology(j.e.log)
+	if err == nil {
+		var buf bytes.Buffer
+		if err = model.WriteXML(&buf, root); err == nil {
+			return "live", buf.Bytes(), nil
+		}
+	}
+	fmt.Fprintf(j.e.stderr, "run gpu: warning: live topology discovery failed (%v); planning on the embedded %s\n", oneLine(err.Error()), twinccl.DefaultTopology)
+	b, err := twinccl.RecordedTopology(twinccl.DefaultTopology)
+	if err != nil {
+		return "", nil, err
+	}
+	return "embedded:" + twinccl.DefaultTopology, b, nil
+}
+
+// plan loads the topology on rank 0, hands it to every rank (so that all
+// plan on the same one) and runs the search.
+func (j *gpuJob) plan() (string, error) {
+	var msg []byte
+	if j.rank == 0 {
+		name, xml, err := j.loadTopology()
+		if err != nil {
+			// Peers learn of it from the empty message.
+			j.comm.AllGather(nil)
+			return "", err
+		}
+		msg = append([]byte(name+"\n"), xml...)
+	}
+	all, err := j.comm.AllGather(msg)
+	if err != nil {
+		return "", fmt.Errorf("rank %d: topology from rank 0: %w", j.rank, err)
+	}
+	name, xml, ok := bytes.Cut(all[0], []byte("\n"))
+	if !ok {
+		return "", fmt.Errorf("rank %d: rank 0 could not load a topology", j.rank)
+	}
+	file := string(name)
+	root, warns, err := model.ParseTopologyXML(bytes.NewReader(xml), file)
+	if err != nil {
+		return "", err
+	}
+	if j.rank == 0 {
+		for i, w := range warns {
+			if i == 3 {
+				break
+			}
+			j.e.log.Warn(w.Msg, "file", w.File, "line", w.Line)
+		}
+	}
+	cl, err := model.LoadCluster(root, file, model.LoadOptions{Params: model.DefaultParams()})
+	if err != nil {
+		return "", err
+	}
+	local := cl.NRanks
+	if local != j.n {
+		switch {
+		case j.n > local && j.n%local == 0:
+			// A job over several hosts like this one.
+			cl, err = model.LoadCluster(root, file, model.LoadOptions{Nodes: j.n / local, Params: model.DefaultParams()})
+		case j.n < local:
+			keepRanks(root, j.n)
+			cl, err = model.LoadCluster(root, file, model.LoadOptions{Params: model.DefaultParams()})
+		default:
+			err = fmt.Errorf("%s has %d GPUs, which does not fit a job of %d ranks", file, local, j.n)
+		}
+		if err == nil && cl.NRanks != j.n {
+			err = fmt.Errorf("%s: planned %d ranks for a job of %d", file, cl.NRanks, j.n)
+		}
+		if err != nil {
+			return "", fmt.Errorf("%w (give --topo FILE with one ranked GPU per rank)", err)
+		}
+	}
+	opts, err := search.OptionsFromEnv(nil)
+	if err != nil {
+		return "", err
+	}
+	if j.res, err = search.Run(cl, opts); err != nil {
+		return "", err
+	}
+	return file, nil
+}
+
+// keepRanks removes from a topology the PCI devices of GPUs ranked n and
+// above.
+func keepRanks(e *model.Element, n int) {
+	kept := e.Children[:0]
+	for _, c := range e.Children {
+		drop := false
+		for _, g := range append([]*model.Element{c}, c.ChildrenNamed("gpu")...) {
+			if v, ok := g.Get("rank"); ok && g.Name == "gpu" {
+				if r, err := strconv.Atoi(v); err == nil && r >= n {
+					drop = true
+				}
+			}
+		}
+		if !drop {
+			keepRanks(c, n)
+			kept = append(kept, c)
+		}
+	}
+	e.Children = kept
+}
+
+// choose is the algorithm, protocol and channels of one size: the tuner's,
+// with the flags' overrides.
+func (j *gpuJob) choose(count int64) (model.Algorithm, model.Protocol, int, error) {
+	ch, err := j.res.Tuning.Choose(j.o.coll, count, j.o.dt.Size())
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	algo, proto, nch := ch.Algo, ch.Proto, ch.NChannels
+	if j.o.algoSet {
+		algo = j.o.algoV
+	}
+	if j.o.protoSet {
+		proto = j.o.protoV
+	}
+	if !model.CollAllowed(j.o.coll, algo, proto) && !j.o.algoSet {
+		// NVLS, CollNet or PAT, which Programs do not cover: ring.
+		algo = model.AlgoRing
+	}
+	if !model.CollAllowed(j.o.coll, algo, proto) && !j.o.protoSet {
+		proto = model.ProtoSimple
+	}
+	if !model.CollAllowed(j.o.coll, algo, proto) {
+		return 0, 0, 0, &usageError{fmt.Sprintf("%s does not run with algorithm %s and protocol %s", j.o.coll, algo, proto)}
+	}
+	if j.o.channels > 0 {
+		nch = j.o.channels
+	}
+	return algo, proto, nch, nil
+}
+
+// sizes lists the sweep's sizes.
+func (o gpuOpts) sizes() []int64 {
+	var s []int64
+	for size := o.minB; size <= o.maxB; size *= o.factor {
+		s = append(s, size)
+		if size == 0 {
+			size = 1
+		}
+		if size > math.MaxInt64/o.factor {
+			break
+		}
+	}
+	return s
+}
+
+// itersFor is the number of calls per timed loop at size bytes.
+func (o gpuOpts) itersFor(size int64) int {
+	if !o.itersAuto {
+		return o.iters
+	}
+	if size >= 64<<20 {
+		return 10
+	}
+	return 50
+}
+
+func (j *gpuJob) perRank() bool {
+	return j.o.coll == model.CollAllGather || j.o.coll == model.CollReduceScatter
+}
+
+// sweep runs every size on this rank; rank 0 prints the table.
+func (j *gpuJob) sweep() error {
+	topo, err := j.plan()
+	if err != nil {
+		return err
+	}
+	// Buffers for the largest size, reused by every size and by NCCL.
+	es := uint64(j.o.dt.Size())
+	j.bufBytes = (uint64(j.o.maxB)/es + uint64(j.n)) * es
+	if j.in, err = j.ctx.MemAlloc(j.bufBytes); err != nil {
+		return fmt.Errorf("rank %d: input buffer of %d bytes: %w", j.rank, j.bufBytes, err)
+	}
+	if j.out, err = j.ctx.MemAlloc(j.bufBytes); err != nil {
+		return fmt.Errorf("rank %d: output buffer of %d bytes: %w", j.rank, j.bufBytes, err)
+	}
+	if err := j.ctx.MemsetD8(j.in, 0, j.bufBytes); err != nil {
+		return fmt.Errorf("rank %d: clear input: %w", j.rank, err)
+	}
+	if j.t0, err = j.ctx.NewEvent(cuda.EventDefault); err == nil {
+		j.t1, err = j.ctx.NewEvent(cuda.EventDefault)
+	}
+	if err != nil {
+		return fmt.Errorf("rank %d: events: %w", j.rank, err)
+	}
+	if j.o.baseline == "nccl" {
+		if err := j.initNCCL(); err != nil {
+			return err
+		}
+	}
+	gpus, err := j.describeGPUs()
+	if err != nil {
+		return err
+	}
+	rep := gpuReport{NRanks: j.n, Collective: j.o.coll.String(), Graph: j.o.graph == 1, Repetitions: gpuReps, Topology: topo, GPUs: gpus}
+	if j.lib != nil {
+		rep.NCCLVersion = j.lib.VersionString()
+	}
+	if j.rank == 0 {
+		j.header(rep)
+	}
+	var wrong int64
+	for _, size := range j.o.sizes() {
+		row, err := j.runSize(size)
+		if err != nil {
+			return err
+		}
+		wrong += row.Wrong
+		if j.rank == 0 {
+			printGPURow(j.e.stdout, row, j.lib != nil, j.o.check == 1)
+			rep.Rows = append(rep.Rows, row)
+		}
+	}
+	if j.rank == 0 && j.o.jsonOut != "" {
+		if err := writeGPUJSON(j.o.jsonOut, rep); err != nil {
+			return err
+		}
+	}
+	if wrong > 0 {
+		return fmt.Errorf("%d wrong elements over the sweep", wrong)
+	}
+	return nil
+}
+
+// describeGPUs gathers every rank's GPU as "rank r: GPU d name (sm_X)".
+func (j *gpuJob) describeGPUs() ([]string, error) {
+	dev := j.ctx.Device()
+	name, _ := dev.Name()
+	arch, _ := dev.Arch()
+	bus, _ := dev.PCIBusID()
+	h, _ := os.Hostname()
+	me := fmt.Sprintf("rank %d: %s GPU %d %s (sm_%d, %s)", j.rank, h, dev.Ordinal(), name, arch, bus)
+	all, err := j.comm.AllGather([]byte(me))
+	if err != nil {
+		return nil, fmt.Errorf("rank %d: gather GPU names: %w", j.rank, err)
+	}
+	out := make([]string, len(all))
+	for i, b := range all {
+		out[i] = string(b)
+	}
+	return out, nil
+}
+
+// initNCCL loads libnccl on every rank, sends rank 0's unique id over the
+// bootstrap and creates the communicator. Every rank learns whether all
+// could load the library, so that none waits for the others in vain.
+func (j *gpuJob) initNCCL() error {
+	lib, lerr := nccl.Open()
+	var msg []byte
+	var id nccl.UniqueID
+	if lerr == nil && j.rank == 0 {
+		id, lerr = lib.GetUniqueID()
+	}
+	if lerr != nil {
+		msg = append([]byte{1}, oneLine(lerr.Error())...)
+	} else {
+		msg = append([]byte{0}, id[:]...)
+	}
+	all, err := j.comm.AllGather(msg)
+	if err != nil {
+		return fmt.Errorf("rank %d: NCCL unique id: %w", j.rank, err)
+	}
+	for r, m := range all {
+		if len(m) == 0 || m[0] != 0 {
+			return fmt.Errorf("--baseline nccl: rank %d: %s", r, m[min(1, len(m)):])
+		}
+	}
+	if len(all[0]) != 1+len(id) {
+		return fmt.Errorf("rank %d: NCCL unique id of %d bytes from rank 0", j.rank, len(all[0])-1)
+	}
+	copy(id[:], all[0][1:])
+	j.lib = lib
+	if j.ncs, err = j.ctx.NewStream(cuda.StreamNonBlocking); err != nil {
+		return fmt.Errorf("rank %d: NCCL stream: %w", j.rank, err)
+	}
+	if j.nc, err = lib.CommInitRank(j.ctx, j.n, id, j.rank); err != nil {
+		return fmt.Errorf("--baseline nccl: %w", err)
+	}
+	return nil
+}
+
+func (j *gpuJob) header(rep gpuReport) {
+	w := j.e.stdout
+	mode := "CUDA-graph-captured loops"
+	if j.o.graph == 0 {
+		mode = "eager loops"
+	}
+	iters := fmt.Sprintf("%d calls per loop", j.o.iters)
+	if j.o.itersAuto {
+		iters = "50 calls per loop, 10 from 64 MiB"
+	}
+	fmt.Fprintf(w, "# twinccl gpu: %d ranks, %s, %s %s, %s (%s), %d repetitions (mean), %d warm-up calls\n",
+		j.n, j.o.coll, j.o.dt, j.o.rop, mode, iters, gpuReps, j.o.warmup)
+	for _, g := range rep.GPUs {
+		fmt.Fprintf(w, "#   %s\n", g)
+	}
+	fmt.Fprintf(w, "# topology: %s; algorithm/protocol/channels: %s\n", rep.Topology, j.choiceSource())
+	if j.lib != nil {
+		fmt.Fprintf(w, "# baseline: NCCL %s (%s), same buffers and timing; ratio = our busbw / NCCL's\n", j.lib.VersionString(), j.lib.Path())
+	}
+	cols := []string{"size", "count", "type", "redop", "algo", "proto", "ch", "time_us", "algbw", "busbw"}
+	units := []string{"(B)", "(elements)", "", "", "", "", "", "", "(GB/s)", "(GB/s)"}
+	cols, units = append(cols, "#wrong"), append(units, "")
+	if j.lib != nil {
+		cols = append(cols, "nccl_us", "nccl_algbw", "nccl_busbw", "ratio")
+		units = append(units, "", "(GB/s)", "(GB/s)", "")
+	}
+	fmt.Fprintln(w, "#"+strings.TrimPrefix(formatCols(cols), " "))
+	fmt.Fprintln(w, "#"+strings.TrimPrefix(formatCols(units), " "))
+}
+
+func (j *gpuJob) choiceSource() string {
+	var parts []string
+	if j.o.algoSet {
+		parts = append(parts, "--algo "+j.o.algo)
+	}
+	if j.o.protoSet {
+		parts = append(parts, "--proto "+j.o.proto)
+	}
+	if j.o.channels > 0 {
+		parts = append(parts, fmt.Sprintf("--channels %d", j.o.channels))
+	}
+	if len(parts) == 3 {
+		return strings.Join(parts, ", ")
+	}
+	s := "NCCL's tuner (search)"
+	if len(parts) > 0 {
+		s += ", " + strings.Join(parts, ", ")
+	}
+	return s
+}
+
+// gpuColWidths are the table's column widths.
+var gpuColWidths = []int{12, 12, 6, 6, 6, 7, 4, 10, 8, 8, 7, 10, 10, 10, 7}
+
+func formatCols(cols []string) string {
+	var b strings.Builder
+	for i, c := range cols {
+		w := 10
+		if i < len(gpuColWidths) {
+			w = gpuColWidths[i]
+		}
+		fmt.Fprintf(&b, " %*s", w, c)
+	}
+	return b.String()
+}
+
+func printGPURow(w io.Writer, r gpuRow, baseline, check bool) {
+	cols := []string{strconv.FormatInt(r.Bytes, 10), strconv.FormatInt(r.Count, 10), r.Dtype, r.RedOp, r.Algo, r.Proto,
+		strconv.Itoa(r.NChannels), fmt.Sprintf("%.2f", r.TimeUs), fmt.Sprintf("%.2f", r.AlgBW), fmt.Sprintf("%.2f", r.BusBW)}
+	if check {
+		cols = append(cols, strconv.FormatInt(r.Wrong, 10))
+	} else {
+		cols = append(cols, "N/A")
+	}
+	if baseline {
+		cols = append(cols, fmt.Sprintf("%.2f", r.NCCLTime), fmt.Sprintf("%.2f", r.NCCLAlgBW), fmt.Sprintf("%.2f", r.NCCLBusBW), fmt.Sprintf("%.3f", r.Ratio))
+	}
+	fmt.Fprintln(w, formatCols(cols))
+}
+
+// writeGPUJSON writes the report atomically (temporary file and rename).
+func writeGPUJSON(path string, rep gpuReport) error {
+	if rep.Rows == nil {
+		rep.Rows = []gpuRow{}
+	}
+	return atomicfile.Write(path, func(w io.Writer) error {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", " ")
+		return enc.Encode(rep)
+	})
+}
+
+// timing is one rank's measurement of one size: mean and best time per
+// call over the repetitions, and wrong elements.
+type timing struct {
+	mean, best time.Duration
+	wrong      int64
+}
+
+// runSize runs one size: ours (check, then timing), then NCCL's; every
+// rank's results go to rank 0, which builds the row.
+func (j *gpuJob) runSize(size int64) (gpuRow, error) {
+	o := j.o
+	es := int64(o.dt.Size())
+	count := size / es
+	if j.perRank() {
+		count /= int64(j.n)
+	}
+	row := gpuRow{Op: o.coll.String(), Count: count, Dtype: o.dt.String(), RedOp: o.rop.String()}
+	row.Bytes = count * es
+	if j.perRank() {
+		row.Bytes *= int64(j.n)
+	}
+	algo, proto, nch, err := j.choose(count)
+	if err != nil {
+		return row, fmt.Errorf("%d bytes: %w", size, err)
+	}
+	p, err := model.GenerateProgram(j.res.Plan, o.coll, algo, proto, count, o.dt, o.rop, model.ProgOptions{NChannels: nch, Root: o.root})
+	if err != nil {
+		return row, fmt.Errorf("rank %d: %d bytes: %w", j.rank, size, err)
+	}
+	row.Algo, row.Proto, row.NChannels = algo.String(), proto.String(), p.NChannels
+	inB, outB := uint64(p.InCount*es), uint64(p.OutCount*es)
+	if inB > j.bufBytes || outB > j.bufBytes {
+		return row, fmt.Errorf("rank %d: %d bytes: the Program needs %d/%d bytes of buffers, %d allocated", j.rank, size, inB, outB, j.bufBytes)
+	}
+	ours, err := j.runOurs(p, size, inB, outB)
+	if err != nil {
+		return row, err
+	}
+	var theirs timing
+	if j.nc != nil {
+		j.faultPoint(size, "nccl")
+		if theirs, err = j.runNCCL(p, size, inB, outB); err != nil {
+			return row, err
+		}
+	}
+	// Gather: mean, best, wrong of ours and NCCL's.
+	var b [48]byte
+	for i, v := range []int64{int64(ours.mean), int64(ours.best), ours.wrong, int64(theirs.mean), int64(theirs.best), theirs.wrong} {
+		binary.LittleEndian.PutUint64(b[8*i:], uint64(v))
+	}
+	all, err := j.comm.AllGather(b[:])
+	if err != nil {
+		return row, fmt.Errorf("rank %d: gather the times of %d bytes: %w", j.rank, size, err)
+	}
+	var v [6]int64
+	for _, x := range all {
+		if len(x) != len(b) {
+			return row, fmt.Errorf("rank %d: a result of %d bytes from a peer", j.rank, len(x))
+		}
+		for i := range v {
+			y := int64(binary.LittleEndian.Uint64(x[8*i:]))
+			if i == 2 || i == 5 {
+				v[i] += y
+			} else {
+				v[i] = max(v[i], y) // the slowest rank
+			}
+		}
+	}
+	bus := busFactor(o.coll, j.n)
+	us := func(d int64) float64 { return float64(d) / 1e3 }
+	row.TimeUs, row.BestUs, row.Wrong = us(v[0]), us(v[1]), v[2]
+	if row.TimeUs > 0 {
+		row.AlgBW = float64(row.Bytes) / row.TimeUs / 1e3
+		row.BusBW = row.AlgBW * bus
+	}
+	if j.nc != nil {
+		row.NCCLTime, row.NCCLBest, row.NCCLWrong = us(v[3]), us(v[4]), v[5]
+		if row.NCCLTime > 0 {
+			row.NCCLAlgBW = float64(row.Bytes) / row.NCCLTime / 1e3
+			row.NCCLBusBW = row.NCCLAlgBW * bus
+		}
+		if row.TimeUs > 0 {
+			row.Ratio = row.NCCLTime / row.TimeUs
+		}
+		if row.NCCLWrong > 0 && j.rank == 0 {
+			fmt.Fprintf(j.e.stderr, "run gpu: warning: NCCL's result has %d wrong elements at %d bytes\n", row.NCCLWrong, row.Bytes)
+		}
+	}
+	return row, nil
+}
+
+// fillInput writes this rank's check pattern into the input buffer
+// (computing it first when compute is set) and poisons the output buffer.
+func (j *gpuJob) fillInput(inB, outB uint64, compute bool) error {
+	if uint64(len(j.hostIn)) < inB {
+		j.hostIn = make([]byte, inB)
+		compute = true
+	}
+	if compute {
+		fill(j.hostIn[:inB], j.o.dt, j.o.rop, j.rank, 0)
+	}
+	if inB > 0 {
+		if err := j.ctx.MemcpyHtoD(j.in, j.hostIn[:inB]); err != nil {
+			return fmt.Errorf("rank %d: copy the input: %w", j.rank, err)
+		}
+	}
+	if outB > 0 {
+		if err := j.ctx.MemsetD8(j.out, 0xa5, outB); err != nil {
+			return fmt.Errorf("rank %d: clear the output: %w", j.rank, err)
+		}
+	}
+	return nil
+}
+
+// countWrong copies the output back and counts elements that differ from
+// the exact result.
+func (j *gpuJob) countWrong(p *model.Program, outB uint64) (int64, error) {
+	if uint64(len(j.hostOut)) < outB {
+		j.hostOut = make([]byte, outB)
+	}
+	out := j.hostOut[:outB]
+	if outB > 0 {
+		if err := j.ctx.MemcpyDtoH(out, j.out); err != nil {
+			return 0, fmt.Errorf("rank %d: copy the output back: %w", j.rank, err)
+		}
+	}
+	return check(p, out, j.rank, j.n, j.o.root, j.o.dt, j.o.rop, int64(j.o.dt.Size())), nil
+}
+
+// runOurs checks (with -c 1) and times the Program on this rank.
+func (j *gpuJob) runOurs(p *model.Program, size int64, inB, outB uint64) (timing, error) {
+	var t timing
+	l, err := j.dev.Prepare(p, false)
+	if err != nil {
+		return t, fmt.Errorf("%d bytes: %w", size, err)
+	}
+	defer l.Release()
+	j.faultPoint(size, "ours")
+	s := j.dev.Stream()
+	if j.o.check == 1 {
+		if err := j.fillInput(inB, outB, true); err != nil {
+			return t, err
+		}
+		if err := l.Run(j.in, j.out); err != nil {
+			return t, fmt.Errorf("%d bytes: %w", size, err)
+		}
+		if t.wrong, err = j.countWrong(p, outB); err != nil {
+			return t, err
+		}
+	}
+	enqueue := func() error { return l.Enqueue(s, j.in, j.out) }
+	status := func() error { return l.Check() }
+	t.mean, t.best, err = j.timeLoop(s, j.o.itersFor(size), enqueue, status)
+	if err != nil {
+		return t, fmt.Errorf("%d bytes: %w", size, err)
+	}
+	return t, nil
+}
+
+// runNCCL checks (with -c 1) and times the same collective through libnccl.
+func (j *gpuJob) runNCCL(p *model.Program, size int64, inB, outB uint64) (timing, error) {
+	var t timing
+	count := uint64(p.Count)
+	dt, op := nccl.DataType(j.o.dt), nccl.RedOp(j.o.rop)
+	s := j.ncs
+	enqueue := func() error {
+		switch j.o.coll {
+		case model.CollAllReduce:
+			return j.nc.AllReduce(j.in, j.out, count, dt, op, s)
+		case model.CollAllGather:
+			return j.nc.AllGather(j.in, j.out, count, dt, s)
+		case model.CollReduceScatter:
+			return j.nc.ReduceScatter(j.in, j.out, count, dt, op, s)
+		case model.CollBroadcast:
+			return j.nc.Broadcast(j.in, j.out, count, dt, j.o.root, s)
+		case model.CollReduce:
+			return j.nc.Reduce(j.in, j.out, count, dt, op, j.o.root, s)
+		}
+		return fmt.Errorf("nccl: %s is not supported", j.o.coll)
+	}
+	status := func() error { return j.nc.AsyncError() }
+	if j.o.check == 1 {
+		if err := j.fillInput(inB, outB, false); err != nil {
+			return t, err
+		}
+		if err := enqueue(); err != nil {
+			return t, fmt.Errorf("NCCL, %d bytes: %w", size, err)
+		}
+		if err := s.Synchronize(); err != nil {
+			return t, fmt.Errorf("NCCL, %d bytes: %w", size, err)
+		}
+		var err error
+		if t.wrong, err = j.countWrong(p, outB); err != nil {
+			return t, err
+		}
+	}
+	var err error
+	t.mean, t.best, err = j.timeLoop(s, j.o.itersFor(size), enqueue, status)
+	if err != nil {
+		return t, fmt.Errorf("NCCL, %d bytes: %w", size, err)
+	}
+	return t, nil
+}
+
+// timeLoop times gpuReps loops of iters calls made by enqueue on s, as
+// nccl-tests does: after -w eager warm-up calls, either one CUDA graph
+// capturing the loop launched once untimed and then gpuReps times
+// (-G 1), or gpuReps eager loops (-G 0). Every repetition starts after a
+// barrier and one untimed aligning call, and is timed with events on s.
+// status reports a failed call.
+func (j *gpuJob) timeLoop(s *cuda.Stream, iters int, enqueue, status func() error) (mean, best time.Duration, err error) {
+	wait := func(what string) error {
+		if err := s.Synchronize(); err != nil {
+			return fmt.Errorf("rank %d: %s: %w", j.rank, what, err)
+		}
+		if err := status(); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		return nil
+	}
+	for i := 0; i < j.o.warmup; i++ {
+		if err := enqueue(); err != nil {
+			return 0, 0, err
+		}
+	}
+	if err := wait("warm-up"); err != nil {
+		return 0, 0, err
+	}
+	iters = max(iters, 1)
+	var gx *cuda.GraphExec
+	if j.o.graph == 1 {
+		if gx, err = j.capture(s, iters, enqueue); err != nil {
+			return 0, 0, err
+		}
+		defer gx.Destroy()
+		if err := gx.Launch(s); err != nil {
+			return 0, 0, fmt.Errorf("rank %d: graph launch: %w", j.rank, err)
+		}
+		if err := wait("graph warm-up"); err != nil {
+			return 0, 0, err
+		}
+	}
+	var total time.Duration
+	for rep := 0; rep < gpuReps; rep++ {
+		if err := j.comm.Barrier(); err != nil {
+			return 0, 0, fmt.Errorf("rank %d: barrier: %w", j.rank, err)
+		}
+		// One untimed call lines the GPUs up: the host barrier leaves the
+		// ranks tens of microseconds apart, which the first timed call
+		// would otherwise absorb.
+		if err := enqueue(); err != nil {
+			return 0, 0, err
+		}
+		if err := j.t0.Record(s); err != nil {
+			return 0, 0, err
+		}
+		if gx != nil {
+			if err := gx.Launch(s); err != nil {
+				return 0, 0, fmt.Errorf("rank %d: graph launch: %w", j.rank, err)
+			}
+		} else {
+			for i := 0; i < iters; i++ {
+				if err := enqueue(); err != nil {
+					return 0, 0, err
+				}
+			}
+		}
+		if err := j.t1.Record(s); err != nil {
+			return 0, 0, err
+		}
+		if err := wait(fmt.Sprintf("repetition %d", rep)); err != nil {
+			return 0, 0, err
+		}
+		el, err := cuda.ElapsedTime(j.t0, j.t1)
+		if err != nil {
+			return 0, 0, fmt.Errorf("rank %d: %w", j.rank, err)
+		}
+		per := el / time.Duration(iters)
+		total += per
+		if rep == 0 || per < best {
+			best = per
+		}
+	}
+	return total / gpuReps, best, nil
+}
+
+// capture records iters calls of enqueue on s into an executable CUDA
+// graph. A capture must begin and end on one OS thread.
+func (j *gpuJob) capture(s *cuda.Stream, iters int, enqueue func() error) (*cuda.GraphExec, error) {
+	unlock, err := j.ctx.LockThread()
+	if err != nil {
+		return nil, fmt.Errorf("rank %d: %w", j.rank, err)
+	}
+	defer unlock()
+	if err := s.BeginCapture(cuda.CaptureModeThreadLocal); err != nil {
+		return nil, fmt.Errorf("rank %d: begin graph capture: %w", j.rank, err)
+	}
+	for i := 0; i < iters; i++ {
+		if err := enqueue(); err != nil {
+			if g, gerr := s.EndCapture(); gerr == nil {
+				g.Destroy()
+			}
+			return nil, fmt.Errorf("rank %d: capture: %w", j.rank, err)
+		}
+	}
+	g, err := s.EndCapture()
+	if err != nil {
+		return nil, fmt.Errorf("rank %d: end graph capture: %w", j.rank, err)
+	}
+	defer g.Destroy()
+	x, err := g.Instantiate(0)
+	if err != nil {
+		return nil, fmt.Errorf("rank %d: instantiate graph: %w", j.rank, err)
+	}
+	return x, nil
+}
+
+// envFault makes a rank die for the lost-peer tests: "RANK:BYTES:PHASE"
+// makes that rank exit at once, without goodbyes, at that size: with
+// PHASE ours after preparing our launch (the peers are then waiting in
+// our kernel), with PHASE nccl before NCCL's calls (the peers then wait
+// in NCCL's kernel, which only the watchdog ends).
+const envFault = "TWINCCL_GPU_TEST_EXIT"
+
+func (j *gpuJob) faultPoint(size int64, phase string) {
+	if os.Getenv(envFault) == fmt.Sprintf("%d:%d:%s", j.rank, size, phase) {
+		fmt.Fprintf(j.e.stderr, "run gpu: rank %d: exiting at %d bytes (%s) as %s says\n", j.rank, size, phase, envFault)
+		os.Exit(7)
+	}
+}

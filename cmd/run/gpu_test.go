@@ -1,0 +1,291 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twinccl/twinccl"
+	"github.com/twinccl/twinccl/exec/hw/nccl"
+	"github.com/twinccl/twinccl/model"
+)
+
+func init() {
+	// A rank started by the gpu launcher: the test binary acts as run.
+	if os.Getenv(envUID) != "" && len(os.Args) > 1 && os.Args[1] == "gpu" {
+		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	}
+}
+
+func TestGPUUsageErrors(t *testing.T) {
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--op", "bogus"}, "unknown collective"},
+		{[]string{"--op", "alltoall"}, "run gpu runs"},
+		{[]string{"-f", "1"}, "-f must be at least 2"},
+		{[]string{"-b", "1M", "-e", "1K"}, "larger than -e"},
+		{[]string{"-b", "x"}, "bad size"},
+		{[]string{"-G", "2"}, "-G must be 0 or 1"},
+		{[]string{"-c", "3"}, "-c must be 0 or 1"},
+		{[]string{"--baseline", "mpi"}, "only baseline is nccl"},
+		{[]string{"--dtype", "fp128"}, "unknown datatype"},
+		{[]string{"--redop", "xor"}, "unknown reduction"},
+		{[]string{"--algo", "nvls2"}, "unknown algorithm"},
+		{[]string{"--proto", "ll256"}, "unknown protocol"},
+		{[]string{"--op", "allgather", "--algo", "tree", "--proto", "simple"}, "does not run with algorithm Tree"},
+		{[]string{"-np", "-1"}, "-np must not be negative"},
+		{[]string{"--nosuchflag"}, "see run gpu -h"},
+		{[]string{"extra"}, "unexpected arguments"},
+		{[]string{"--timeout", "0s"}, "--timeout must be positive"},
+		// No -np and no job variables.
+		{nil, "no job"},
+	}
+	for _, c := range cases {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			for _, v := range []string{envUID, envRank, envNRanks, "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "RANK"} {
+				t.Setenv(v, "")
+			}
+			var out, errb bytes.Buffer
+			rc := run(append([]string{"gpu"}, c.args...), &out, &errb)
+			if rc != 2 {
+				t.Fatalf("exit %d, want 2\nstdout: %s\nstderr: %s", rc, out.String(), errb.String())
+			}
+			if !strings.Contains(errb.String(), c.want) {
+				t.Errorf("stderr %q does not say %q", errb.String(), c.want)
+			}
+		})
+	}
+}
+
+func TestGPUHelp(t *testing.T) {
+	var out, errb bytes.Buffer
+	if rc := run([]string{"gpu", "-h"}, &out, &errb); rc != 0 {
+		t.Fatalf("exit %d: %s", rc, errb.String())
+	}
+	for _, want := range []string{"-np", "-G", "--baseline nccl", "-json", "CUDA graph", "busbw"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("help lacks %q:\n%s", want, out.String())
+		}
+	}
+	out.Reset()
+	if rc := run([]string{"help"}, &out, &errb); rc != 0 || !strings.Contains(out.String(), "gpu ") {
+		t.Errorf("run help does not list gpu:\n%s", out.String())
+	}
+}
+
+func TestGPUSizesAndIters(t *testing.T) {
+	o := gpuOpts{minB: 8, maxB: 1 << 30, factor: 4, itersAuto: true}
+	s := o.sizes()
+	if len(s) != 14 || s[0] != 8 || s[13] != 512<<20 {
+		t.Errorf("sizes 8..1G by 4: %v", s)
+	}
+	if o.itersFor(32<<20) != 50 || o.itersFor(64<<20) != 10 {
+		t.Errorf("iters: %d at 32 MiB, %d at 64 MiB", o.itersFor(32<<20), o.itersFor(64<<20))
+	}
+	o = gpuOpts{minB: 0, maxB: 4, factor: 2, iters: 7}
+	if s := o.sizes(); len(s) != 3 || s[0] != 0 || s[2] != 4 || o.itersFor(1<<30) != 7 {
+		t.Errorf("sizes 0..4 by 2: %v, iters %d", s, o.itersFor(1<<30))
+	}
+}
+
+func TestWriteGPUJSON(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "out.json")
+	rep := gpuReport{NRanks: 2, Collective: "AllReduce", Graph: true, Repetitions: gpuReps, Topology: "live",
+		Rows: []gpuRow{{Op: "AllReduce", Bytes: 1024, Algo: "Ring", Proto: "LL", NChannels: 2, TimeUs: 6.5, BusBW: 0.16, NCCLTime: 5.5, NCCLBusBW: 0.19}}}
+	if err := writeGPUJSON(path, rep); err != nil {
+		t.Fatal(err)
+	}
+	var got []map[string]any
+	var doc struct {
+		Rows json.RawMessage `json:"rows"`
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(doc.Rows, &got); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"op", "bytes", "algo", "proto", "nchannels", "time_us", "algbw_GBps", "busbw_GBps", "wrong", "nccl_time_us", "nccl_busbw_GBps"} {
+		if _, ok := got[0][k]; !ok {
+			t.Errorf("row lacks %q: %s", k, b)
+		}
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Errorf("temporary files left: %v", ents)
+	}
+	if err := writeGPUJSON(filepath.Join(dir, "no", "such", "dir.json"), rep); err == nil {
+		t.Error("writing into a missing directory succeeded")
+	}
+}
+
+// TestKeepRanks plans a job of one rank on the two-GPU embedded topology.
+func TestKeepRanks(t *testing.T) {
+	data, err := twinccl.RecordedTopology(twinccl.DefaultTopology)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, _, err := model.ParseTopologyXML(bytes.NewReader(data), "embedded")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keepRanks(root, 1)
+	cl, err := model.LoadCluster(root, "embedded", model.LoadOptions{Params: model.DefaultParams()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cl.NRanks != 1 {
+		t.Errorf("%d ranks after keeping 1", cl.NRanks)
+	}
+}
+
+// requireGPUs skips the test without a CUDA device (fails under
+// TWINCCL_REQUIRE_GPU=1).
+func requireGPUs(t *testing.T) int {
+	t.Helper()
+	n, err := cudaDeviceCount()
+	if err != nil {
+		if os.Getenv("TWINCCL_REQUIRE_GPU") == "1" {
+			t.Fatalf("TWINCCL_REQUIRE_GPU=1 but: %v", err)
+		}
+		t.Skipf("no GPU: %v", err)
+	}
+	return n
+}
+
+// TestGPUNoDevice checks the error on a machine without a GPU.
+func TestGPUNoDevice(t *testing.T) {
+	if _, err := cudaDeviceCount(); err == nil {
+		t.Skip("this machine has a GPU")
+	}
+	var out, errb bytes.Buffer
+	rc := run([]string{"gpu", "-np", "2", "-b", "8", "-e", "8"}, &out, &errb)
+	if rc != 1 || !strings.Contains(errb.String(), "no CUDA device") {
+		t.Errorf("exit %d, stderr %q: want 1 and a message saying there is no CUDA device", rc, errb.String())
+	}
+}
+
+// gpuTableRows returns the table rows (not comments) of run gpu's stdout.
+func gpuTableRows(out string) [][]string {
+	var rows [][]string
+	for _, l := range strings.Split(out, "\n") {
+		if f := strings.Fields(l); len(f) > 0 && !strings.HasPrefix(l, "#") {
+			rows = append(rows, f)
+		}
+	}
+	return rows
+}
+
+// TestGPUSweep runs two-rank sweeps of AllReduce and AllGather with data
+// checking, and with --baseline nccl when libnccl loads; every row must
+// have zero wrong elements and positive times.
+func TestGPUSweep(t *testing.T) {
+	requireGPUs(t)
+	t.Setenv("NCCL_NVLS_ENABLE", "0")
+	_, nerr := nccl.Open()
+	if nerr != nil {
+		t.Logf("no NCCL baseline: %v", nerr)
+	}
+	for _, op := range []string{"allreduce", "allgather"} {
+		for _, graph := range []string{"1", "0"} {
+			t.Run(op+"/G"+graph, func(t *testing.T) {
+				jsonOut := filepath.Join(t.TempDir(), "rows.json")
+				args := []string{"gpu", "-np", "2", "--op", op, "-b", "8", "-e", "4M", "-f", "16", "-c", "1", "-n", "5", "-w", "2",
+					"-G", graph, "--json", jsonOut}
+				if nerr == nil {
+					args = append(args, "--baseline", "nccl")
+				}
+				var out, errb bytes.Buffer
+				start := time.Now()
+				if rc := run(args, &out, &errb); rc != 0 {
+					t.Fatalf("exit %d\n%s\n%s", rc, out.String(), errb.String())
+				}
+				t.Logf("%v\n%s", time.Since(start).Round(time.Millisecond), out.String())
+				rows := gpuTableRows(out.String())
+				if len(rows) != 5 {
+					t.Fatalf("%d rows, want 5:\n%s", len(rows), out.String())
+				}
+				wantCols := 11
+				if nerr == nil {
+					wantCols = 15
+				}
+				for _, f := range rows {
+					if len(f) != wantCols {
+						t.Fatalf("row %q: %d columns, want %d", f, len(f), wantCols)
+					}
+					if f[10] != "0" {
+						t.Errorf("wrong elements: %q", f)
+					}
+					for _, i := range []int{7, 11, 14} {
+						if i >= len(f) {
+							continue
+						}
+						if v, err := strconv.ParseFloat(f[i], 64); err != nil || v <= 0 {
+							t.Errorf("row %q: column %d not a positive number", f, i)
+						}
+					}
+				}
+				b, err := os.ReadFile(jsonOut)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var rep gpuReport
+				if err := json.Unmarshal(b, &rep); err != nil || len(rep.Rows) != 5 {
+					t.Errorf("JSON: %v, %d rows", err, len(rep.Rows))
+				}
+			})
+		}
+	}
+}
+
+// TestGPULostRank makes rank 1 exit without goodbyes in the middle of the
+// sweep (in our collective, and in NCCL's when libnccl loads): rank 0 must
+// fail within its timeout naming rank 1, not hang.
+func TestGPULostRank(t *testing.T) {
+	requireGPUs(t)
+	t.Setenv("NCCL_NVLS_ENABLE", "0")
+	phases := []string{"ours"}
+	if _, err := nccl.Open(); err == nil {
+		phases = append(phases, "nccl")
+	}
+	for _, phase := range phases {
+		t.Run(phase, func(t *testing.T) {
+			t.Setenv(envFault, "1:65536:"+phase)
+			args := []string{"gpu", "-np", "2", "-b", "1K", "-e", "1M", "-f", "8", "-n", "5", "-w", "1", "-c", "1", "--timeout", "5s"}
+			if phase == "nccl" {
+				args = append(args, "--baseline", "nccl")
+			}
+			var out, errb bytes.Buffer
+			start := time.Now()
+			rc := run(args, &out, &errb)
+			el := time.Since(start)
+			t.Logf("exit %d after %v\n%s", rc, el.Round(time.Millisecond), errb.String())
+			if rc == 0 {
+				t.Fatal("the sweep succeeded with a rank gone")
+			}
+			if el > 60*time.Second {
+				t.Errorf("took %v", el)
+			}
+			named := false
+			for _, l := range strings.Split(errb.String(), "\n") {
+				if rest, ok := strings.CutPrefix(l, "[rank 0] "); ok && strings.Contains(rest, "rank 1") {
+					named = true
+				}
+			}
+			if !named {
+				t.Errorf("rank 0's error does not name rank 1:\n%s", errb.String())
+			}
+		})
+	}
+}

@@ -1,0 +1,171 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/twinccl/twinccl/internal/atomicfile"
+	"github.com/twinccl/twinccl/model"
+	"github.com/twinccl/twinccl/traces"
+)
+
+// envTraceDir is where ranks started by the local launcher write their
+// parts of the trace (the launcher merges them).
+const envTraceDir = "TWINCCL_BENCH_TRACE_DIR"
+
+// tracePaths are the call and event trace files of --trace OUT: the call
+// trace is OUT itself and the event trace sits beside it, OUT with
+// ".parquet" replaced by ".events.parquet". rank >= 0 names one rank's
+// part (OUT.rankR.parquet, OUT.rankR.events.parquet), which is what each
+// rank writes when it was started by Slurm, Open MPI or torchrun.
+func tracePaths(out string, rank int) (calls, events string) {
+	prefix := strings.TrimSuffix(out, ".parquet")
+	if rank >= 0 {
+		prefix = fmt.Sprintf("%s.rank%d", prefix, rank)
+	}
+	return prefix + ".parquet", prefix + ".events.parquet"
+}
+
+// traceSink collects one rank's trace rows: one call row per collective
+// call, one event row per executed slice.
+type traceSink struct {
+	job    string
+	comm   uint64
+	host   string
+	next   int64
+	calls  []traces.CallRow
+	events []traces.EventRow
+}
+
+// ncclDtype is NCCL's datatype name without its prefix.
+func ncclDtype(d model.Dtype) string {
+	switch d {
+	case model.DtypeInt8:
+		return "int8"
+	case model.DtypeUint8:
+		return "uint8"
+	case model.DtypeInt32:
+		return "int32"
+	case model.DtypeUint32:
+		return "uint32"
+	case model.DtypeInt64:
+		return "int64"
+	case model.DtypeUint64:
+		return "uint64"
+	case model.DtypeFP16:
+		return "float16"
+	case model.DtypeBF16:
+		return "bfloat16"
+	case model.DtypeFP32:
+		return "float32"
+	case model.DtypeFP64:
+		return "float64"
+	}
+	return d.String()
+}
+
+// add records one call of p by rank (count as NCCL's argument).
+func (t *traceSink) add(p *model.Program, rank int, count int64, root int, rec *callRecord, enqueue int64) {
+	call := t.next
+	t.next++
+	redop, r := "", int32(-1)
+	switch p.Coll {
+	case model.CollAllReduce, model.CollReduceScatter, model.CollReduce:
+		redop = strings.ToLower(p.Op.String())
+	}
+	if p.Coll == model.CollBroadcast || p.Coll == model.CollReduce {
+		r = int32(root)
+	}
+	t.calls = append(t.calls, traces.CallRow{Job: t.job, Comm: t.comm, Call: call, Rank: int32(rank), NRanks: int32(p.NRanks),
+		Op: p.Coll.String(), Algorithm: p.Algo.String(), Protocol: p.Proto.String(), Channels: int32(p.NChannels),
+		Count: count, Datatype: ncclDtype(p.Dtype), RedOp: redop, Root: r, EnqueueNs: enqueue,
+		StartNs: rec.Start.UnixNano(), EndNs: rec.End.UnixNano(), Source: traces.SourceHW, Host: t.host})
+	for _, ev := range rec.Slices {
+		t.events = append(t.events, traces.EventRow{Comm: t.comm, Call: call, Rank: int32(rank), Channel: int32(ev.Channel),
+			SendPeer: int32(ev.SendPeer), RecvPeer: int32(ev.RecvPeer), Primitive: ev.Prim.String(), Protocol: ev.Proto.String(),
+			Step: ev.Step, Bytes: ev.Bytes, StartNs: ev.Start.UnixNano(), EndNs: ev.End.UnixNano(), Source: traces.SourceHW})
+	}
+}
+
+// write stores the rows in a call and an event file, each atomically.
+func (t *traceSink) write(callPath, eventPath string) error {
+	if err := atomicfile.Write(callPath, func(w io.Writer) error {
+		cw, err := traces.NewCallWriter(w, traces.WriterOptions{})
+		if err != nil {
+			return err
+		}
+		return errors.Join(cw.Append(t.calls...), cw.Close())
+	}); err != nil {
+		return fmt.Errorf("call trace %s: %w", callPath, err)
+	}
+	if err := atomicfile.Write(eventPath, func(w io.Writer) error {
+		ew, err := traces.NewEventWriter(w, traces.WriterOptions{})
+		if err != nil {
+			return err
+		}
+		return errors.Join(ew.Append(t.events...), ew.Close())
+	}); err != nil {
+		os.Remove(callPath) // both or neither
+		return fmt.Errorf("event trace %s: %w", eventPath, err)
+	}
+	return nil
+}
+
+// mergeTraces writes the parts the ranks left in dir (rank0.parquet,
+// rank0.events.parquet, ...) into the call and event files of out, each
+// atomically; on error neither is written.
+func mergeTraces(dir string, n int, out string) error {
+	callPath, eventPath := tracePaths(out, -1)
+	if err := atomicfile.Write(callPath, func(w io.Writer) error {
+		cw, err := traces.NewCallWriter(w, traces.WriterOptions{})
+		if err != nil {
+			return err
+		}
+		for r := 0; r < n; r++ {
+			part, _ := tracePaths(filepath.Join(dir, "part"), r)
+			rd, err := traces.OpenCallFile(part)
+			if err != nil {
+				cw.Close()
+				return fmt.Errorf("rank %d's call trace: %w", r, err)
+			}
+			err = rd.Scan(traces.Filter{}, func(rows []traces.CallRow) error { return cw.Append(rows...) })
+			rd.Close()
+			if err != nil {
+				cw.Close()
+				return fmt.Errorf("rank %d's call trace: %w", r, err)
+			}
+		}
+		return cw.Close()
+	}); err != nil {
+		return fmt.Errorf("merge call trace %s: %w", callPath, err)
+	}
+	if err := atomicfile.Write(eventPath, func(w io.Writer) error {
+		ew, err := traces.NewEventWriter(w, traces.WriterOptions{})
+		if err != nil {
+			return err
+		}
+		for r := 0; r < n; r++ {
+			_, part := tracePaths(filepath.Join(dir, "part"), r)
+			rd, err := traces.OpenEventFile(part)
+			if err != nil {
+				ew.Close()
+				return fmt.Errorf("rank %d's event trace: %w", r, err)
+			}
+			err = rd.Scan(traces.Filter{}, func(rows []traces.EventRow) error { return ew.Append(rows...) })
+			rd.Close()
+			if err != nil {
+				ew.Close()
+				return fmt.Errorf("rank %d's event trace: %w", r, err)
+			}
+		}
+		return ew.Close()
+	}); err != nil {
+		os.Remove(callPath)
+		return fmt.Errorf("merge event trace %s: %w", eventPath, err)
+	}
+	return nil
+}
