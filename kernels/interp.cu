@@ -536,6 +536,17 @@ __device__ __forceinline__ u64 postWord(u64 a, int n) {
   return x.v;
 }
 
+// traceSlice stamps a finished slice: call and slice number, start, data
+// start (after the waits) and end, in %globaltimer nanoseconds.
+__device__ __forceinline__ void traceSlice(Ctx& c, i64 sliceNo, i64 oi, int s, u64 t0, u64 t1) {
+  if (c.lane->trace == nullptr || c.tid != 0) return;
+  u64* tr = c.lane->trace + sliceNo * 4;
+  tr[0] = ((u64)oi << 8) | (u64)s;
+  tr[1] = t0;
+  tr[2] = t1;
+  tr[3] = globalTimer();
+}
+
 // ---- the interpreter --------------------------------------------------------
 
 extern "C" __global__ void __launch_bounds__(TW_NTHREADS, 1)
@@ -647,13 +658,7 @@ extern "C" __global__ void __launch_bounds__(TW_NTHREADS, 1)
         __syncthreads();
         if (nb > 0 && sh.ndst > 0 && sh.nsrc > 0) copyReduce(c, nb, postOp);
         postPeers(c, recv, send, rs, ss, steps, true);
-        if (l->trace && c.tid == 0) {
-          u64* tr = l->trace + sliceNo * 4;
-          tr[0] = ((u64)oi << 8) | (u64)s;
-          tr[1] = t0;
-          tr[2] = t1;
-          tr[3] = globalTimer();
-        }
+        traceSlice(c, sliceNo, oi, s, t0, t1);
         sliceNo++;
         off += e;
         continue;
@@ -779,13 +784,7 @@ extern "C" __global__ void __launch_bounds__(TW_NTHREADS, 1)
       } else if (*(volatile int*)&sh.abort) {
         return;
       }
-      if (l->trace && c.tid == 0) {
-        u64* tr = l->trace + sliceNo * 4;
-        tr[0] = ((u64)oi << 8) | (u64)s;
-        tr[1] = t0;
-        tr[2] = t1;
-        tr[3] = globalTimer();
-      }
+      traceSlice(c, sliceNo, oi, s, t0, t1);
       sliceNo++;
       off += e;
     }

@@ -18,6 +18,7 @@ import (
 	"github.com/twinccl/twinccl/exec/hw/cuda"
 	"github.com/twinccl/twinccl/model"
 	"github.com/twinccl/twinccl/model/conformance"
+	"github.com/twinccl/twinccl/traces"
 )
 
 // gpus returns every GPU's context, or skips the test when there is none
@@ -445,7 +446,7 @@ func TestDeviceTrace(t *testing.T) {
 		c := allReduceCase(proto, 2, 1<<20)
 		p, _ := c.Program()
 		var wg sync.WaitGroup
-		traces := make([][]SliceTrace, 2)
+		stamps := make([][]SliceTrace, 2)
 		errs := make([]error, 2)
 		for r := 0; r < 2; r++ {
 			wg.Add(1)
@@ -466,7 +467,13 @@ func TestDeviceTrace(t *testing.T) {
 				}
 				defer d.ctx.MemFree(buf)
 				if errs[r] = l.Run(buf, buf.Add(nb)); errs[r] == nil {
-					traces[r], errs[r] = l.Trace()
+					stamps[r], errs[r] = l.Trace()
+				}
+				if errs[r] == nil {
+					var rows []traces.EventRow
+					if rows, errs[r] = l.EventRows(7, 1); errs[r] == nil && len(rows) != len(stamps[r]) {
+						errs[r] = fmt.Errorf("%d event rows for %d slices", len(rows), len(stamps[r]))
+					}
 				}
 			}()
 		}
@@ -491,11 +498,11 @@ func TestDeviceTrace(t *testing.T) {
 					}
 				}
 			}
-			if len(traces[r]) != want {
-				t.Fatalf("%s rank %d: %d traced slices, want %d", proto, r, len(traces[r]), want)
+			if len(stamps[r]) != want {
+				t.Fatalf("%s rank %d: %d traced slices, want %d", proto, r, len(stamps[r]), want)
 			}
 			got := int64(0)
-			for _, s := range traces[r] {
+			for _, s := range stamps[r] {
 				if s.Start == 0 || s.Start > s.DataStart || s.DataStart > s.End {
 					t.Fatalf("%s rank %d: slice %+v stamps out of order", proto, r, s)
 				}
