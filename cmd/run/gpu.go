@@ -12,6 +12,7 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -44,6 +45,7 @@ type gpuOpts struct {
 	topo               string
 	baseline           string
 	jsonOut            string
+	trace              string
 	timeout            time.Duration
 
 	// Parsed.
@@ -78,6 +80,7 @@ func gpuFlags(o *gpuOpts, minS, maxS *string) *flag.FlagSet {
 	fs.StringVar(&o.topo, "topo", "", "topology XML `FILE` to plan on (default: live discovery, else the embedded H200 pair)")
 	fs.StringVar(&o.baseline, "baseline", "", "\"nccl\": run the same sweep through the system's libnccl and print both side by side")
 	fs.StringVar(&o.jsonOut, "json", "", "also write the rows as JSON to `FILE` (atomically)")
+	fs.StringVar(&o.trace, "trace", "", "run every size once more with the kernel's per-slice stamps and write the call trace to `OUT.parquet` and the event trace to OUT.events.parquet")
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "bound of every wait: a lost or stuck peer ends the run within it")
 	return fs
 }
@@ -86,6 +89,7 @@ func gpuUsage(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprintf(w, `Usage: run gpu [-np N] [--op OP] [-b MIN] [-e MAX] [-f F] [-n ITERS] [-w WARMUP]
                [-G 1|0] [-c 1] [--dtype T] [--redop R] [--algo A] [--proto P]
                [--channels C] [--topo FILE.xml] [--baseline nccl] [--json OUT]
+               [--trace OUT.parquet]
 
 An nccl-tests-like sweep on GPUs, one process per GPU. With -np N it starts
 N rank processes on this host (this binary again); otherwise it is one rank
@@ -111,6 +115,13 @@ unique id goes from rank 0 over the bootstrap), timed the same way, and adds
 NCCL's time and busbw and the ratio ours/NCCL (busbw; above 1 we are faster).
 Set NCCL_NVLS_ENABLE=0 where NVLink SHARP must stay off. TWINCCL_NCCL_LIB
 names the library.
+
+--trace OUT.parquet runs every size once more, untimed, with the kernel
+stamping each slice (the GPU clock, ns), and writes one call row per rank and
+size to OUT.parquet and one event row per slice to OUT.events.parquet (the
+local launcher merges the ranks' parts; under another launcher every rank
+writes OUT.rankR.parquet and OUT.rankR.events.parquet). A call's start and
+end are its first and last slice stamps, its enqueue time the host clock.
 
 Flags:
 `)
@@ -232,9 +243,24 @@ func cudaDeviceCount() (int, error) {
 // stderr comes through prefixed with its rank. When a rank fails, the
 // others get the timeout (plus a grace period) to notice and exit before
 // they are killed.
-func gpuLaunch(e *env, o gpuOpts, args []string) error {
+func gpuLaunch(e *env, o gpuOpts, args []string) (err error) {
 	if _, err := cudaDeviceCount(); err != nil {
 		return err
+	}
+	var extraEnv []string
+	if o.trace != "" {
+		// The ranks write their parts here; the launcher merges them.
+		dir, err := os.MkdirTemp(filepath.Dir(o.trace), ".twinccl-trace-")
+		if err != nil {
+			return fmt.Errorf("trace: %w", err)
+		}
+		defer os.RemoveAll(dir)
+		extraEnv = append(extraEnv, envTraceDir+"="+dir)
+		defer func() {
+			if err == nil {
+				err = mergeTraces(dir, o.np, o.trace)
+			}
+		}()
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -259,6 +285,7 @@ func gpuLaunch(e *env, o gpuOpts, args []string) error {
 		c := exec.Command(self, append([]string{"gpu"}, args...)...)
 		c.Env = append(os.Environ(), envUID+"="+root.ID().String(), fmt.Sprint(envRank, "=", r), fmt.Sprint(envNRanks, "=", o.np),
 			fmt.Sprint(envLocalRank, "=", r))
+		c.Env = append(c.Env, extraEnv...)
 		pr, pw := io.Pipe()
 		pipes = append(pipes, pw)
 		c.Stderr = pw
@@ -393,6 +420,7 @@ type gpuJob struct {
 	ncs     *cuda.Stream
 	t0, t1  *cuda.Event
 	stopDog chan struct{}
+	sink    *traceSink // nil without --trace
 }
 
 // gpuRank is one rank of the sweep.
@@ -415,6 +443,10 @@ func gpuRank(e *env, o gpuOpts) (err error) {
 		defer root.Close()
 	}
 	j := &gpuJob{e: e, o: o, rank: rank, n: n, stopDog: make(chan struct{})}
+	if o.trace != "" {
+		hn, _ := os.Hostname()
+		j.sink = &traceSink{job: "run gpu " + o.op, comm: id.Magic, host: hn}
+	}
 	host := ""
 	if ifn := os.Getenv("TWINCCL_SOCKET_IFNAME"); ifn != "" {
 		if host, err = bootstrap.ListenAddr(ifn); err != nil {
@@ -744,6 +776,14 @@ func (j *gpuJob) sweep() error {
 	if wrong > 0 {
 		return fmt.Errorf("%d wrong elements over the sweep", wrong)
 	}
+	if j.sink != nil {
+		dir, base := os.Getenv(envTraceDir), j.o.trace
+		if dir != "" {
+			base = filepath.Join(dir, "part")
+		}
+		c, ev := tracePaths(base, j.rank)
+		return j.sink.write(c, ev)
+	}
 	return nil
 }
 
@@ -1052,7 +1092,45 @@ func (j *gpuJob) runOurs(p *model.Program, size int64, inB, outB uint64) (timing
 	if err != nil {
 		return t, fmt.Errorf("%d bytes: %w", size, err)
 	}
+	if j.sink != nil {
+		if err := j.traceOnce(p, size); err != nil {
+			return t, err
+		}
+	}
 	return t, nil
+}
+
+// traceOnce runs p once more with per-slice stamps and adds its call and
+// event rows to the trace.
+func (j *gpuJob) traceOnce(p *model.Program, size int64) error {
+	l, err := j.dev.Prepare(p, true)
+	if err != nil {
+		return fmt.Errorf("%d bytes: %w", size, err)
+	}
+	defer l.Release()
+	if err := j.comm.Barrier(); err != nil {
+		return fmt.Errorf("rank %d: %w", j.rank, err)
+	}
+	enqueue := time.Now().UnixNano()
+	if err := l.Run(j.in, j.out); err != nil {
+		return fmt.Errorf("%d bytes (traced): %w", size, err)
+	}
+	call := j.sink.next
+	j.sink.next++
+	events, err := l.EventRows(j.sink.comm, call)
+	if err != nil {
+		return err
+	}
+	var start, end int64
+	for i, ev := range events {
+		if i == 0 || ev.StartNs < start {
+			start = ev.StartNs
+		}
+		end = max(end, ev.EndNs)
+	}
+	j.sink.calls = append(j.sink.calls, j.sink.callRow(p, j.rank, p.Count, j.o.root, call, enqueue, start, end))
+	j.sink.events = append(j.sink.events, events...)
+	return nil
 }
 
 // runNCCL checks (with -c 1) and times the same collective through libnccl.

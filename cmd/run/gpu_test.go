@@ -13,6 +13,7 @@ import (
 	"github.com/twinccl/twinccl"
 	"github.com/twinccl/twinccl/exec/hw/nccl"
 	"github.com/twinccl/twinccl/model"
+	"github.com/twinccl/twinccl/traces"
 )
 
 func init() {
@@ -245,6 +246,60 @@ func TestGPUSweep(t *testing.T) {
 					t.Errorf("JSON: %v, %d rows", err, len(rep.Rows))
 				}
 			})
+		}
+	}
+}
+
+// TestGPUTrace runs a two-rank sweep with --trace: one call row per rank
+// and size, event rows whose bytes add up per call to what the Program
+// sends, every stamp inside its call.
+func TestGPUTrace(t *testing.T) {
+	requireGPUs(t)
+	t.Setenv("NCCL_NVLS_ENABLE", "0")
+	out := filepath.Join(t.TempDir(), "hw.parquet")
+	var stdout, stderr bytes.Buffer
+	if rc := run([]string{"gpu", "-np", "2", "--op", "allreduce", "-b", "1K", "-e", "16M", "-f", "64", "-n", "3", "-w", "1", "--trace", out}, &stdout, &stderr); rc != 0 {
+		t.Fatalf("exit %d\n%s\n%s", rc, stdout.String(), stderr.String())
+	}
+	callPath, eventPath := tracePaths(out, -1)
+	cr, err := traces.OpenCallFile(callPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cr.Close()
+	var calls []traces.CallRow
+	if err := cr.Scan(traces.Filter{}, func(rows []traces.CallRow) error { calls = append(calls, rows...); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(calls) != 2*3 {
+		t.Fatalf("%d call rows, want 6 (2 ranks x 3 sizes)", len(calls))
+	}
+	er, err := traces.OpenEventFile(eventPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer er.Close()
+	type key struct {
+		rank int32
+		call int64
+	}
+	bytesOf := map[key]int64{}
+	var events []traces.EventRow
+	if err := er.Scan(traces.Filter{}, func(rows []traces.EventRow) error { events = append(events, rows...); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range events {
+		if ev.SendPeer >= 0 {
+			bytesOf[key{ev.Rank, ev.Call}] += ev.Bytes
+		}
+	}
+	for _, c := range calls {
+		if c.StartNs <= 0 || c.EndNs < c.StartNs {
+			t.Errorf("call %d rank %d: start %d end %d", c.Call, c.Rank, c.StartNs, c.EndNs)
+		}
+		// A two-rank ring AllReduce sends every element once in each phase.
+		if want := c.Count * 4; bytesOf[key{c.Rank, c.Call}] != want {
+			t.Errorf("call %d rank %d: %d bytes sent in its events, want %d", c.Call, c.Rank, bytesOf[key{c.Rank, c.Call}], want)
 		}
 	}
 }

@@ -72,6 +72,16 @@ func ncclDtype(d model.Dtype) string {
 func (t *traceSink) add(p *model.Program, rank int, count int64, root int, rec *callRecord, enqueue int64) {
 	call := t.next
 	t.next++
+	t.calls = append(t.calls, t.callRow(p, rank, count, root, call, enqueue, rec.Start.UnixNano(), rec.End.UnixNano()))
+	for _, ev := range rec.Slices {
+		t.events = append(t.events, traces.EventRow{Comm: t.comm, Call: call, Rank: int32(rank), Channel: int32(ev.Channel),
+			SendPeer: int32(ev.SendPeer), RecvPeer: int32(ev.RecvPeer), Primitive: ev.Prim.String(), Protocol: ev.Proto.String(),
+			Step: ev.Step, Bytes: ev.Bytes, StartNs: ev.Start.UnixNano(), EndNs: ev.End.UnixNano(), Source: traces.SourceHW})
+	}
+}
+
+// callRow is the call row of call number call of p on rank.
+func (t *traceSink) callRow(p *model.Program, rank int, count int64, root int, call, enqueue, start, end int64) traces.CallRow {
 	redop, r := "", int32(-1)
 	switch p.Coll {
 	case model.CollAllReduce, model.CollReduceScatter, model.CollReduce:
@@ -80,15 +90,10 @@ func (t *traceSink) add(p *model.Program, rank int, count int64, root int, rec *
 	if p.Coll == model.CollBroadcast || p.Coll == model.CollReduce {
 		r = int32(root)
 	}
-	t.calls = append(t.calls, traces.CallRow{Job: t.job, Comm: t.comm, Call: call, Rank: int32(rank), NRanks: int32(p.NRanks),
+	return traces.CallRow{Job: t.job, Comm: t.comm, Call: call, Rank: int32(rank), NRanks: int32(p.NRanks),
 		Op: p.Coll.String(), Algorithm: p.Algo.String(), Protocol: p.Proto.String(), Channels: int32(p.NChannels),
 		Count: count, Datatype: ncclDtype(p.Dtype), RedOp: redop, Root: r, EnqueueNs: enqueue,
-		StartNs: rec.Start.UnixNano(), EndNs: rec.End.UnixNano(), Source: traces.SourceHW, Host: t.host})
-	for _, ev := range rec.Slices {
-		t.events = append(t.events, traces.EventRow{Comm: t.comm, Call: call, Rank: int32(rank), Channel: int32(ev.Channel),
-			SendPeer: int32(ev.SendPeer), RecvPeer: int32(ev.RecvPeer), Primitive: ev.Prim.String(), Protocol: ev.Proto.String(),
-			Step: ev.Step, Bytes: ev.Bytes, StartNs: ev.Start.UnixNano(), EndNs: ev.End.UnixNano(), Source: traces.SourceHW})
-	}
+		StartNs: start, EndNs: end, Source: traces.SourceHW, Host: t.host}
 }
 
 // write stores the rows in a call and an event file, each atomically.
