@@ -204,18 +204,13 @@ func launch(e *env, o benchOpts, args []string, extraEnv ...string) (err error) 
 		return err
 	}
 	if o.trace != "" {
-		// The ranks write their parts here; the launcher merges them.
-		dir, err := os.MkdirTemp(filepath.Dir(o.trace), ".twinccl-trace-")
-		if err != nil {
-			return fmt.Errorf("trace: %w", err)
+		// The ranks write their parts beside the trace; the launcher merges them.
+		env, finish, terr := traceParts(o.trace, o.np)
+		if terr != nil {
+			return terr
 		}
-		defer os.RemoveAll(dir)
-		extraEnv = append(extraEnv, envTraceDir+"="+dir)
-		defer func() {
-			if err == nil {
-				err = mergeTraces(dir, o.np, o.trace)
-			}
-		}()
+		extraEnv = append(extraEnv, env)
+		defer func() { err = finish(err) }()
 	}
 	root, err := bootstrap.StartRoot("127.0.0.1", bootstrap.RandomMagic(), o.np, o.timeout, e.log)
 	if err != nil {

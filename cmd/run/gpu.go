@@ -249,18 +249,13 @@ func gpuLaunch(e *env, o gpuOpts, args []string) (err error) {
 	}
 	var extraEnv []string
 	if o.trace != "" {
-		// The ranks write their parts here; the launcher merges them.
-		dir, err := os.MkdirTemp(filepath.Dir(o.trace), ".twinccl-trace-")
-		if err != nil {
-			return fmt.Errorf("trace: %w", err)
+		// The ranks write their parts beside the trace; the launcher merges them.
+		env, finish, terr := traceParts(o.trace, o.np)
+		if terr != nil {
+			return terr
 		}
-		defer os.RemoveAll(dir)
-		extraEnv = append(extraEnv, envTraceDir+"="+dir)
-		defer func() {
-			if err == nil {
-				err = mergeTraces(dir, o.np, o.trace)
-			}
-		}()
+		extraEnv = append(extraEnv, env)
+		defer func() { err = finish(err) }()
 	}
 	self, err := os.Executable()
 	if err != nil {

@@ -30,6 +30,25 @@ func tracePaths(out string, rank int) (calls, events string) {
 	return prefix + ".parquet", prefix + ".events.parquet"
 }
 
+// traceParts prepares a local launcher's --trace OUT: a directory beside
+// OUT where the ranks (told by the returned environment entry) write their
+// parts, and finish, which merges the parts into OUT when the job
+// succeeded (err == nil) and removes the directory either way.
+func traceParts(out string, np int) (env string, finish func(err error) error, err error) {
+	dir, err := os.MkdirTemp(filepath.Dir(out), ".twinccl-trace-")
+	if err != nil {
+		return "", nil, fmt.Errorf("trace: %w", err)
+	}
+	finish = func(err error) error {
+		defer os.RemoveAll(dir)
+		if err != nil {
+			return err
+		}
+		return mergeTraces(dir, np, out)
+	}
+	return envTraceDir + "=" + dir, finish, nil
+}
+
 // traceSink collects one rank's trace rows: one call row per collective
 // call, one event row per executed slice.
 type traceSink struct {
