@@ -597,7 +597,13 @@ func (j *gpuJob) plan() (string, error) {
 			j.e.log.Warn(w.Msg, "file", w.File, "line", w.Line)
 		}
 	}
-	cl, err := model.LoadCluster(root, file, model.LoadOptions{Params: model.DefaultParams()})
+	// NCCL_P2P_DISABLE, NCCL_SHM_DISABLE, NCCL_P2P_LEVEL ... shape the
+	// paths (and so the plan) as they do NCCL's.
+	params, err := model.ParamsFromEnv(nil)
+	if err != nil {
+		return "", err
+	}
+	cl, err := model.LoadCluster(root, file, model.LoadOptions{Params: params})
 	if err != nil {
 		return "", err
 	}
@@ -606,10 +612,10 @@ func (j *gpuJob) plan() (string, error) {
 		switch {
 		case j.n > local && j.n%local == 0:
 			// A job over several hosts like this one.
-			cl, err = model.LoadCluster(root, file, model.LoadOptions{Nodes: j.n / local, Params: model.DefaultParams()})
+			cl, err = model.LoadCluster(root, file, model.LoadOptions{Nodes: j.n / local, Params: params})
 		case j.n < local:
 			keepRanks(root, j.n)
-			cl, err = model.LoadCluster(root, file, model.LoadOptions{Params: model.DefaultParams()})
+			cl, err = model.LoadCluster(root, file, model.LoadOptions{Params: params})
 		default:
 			err = fmt.Errorf("%s has %d GPUs, which does not fit a job of %d ranks", file, local, j.n)
 		}
