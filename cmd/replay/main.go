@@ -38,6 +38,7 @@ var commands = []command{
 	{"tune", "predict NCCL's algorithm, protocol, channels and time for one collective call", runTune},
 	{"sim", "simulate collectives on a topology and print an nccl-tests-like table", runSim},
 	{"run", "replay a recorded call trace on a topology and write predicted traces", runReplayRun},
+	{"compare", "compare hardware timings (call trace or run gpu --json) with the simulator", runCompare},
 	{"calibrate", "fit the simulator's calibration to measured timings", runCalibrate},
 	{"trace", "inspect, print and export call and event traces (info, cat, export)", runTrace},
 }

@@ -1,0 +1,408 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/twinccl/twinccl"
+	"github.com/twinccl/twinccl/exec/sim"
+	"github.com/twinccl/twinccl/exec/sim/hwcmp"
+	"github.com/twinccl/twinccl/model"
+)
+
+const compareHelp = `Usage: replay compare HW.parquet|HW.json [--topo FILE.xml] [--env KEY=VALUE]...
+                      [--calib FILE.json] [--json OUT] [--svg OUT.svg] [--title T] [--events]
+
+Compares hardware measurements with the simulator. HW is either a hardware call
+trace ("run gpu --trace", one row per call and rank) or the --json file of
+"run gpu" (rows with time_us, and nccl_time_us with --baseline nccl). The JSON
+rows are CUDA-graph-timed means over many calls: the better timing source. A
+call trace holds one traced run per call; its kernel times (the rank that
+started last, since the GPUs' clocks are not aligned and the other ranks wait
+for it) are compared with the simulated kernel time.
+
+Every call is simulated on the topology (default: the embedded %s) with the
+algorithm, protocol and channels it was recorded with. NCCL's column is
+compared with the simulation at the tuner's choice (NCCL's rules), which is
+what NCCL ran; both are the same call unless our executor chose otherwise.
+The search and the simulation follow the NCCL_* settings of the environment
+and of --env KEY=VALUE (which wins; repeat it): give the settings the run was
+recorded under, e.g. --env NCCL_P2P_DISABLE=1 for a run over SHM.
+
+It prints a table per call, per (op, size, protocol) where calls repeat, and
+the median and maximum absolute error and the median signed error (bias:
+positive when the simulator is slower) per protocol and size bucket (small:
+below 1 MiB). --json writes all of it (- for stdout), --svg a plot of busbw
+against size (log-log; hardware, NCCL, simulation) with the error per size
+underneath. With --events, the event trace beside a call trace
+(HW.events.parquet) is compared step by step: per channel and per primitive
+and protocol, how long steps take on either side and how early (negative) or
+late the simulator ends them, measured from the kernel's start on the rank
+that started last.
+
+Flags:
+`
+
+// envFlags collects --env KEY=VALUE settings.
+type envFlags map[string]string
+
+func (e envFlags) String() string { return "" }
+
+func (e envFlags) Set(s string) error {
+	k, v, ok := strings.Cut(s, "=")
+	if !ok || k == "" || strings.ContainsAny(k, " \t") {
+		return fmt.Errorf("%q is not KEY=VALUE", s)
+	}
+	e[k] = v
+	return nil
+}
+
+func runCompare(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	topo := fs.String("topo", "", "topology XML `FILE` (default: the embedded one)")
+	env := envFlags{}
+	fs.Var(env, "env", "NCCL_* setting `KEY=VALUE` the run was recorded under (repeatable; wins over the environment)")
+	calibPath := fs.String("calib", "", "calibration `FILE.json` (default: embedded)")
+	jsonOut := fs.String("json", "", "write the comparison as JSON to `OUT` (- for stdout)")
+	svgOut := fs.String("svg", "", "write a busbw-vs-size plot to `OUT.svg`")
+	title := fs.String("title", "", "title of the SVG plot (default: the op and the input's name)")
+	events := fs.Bool("events", false, "also compare the event trace beside a call trace (HW.events.parquet) step by step")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, compareHelp, twinccl.DefaultTopology)
+		fs.PrintDefaults()
+	}
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return fmt.Errorf("%w: replay compare wants one input (HW.parquet or HW.json)", errUsage)
+	}
+	if *svgOut == "-" && *jsonOut == "-" {
+		return fmt.Errorf("%w: only one of --json and --svg may write to stdout", errUsage)
+	}
+	in, err := hwcmp.Open(pos[0])
+	if err != nil {
+		return err
+	}
+	eventPath := ""
+	if *events {
+		if in.Kind != hwcmp.KindTrace {
+			return fmt.Errorf("%w: --events needs a call trace input (HW.parquet with HW.events.parquet beside it), not a JSON file", errUsage)
+		}
+		eventPath = strings.TrimSuffix(pos[0], ".parquet") + ".events.parquet"
+		if _, err := os.Stat(eventPath); err != nil {
+			return fmt.Errorf("--events: %w", err)
+		}
+	}
+	settings := map[string]string{}
+	for _, kv := range os.Environ() {
+		if k, v, ok := strings.Cut(kv, "="); ok && strings.HasPrefix(k, "NCCL_") {
+			settings[k] = v
+		}
+	}
+	for k, v := range env {
+		settings[k] = v
+	}
+	root, file, err := readTopologyRoot(*topo)
+	if err != nil {
+		return err
+	}
+	calib, calibName, err := loadCompareCalib(*calibPath, root, file)
+	if err != nil {
+		return err
+	}
+	cp, err := hwcmp.NewComparer(root, file, settings, calib, calibName)
+	if err != nil {
+		return err
+	}
+	rep, err := cp.Compare(in)
+	if err != nil {
+		return err
+	}
+	var steps *hwcmp.StepReport
+	if eventPath != "" {
+		if steps, err = cp.CompareEvents(rep, eventPath); err != nil {
+			return err
+		}
+	}
+	quiet := *jsonOut == "-" || *svgOut == "-"
+	if !quiet {
+		printCompare(stdout, rep, steps)
+	}
+	if *jsonOut != "" {
+		doc := compareDoc(rep, steps)
+		err := writeOutput(*jsonOut, stdout, func(w io.Writer) error {
+			enc := json.NewEncoder(w)
+			enc.SetIndent("", " ")
+			return enc.Encode(doc)
+		})
+		if err != nil {
+			return fmt.Errorf("--json: %w", err)
+		}
+	}
+	if *svgOut != "" {
+		t := *title
+		if t == "" {
+			t = fmt.Sprintf("%s on %d ranks: %s", opsOf(rep), in.NRanks, filepath.Base(in.Path))
+		}
+		if err := writeOutput(*svgOut, stdout, func(w io.Writer) error { return hwcmp.WriteSVG(w, rep, t) }); err != nil {
+			return fmt.Errorf("--svg: %w", err)
+		}
+		if !quiet {
+			fmt.Fprintf(stdout, "wrote %s\n", *svgOut)
+		}
+	}
+	return nil
+}
+
+// readTopologyRoot parses the topology file (the embedded default when
+// path is empty) and returns it with its name.
+func readTopologyRoot(path string) (*model.Element, string, error) {
+	if path == "" {
+		name := "embedded:" + twinccl.DefaultTopology
+		data, err := twinccl.RecordedTopology(twinccl.DefaultTopology)
+		if err != nil {
+			return nil, "", err
+		}
+		root, warns, err := model.ParseTopologyXML(bytes.NewReader(data), name)
+		logWarnings(warns)
+		return root, name, err
+	}
+	root, warns, err := model.ReadTopologyFile(path)
+	if err != nil {
+		return nil, "", err
+	}
+	logWarnings(warns)
+	return root, path, nil
+}
+
+// loadCompareCalib reads --calib or the embedded calibration for the
+// topology's GPUs.
+func loadCompareCalib(path string, root *model.Element, file string) (*sim.Calib, string, error) {
+	cl, err := model.LoadCluster(root, file, model.LoadOptions{Nodes: 1, Params: model.DefaultParams()})
+	if err != nil {
+		return nil, "", err
+	}
+	return loadCalib(path, cl)
+}
+
+// opsOf names the collectives of a report ("AllReduce", or a list).
+func opsOf(rep *hwcmp.Report) string {
+	var ops []string
+	seen := map[string]bool{}
+	for _, g := range rep.Groups {
+		if !seen[g.Op] {
+			seen[g.Op] = true
+			ops = append(ops, g.Op)
+		}
+	}
+	return strings.Join(ops, ", ")
+}
+
+// pct formats a relative error, "-" when absent.
+func pct(v float64) string {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return "-"
+	}
+	return fmt.Sprintf("%+.1f%%", 100*v)
+}
+
+// usOrDash formats a time, "-" when absent.
+func usOrDash(v float64) string {
+	if !(v > 0) {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", v)
+}
+
+// printCompare prints the comparison tables.
+func printCompare(w io.Writer, rep *hwcmp.Report, steps *hwcmp.StepReport) {
+	fmt.Fprintf(w, "# replay compare: %s\n# timing: %s\n", rep.Describe(), rep.Timing())
+	fmt.Fprintf(w, "# err = (sim - hw) / hw; NCCL's column against the simulation at the tuner's choice (sim_nccl)\n#\n")
+	fmt.Fprintf(w, "# %-13s %11s %-6s %-6s %3s %10s %10s %8s | %-6s %3s %10s %10s %8s  %s\n",
+		"op", "size(B)", "algo", "proto", "ch", "hw_us", "sim_us", "err", "tuner", "ch", "nccl_us", "sim_nccl", "err", "note")
+	for _, r := range rep.Rows {
+		fmt.Fprintf(w, "  %-13s %11d %-6s %-6s %3d %10.2f %10.2f %8s | %-6s %3d %10s %10s %8s  %s\n",
+			r.Coll, r.Bytes, r.SimAlgo, r.SimProto, r.SimChannels, r.HwUs, r.SimUs, pct(r.Err),
+			dashIfEmpty(r.TunerProto), r.TunerChannels, usOrDash(r.NCCLUs), usOrDash(r.SimNCCLUs), pct(r.NCCLErr), strings.Join(r.Notes, "; "))
+	}
+	repeated := false
+	for _, g := range rep.Groups {
+		if g.Calls > 1 {
+			repeated = true
+		}
+	}
+	if repeated {
+		fmt.Fprintf(w, "#\n# per (op, size, protocol): means over the calls\n# %-13s %11s %-6s %5s %10s %10s %8s %10s %8s\n",
+			"op", "size(B)", "proto", "calls", "hw_us", "sim_us", "err", "nccl_us", "err")
+		for _, g := range rep.Groups {
+			fmt.Fprintf(w, "  %-13s %11d %-6s %5d %10.2f %10.2f %8s %10s %8s\n", g.Op, g.Bytes, g.Proto, g.Calls,
+				g.HwUs, g.SimUs, pct(g.Err), usOrDash(g.NCCLUs), pct(g.NCCLErr))
+		}
+	}
+	fmt.Fprintf(w, "#\n# error of the simulation (|err| median and max, bias = median signed err; small: < %d KiB)\n", hwcmp.SmallBytes>>10)
+	fmt.Fprintf(w, "# %-5s %-7s %-6s %4s %9s %9s %9s  %s\n", "vs", "proto", "bucket", "n", "median", "max", "bias", "worst")
+	for _, s := range rep.Stats {
+		fmt.Fprintf(w, "  %-5s %-7s %-6s %4d %8.1f%% %8.1f%% %+8.1f%%  %s\n", s.Column, s.Proto, s.Bucket, s.N, 100*s.MedianAbs, 100*s.MaxAbs, 100*s.Bias, s.Worst)
+	}
+	if steps == nil {
+		return
+	}
+	fmt.Fprintf(w, "#\n# steps: %s, %d matched step(s) on the rank that started last of each call\n", steps.Path, steps.Matched)
+	fmt.Fprintf(w, "# late = sim end - hw end, from the kernel start (negative: the simulator is early)\n")
+	fmt.Fprintf(w, "# %-20s %-6s %7s %12s %10s %10s %10s\n", "primitive", "proto", "steps", "bytes", "hw_step_us", "sim_step_us", "late_us")
+	for _, s := range steps.ByPrim {
+		fmt.Fprintf(w, "  %-20s %-6s %7d %12d %10.3f %10.3f %+10.3f\n", s.Primitive, s.Protocol, s.Steps, s.Bytes, s.HwStepUs, s.SimStepUs, s.LateUs)
+	}
+	fmt.Fprintf(w, "#\n# per call and channel: first step's start after the kernel start (set-up), median step, lateness\n")
+	fmt.Fprintf(w, "# %5s %4s %-6s %6s %12s %9s %9s %10s %10s %9s %9s\n", "call", "ch", "proto", "steps", "bytes", "hw_first", "sim_first", "hw_step", "sim_step", "late_med", "late_end")
+	for _, s := range steps.ByChannel {
+		fmt.Fprintf(w, "  %5d %4d %-6s %6d %12d %9.3f %9.3f %10.3f %10.3f %+9.3f %+9.3f\n", s.Call, s.Channel, s.Protocol, s.Steps, s.Bytes,
+			s.FirstStartHwUs, s.FirstStartSimUs, s.HwStepUs, s.SimStepUs, s.LateUs, s.EndLateUs)
+	}
+	for _, m := range steps.Mismatched {
+		fmt.Fprintf(w, "# step count differs: %s\n", m)
+	}
+}
+
+// dashIfEmpty is s, or "-" when empty.
+func dashIfEmpty(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// compareCallJSON is one call of --json.
+type compareCallJSON struct {
+	Index         int64     `json:"index"`
+	Comm          string    `json:"comm,omitempty"`
+	Op            string    `json:"op"`
+	Bytes         int64     `json:"bytes"`
+	Count         int64     `json:"count"`
+	Dtype         string    `json:"dtype"`
+	Algo          string    `json:"algo"`
+	Proto         string    `json:"proto"`
+	NChannels     int       `json:"nchannels"`
+	RecordedProto string    `json:"recorded_proto,omitempty"`
+	RecordedCh    int       `json:"recorded_nchannels,omitempty"`
+	TunerAlgo     string    `json:"tuner_algo,omitempty"`
+	TunerProto    string    `json:"tuner_proto,omitempty"`
+	TunerCh       int       `json:"tuner_nchannels,omitempty"`
+	HwUs          float64   `json:"hw_us"`
+	SimUs         float64   `json:"sim_us"`
+	Err           float64   `json:"err"`
+	NCCLUs        *float64  `json:"nccl_us,omitempty"`
+	SimNCCLUs     *float64  `json:"sim_nccl_us,omitempty"`
+	NCCLErr       *float64  `json:"nccl_err,omitempty"`
+	RankKernelUs  []float64 `json:"hw_rank_kernel_us,omitempty"`
+	SimRankUs     []float64 `json:"sim_rank_kernel_us,omitempty"`
+	Notes         []string  `json:"notes,omitempty"`
+}
+
+// compareGroupJSON is one (op, size, protocol) of --json.
+type compareGroupJSON struct {
+	Op        string   `json:"op"`
+	Bytes     int64    `json:"bytes"`
+	Proto     string   `json:"proto"`
+	Calls     int      `json:"calls"`
+	HwUs      float64  `json:"hw_us"`
+	SimUs     float64  `json:"sim_us"`
+	Err       float64  `json:"err"`
+	BusBW     float64  `json:"busbw_GBps"`
+	SimBusBW  float64  `json:"sim_busbw_GBps"`
+	NCCLUs    *float64 `json:"nccl_us,omitempty"`
+	SimNCCLUs *float64 `json:"sim_nccl_us,omitempty"`
+	NCCLErr   *float64 `json:"nccl_err,omitempty"`
+	NCCLBusBW *float64 `json:"nccl_busbw_GBps,omitempty"`
+}
+
+// compareStatJSON is one error statistic of --json.
+type compareStatJSON struct {
+	Versus    string  `json:"vs"`
+	Proto     string  `json:"proto"`
+	Bucket    string  `json:"bucket"`
+	N         int     `json:"n"`
+	MedianAbs float64 `json:"median_abs_err"`
+	MaxAbs    float64 `json:"max_abs_err"`
+	Bias      float64 `json:"bias"`
+	Worst     string  `json:"worst"`
+}
+
+// compareJSON is the --json document.
+type compareJSON struct {
+	Input    string             `json:"input"`
+	Kind     string             `json:"kind"`
+	NRanks   int                `json:"nranks"`
+	Topology string             `json:"topology"`
+	Settings string             `json:"settings"`
+	Calib    string             `json:"calibration"`
+	Timing   string             `json:"timing"`
+	Calls    []compareCallJSON  `json:"calls"`
+	Groups   []compareGroupJSON `json:"groups"`
+	Stats    []compareStatJSON  `json:"stats"`
+	Steps    *hwcmp.StepReport  `json:"steps,omitempty"`
+}
+
+// optF is a pointer to v rounded, nil when v is absent (NaN, zero).
+func optF(v float64, present bool) *float64 {
+	if !present || math.IsNaN(v) || math.IsInf(v, 0) {
+		return nil
+	}
+	r := round6(v)
+	return &r
+}
+
+// round6 rounds to 6 significant decimals for stable JSON.
+func round6(v float64) float64 {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return 0
+	}
+	return math.Round(v*1e6) / 1e6
+}
+
+// compareDoc builds the --json document.
+func compareDoc(rep *hwcmp.Report, steps *hwcmp.StepReport) compareJSON {
+	d := compareJSON{Input: rep.Input.Path, Kind: rep.Input.Kind, NRanks: rep.Input.NRanks, Topology: rep.Topology,
+		Settings: rep.Settings, Calib: rep.Calib, Timing: rep.Timing(), Steps: steps}
+	for _, r := range rep.Rows {
+		c := compareCallJSON{Index: r.Index, Op: r.Coll.String(), Bytes: r.Bytes, Count: r.Count, Dtype: r.Dtype.String(),
+			Algo: r.SimAlgo, Proto: r.SimProto, NChannels: r.SimChannels, TunerAlgo: r.TunerAlgo, TunerProto: r.TunerProto,
+			TunerCh: r.TunerChannels, HwUs: round6(r.HwUs), SimUs: round6(r.SimUs), Err: round6(r.Err),
+			NCCLUs: optF(r.NCCLUs, r.NCCLUs > 0), SimNCCLUs: optF(r.SimNCCLUs, r.NCCLUs > 0), NCCLErr: optF(r.NCCLErr, r.NCCLUs > 0),
+			RankKernelUs: r.RankKernelUs, SimRankUs: r.SimRankKernelUs, Notes: r.Notes}
+		if r.Comm != 0 {
+			c.Comm = fmt.Sprintf("%#x", r.Comm)
+		}
+		if r.Proto >= 0 && r.Proto.String() != r.SimProto {
+			c.RecordedProto = r.Proto.String()
+		}
+		if r.NChannels != r.SimChannels {
+			c.RecordedCh = r.NChannels
+		}
+		for i := range c.SimRankUs {
+			c.SimRankUs[i] = round6(c.SimRankUs[i])
+		}
+		d.Calls = append(d.Calls, c)
+	}
+	for _, g := range rep.Groups {
+		has := g.NCCLUs > 0
+		d.Groups = append(d.Groups, compareGroupJSON{Op: g.Op, Bytes: g.Bytes, Proto: g.Proto, Calls: g.Calls,
+			HwUs: round6(g.HwUs), SimUs: round6(g.SimUs), Err: round6(g.Err), BusBW: round6(g.BusBW), SimBusBW: round6(g.SimBusBW),
+			NCCLUs: optF(g.NCCLUs, has), SimNCCLUs: optF(g.SimNCCLUs, has), NCCLErr: optF(g.NCCLErr, has), NCCLBusBW: optF(g.NCCLBusBW, has)})
+	}
+	for _, s := range rep.Stats {
+		d.Stats = append(d.Stats, compareStatJSON{Versus: s.Column, Proto: s.Proto, Bucket: s.Bucket, N: s.N,
+			MedianAbs: round6(s.MedianAbs), MaxAbs: round6(s.MaxAbs), Bias: round6(s.Bias), Worst: s.Worst})
+	}
+	return d
+}

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// hwRecordings is testdata/hw/h200x2.
+func hwRecordings() string { return filepath.Join("..", "..", "testdata", "hw", "h200x2") }
+
+// TestCompareJSON compares a "run gpu --json" file: table, JSON and SVG.
+func TestCompareJSON(t *testing.T) {
+	dir := t.TempDir()
+	jsonOut, svgOut := filepath.Join(dir, "c.json"), filepath.Join(dir, "c.svg")
+	var so, se bytes.Buffer
+	err := runCompare([]string{filepath.Join(hwRecordings(), "shm-allreduce.json"), "--env", "NCCL_P2P_DISABLE=1",
+		"--env", "NCCL_NVLS_ENABLE=0", "--json", jsonOut, "--svg", svgOut}, &so, &se)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, se.String())
+	}
+	out := so.String()
+	for _, want := range []string{"NCCL_P2P_DISABLE=1", "hw_us", "nccl_us", "median", "AllReduce", "33554432", "wrote " + svgOut} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	var doc compareJSON
+	data, err := os.ReadFile(jsonOut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Kind != "json" || len(doc.Calls) != 12 || len(doc.Groups) != 12 || len(doc.Stats) == 0 {
+		t.Fatalf("doc: kind %s, %d calls, %d groups, %d stats", doc.Kind, len(doc.Calls), len(doc.Groups), len(doc.Stats))
+	}
+	for _, c := range doc.Calls {
+		if c.NCCLUs == nil || c.NCCLErr == nil || !(c.SimUs > 0) {
+			t.Errorf("call %d: %+v", c.Index, c)
+		}
+	}
+	svg, err := os.ReadFile(svgOut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(svg, []byte("<?xml")) || !bytes.Contains(svg, []byte("</svg>")) {
+		t.Errorf("svg: %.80q", svg)
+	}
+}
+
+// TestCompareTraceEvents compares a call trace and, with --events, its
+// event trace.
+func TestCompareTraceEvents(t *testing.T) {
+	var so, se bytes.Buffer
+	err := runCompare([]string{filepath.Join(hwRecordings(), "p2p-broadcast.parquet"), "--events", "--env", "NCCL_NVLS_ENABLE=0"}, &so, &se)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, se.String())
+	}
+	out := so.String()
+	for _, want := range []string{"traced run", "# steps:", "matched step", "late_us", "Simple", "LL"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "step count differs") {
+		t.Errorf("step counts differ:\n%s", out)
+	}
+}
+
+// TestCompareErrors: usage mistakes and bad files give errors, not panics.
+func TestCompareErrors(t *testing.T) {
+	dir := t.TempDir()
+	garbage := filepath.Join(dir, "g.parquet")
+	if err := os.WriteFile(garbage, []byte("PAR1\x00\x00garbage"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args  []string
+		usage bool
+		want  string
+	}{
+		{nil, true, "one input"},
+		{[]string{"a", "b"}, true, "one input"},
+		{[]string{filepath.Join(hwRecordings(), "p2p-allreduce.json"), "--events"}, true, "call trace"},
+		{[]string{filepath.Join(hwRecordings(), "p2p-allreduce.json"), "--env", "novalue"}, true, "KEY=VALUE"},
+		{[]string{filepath.Join(hwRecordings(), "p2p-allreduce.json"), "--json", "-", "--svg", "-"}, true, "stdout"},
+		{[]string{garbage}, false, "g.parquet"},
+		{[]string{filepath.Join(dir, "missing.json")}, false, "missing.json"},
+		{[]string{filepath.Join(hwRecordings(), "p2p-allreduce.events.parquet")}, false, "event"},
+	} {
+		var so, se bytes.Buffer
+		err := runCompare(tc.args, &so, &se)
+		if err == nil {
+			t.Errorf("%v: no error", tc.args)
+			continue
+		}
+		if errors.Is(err, errUsage) != tc.usage || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v (usage %v, want %q)", tc.args, err, errors.Is(err, errUsage), tc.want)
+		}
+	}
+}

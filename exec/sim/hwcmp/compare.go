@@ -1,0 +1,397 @@
+package hwcmp
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/twinccl/twinccl/exec/sim"
+	"github.com/twinccl/twinccl/model"
+	"github.com/twinccl/twinccl/search"
+)
+
+// SmallBytes is the boundary of the size buckets: calls below it are
+// latency-bound ("small"), the others bandwidth-bound ("large").
+const SmallBytes = 1 << 20
+
+// Comparer replays measured calls in the simulator.
+type Comparer struct {
+	Sim *sim.Simulator
+	// Topology names the topology file, Settings the NCCL_* settings the
+	// search ran under ("K=V ..."), CalibName the calibration.
+	Topology, Settings, CalibName string
+	calib                         *sim.Calib
+}
+
+// NewComparer searches the topology root (read from file) under the
+// NCCL_* settings env, as the measured run did, and builds its simulator
+// with calibration c.
+func NewComparer(root *model.Element, file string, env map[string]string, c *sim.Calib, calibName string) (*Comparer, error) {
+	if c == nil {
+		return nil, fmt.Errorf("hwcmp: no calibration")
+	}
+	t := &sim.Table{Name: "compare", Env: env, Harness: sim.HarnessNCCLTests}
+	res, err := sim.SearchTable(root, file, 1, t)
+	if err != nil {
+		return nil, err
+	}
+	return NewComparerFor(res, t, c, calibName)
+}
+
+// NewComparerFor builds a Comparer on a search result res that ran under
+// t's settings.
+func NewComparerFor(res *search.Result, t *sim.Table, c *sim.Calib, calibName string) (*Comparer, error) {
+	s, err := sim.NewSimulator(res, c)
+	if err != nil {
+		return nil, err
+	}
+	s.Machine.SetSettings(sim.SettingsFromEnv(t.Lookup))
+	s.Harness = t.Harness
+	return &Comparer{Sim: s, Topology: res.Cluster.File, Settings: t.Settings(), CalibName: calibName, calib: c}, nil
+}
+
+// Row is a measured call next to its simulation.
+type Row struct {
+	Call
+	// SimAlgo, SimProto and SimChannels are what the simulation ran (the
+	// recorded decisions, forced); Tuner* the tuner's own choice.
+	SimAlgo, SimProto string
+	SimChannels       int
+	TunerAlgo         string
+	TunerProto        string
+	TunerChannels     int
+	// SimUs is the predicted time at the recorded decisions: as graph
+	// timing measures it for JSON rows (launch included), the kernel time
+	// for traced calls. SimNCCLUs is the predicted time at the tuner's
+	// decisions (NCCL's), which NCCL's column is compared with.
+	SimUs, SimNCCLUs float64
+	// Notes say where the simulation could not follow the recording.
+	Notes []string
+	// SimRankKernelUs is, per rank, the simulated kernel time.
+	SimRankKernelUs []float64
+	// Err is (SimUs - HwUs) / HwUs; NCCLErr (SimUs - NCCLUs) / NCCLUs,
+	// NaN without an NCCL time.
+	Err, NCCLErr float64
+}
+
+// Report is the comparison of one input.
+type Report struct {
+	Input    *Input
+	Topology string
+	Settings string
+	Calib    string
+	Rows     []Row
+	Groups   []Group
+	Stats    []Stat
+}
+
+// Timing describes what the measured times of a report are.
+func (r *Report) Timing() string {
+	if r.Input.Kind == KindJSON {
+		return "CUDA-graph-timed mean per call (time_us, nccl_time_us) vs simulated call time (launch included)"
+	}
+	return "one traced run per call: kernel time of the rank that started last (%globaltimer) vs simulated kernel time"
+}
+
+// Compare simulates every call of in.
+func (cp *Comparer) Compare(in *Input) (*Report, error) {
+	if n := cp.Sim.Machine.Cluster.NRanks; n != in.NRanks {
+		return nil, fmt.Errorf("%s: %d rank(s), the topology %s has %d", in.Path, in.NRanks, cp.Topology, n)
+	}
+	rep := &Report{Input: in, Topology: cp.Topology, Settings: cp.Settings, Calib: cp.CalibName}
+	for _, c := range in.Calls {
+		row, err := cp.compareCall(c, in.Kind)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %s: %w", in.Path, c.label(), err)
+		}
+		rep.Rows = append(rep.Rows, row)
+	}
+	rep.Groups = groupRows(rep.Rows)
+	rep.Stats = statsOf(rep.Rows)
+	rep.SetBusBW()
+	return rep, nil
+}
+
+// compareCall simulates one call twice where the recorded decisions
+// differ from the tuner's: at the recorded algorithm, protocol and
+// channels (our executor's run), and at the tuner's (NCCL's run: the
+// tuner follows NCCL's rules under the same settings).
+func (cp *Comparer) compareCall(c Call, kind string) (Row, error) {
+	row := Row{Call: c, NCCLErr: math.NaN()}
+	sc := c.simCall()
+	tuned := sim.Call{Coll: c.Coll, Count: c.Count, Dtype: c.Dtype, Op: c.RedOp, Root: c.Root, Algo: -1, Proto: -1}
+	if _, tc, err := cp.Sim.Generator(tuned); err == nil {
+		row.TunerAlgo, row.TunerProto, row.TunerChannels = tc.Algo.String(), tc.Proto.String(), tc.NChannels
+	}
+	if plan := cp.Sim.Search.Plan.NChannels; sc.NChannels > plan {
+		row.Notes = append(row.Notes, fmt.Sprintf("recorded %d channels, the plan has %d: simulated on %d", sc.NChannels, plan, plan))
+		sc.NChannels = plan
+	}
+	cr, err := cp.Sim.Run(sc)
+	if err != nil {
+		return row, fmt.Errorf("%w: %v", errNoSim, err)
+	}
+	row.SimAlgo, row.SimProto, row.SimChannels = cr.Algo.String(), cr.Proto.String(), cr.NChannels
+	if c.NChannels > 0 && cr.NChannels != c.NChannels && len(row.Notes) == 0 {
+		row.Notes = append(row.Notes, fmt.Sprintf("recorded %d channels, simulated %d", c.NChannels, cr.NChannels))
+	}
+	row.SimRankKernelUs = cr.RankKernelUs
+	row.SimUs = cp.timeOf(cr, kind)
+	row.Err = (row.SimUs - c.HwUs) / c.HwUs
+	row.SimNCCLUs = row.SimUs
+	if row.TunerAlgo != "" && (row.TunerAlgo != row.SimAlgo || row.TunerProto != row.SimProto || row.TunerChannels != row.SimChannels) {
+		tr, err := cp.Sim.Run(tuned)
+		if err != nil {
+			return row, fmt.Errorf("%w: %v", errNoSim, err)
+		}
+		row.SimNCCLUs = cp.timeOf(tr, kind)
+	}
+	if c.NCCLUs > 0 {
+		row.NCCLErr = (row.SimNCCLUs - c.NCCLUs) / c.NCCLUs
+	}
+	return row, nil
+}
+
+// timeOf is the simulated time comparable to a measurement of kind.
+func (cp *Comparer) timeOf(cr sim.CallResult, kind string) float64 {
+	if kind == KindTrace {
+		return cr.KernelUs
+	}
+	return cr.TimeUs + cp.calib.HarnessUs[cp.Sim.Harness]
+}
+
+// Group is the calls of one (op, size, protocol).
+type Group struct {
+	Op    string
+	Bytes int64
+	Proto string
+	Calls int
+	// HwUs, NCCLUs and SimUs are means over the calls (NCCLUs 0 when
+	// absent); Err and NCCLErr the errors of the means.
+	HwUs, NCCLUs, SimUs, SimNCCLUs float64
+	Err, NCCLErr                   float64
+	// BusBW and NCCLBusBW are the measured busbw (GB/s), SimBusBW and
+	// SimNCCLBusBW the simulated ones (SetBusBW).
+	BusBW, NCCLBusBW, SimBusBW, SimNCCLBusBW float64
+}
+
+// groupRows groups rows by (op, bytes, protocol), in op then size order.
+func groupRows(rows []Row) []Group {
+	type key struct {
+		op    model.Collective
+		bytes int64
+		proto string
+	}
+	idx := map[key]int{}
+	var gs []Group
+	var keys []key
+	var n []int
+	for _, r := range rows {
+		k := key{r.Coll, r.Bytes, r.SimProto}
+		i, ok := idx[k]
+		if !ok {
+			i = len(gs)
+			idx[k] = i
+			gs = append(gs, Group{Op: r.Coll.String(), Bytes: r.Bytes, Proto: r.SimProto})
+			keys = append(keys, k)
+			n = append(n, 0)
+		}
+		g := &gs[i]
+		g.Calls++
+		g.HwUs += r.HwUs
+		g.SimUs += r.SimUs
+		if r.NCCLUs > 0 {
+			g.NCCLUs += r.NCCLUs
+			g.SimNCCLUs += r.SimNCCLUs
+			n[i]++
+		}
+	}
+	for i := range gs {
+		g := &gs[i]
+		g.HwUs /= float64(g.Calls)
+		g.SimUs /= float64(g.Calls)
+		g.Err = (g.SimUs - g.HwUs) / g.HwUs
+		g.NCCLErr = math.NaN()
+		if n[i] > 0 {
+			g.NCCLUs /= float64(n[i])
+			g.SimNCCLUs /= float64(n[i])
+			g.NCCLErr = (g.SimNCCLUs - g.NCCLUs) / g.NCCLUs
+		}
+	}
+	order := make([]int, len(gs))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool {
+		ka, kb := keys[order[a]], keys[order[b]]
+		if ka.op != kb.op {
+			return ka.op < kb.op
+		}
+		if ka.bytes != kb.bytes {
+			return ka.bytes < kb.bytes
+		}
+		return ka.proto < kb.proto
+	})
+	out := make([]Group, len(gs))
+	for i, j := range order {
+		out[i] = gs[j]
+	}
+	return out
+}
+
+// SetBusBW fills the groups' busbw columns for n ranks.
+func (r *Report) SetBusBW() {
+	for i := range r.Groups {
+		g := &r.Groups[i]
+		c, err := model.ParseCollective(g.Op)
+		if err != nil {
+			continue
+		}
+		f := sim.BusFactor(c, r.Input.NRanks)
+		bw := func(us float64) float64 {
+			if !(us > 0) {
+				return 0
+			}
+			return float64(g.Bytes) / (us * 1e3) * f
+		}
+		g.BusBW, g.NCCLBusBW, g.SimBusBW, g.SimNCCLBusBW = bw(g.HwUs), bw(g.NCCLUs), bw(g.SimUs), bw(g.SimNCCLUs)
+	}
+}
+
+// Columns of the statistics.
+const (
+	ColOurs = "ours" // our executor (time_us, or the traced kernel)
+	ColNCCL = "nccl" // NCCL (nccl_time_us)
+)
+
+// Buckets of the statistics.
+const (
+	BucketAll   = "all"
+	BucketSmall = "small" // below SmallBytes
+	BucketLarge = "large"
+)
+
+// Stat is the error of the simulation over some rows: against one
+// measured column, for one protocol (or "all") and size bucket.
+type Stat struct {
+	Column string
+	Proto  string
+	Bucket string
+	N      int
+	// MedianAbs and MaxAbs are the median and maximum absolute relative
+	// errors; Bias the median signed error (positive: the simulator
+	// predicts slower than measured).
+	MedianAbs, MaxAbs, Bias float64
+	// Worst names the row of MaxAbs.
+	Worst string
+}
+
+// statsOf computes the statistics per column, protocol and bucket.
+func statsOf(rows []Row) []Stat {
+	protos := []string{"all"}
+	seen := map[string]bool{}
+	for _, r := range rows {
+		for _, p := range []string{r.SimProto, r.ncclProto()} {
+			if !seen[p] {
+				seen[p] = true
+				protos = append(protos, p)
+			}
+		}
+	}
+	sort.Strings(protos[1:])
+	var out []Stat
+	for _, col := range []string{ColOurs, ColNCCL} {
+		for _, p := range protos {
+			for _, b := range []string{BucketAll, BucketSmall, BucketLarge} {
+				var errs []float64
+				var names []string
+				for _, r := range rows {
+					rp := r.SimProto
+					if col == ColNCCL {
+						rp = r.ncclProto()
+					}
+					if p != "all" && rp != p {
+						continue
+					}
+					if b == BucketSmall && r.Bytes >= SmallBytes || b == BucketLarge && r.Bytes < SmallBytes {
+						continue
+					}
+					e := r.Err
+					if col == ColNCCL {
+						e = r.NCCLErr
+					}
+					if math.IsNaN(e) {
+						continue
+					}
+					errs = append(errs, e)
+					names = append(names, fmt.Sprintf("%s %d B", r.Coll, r.Bytes))
+				}
+				if len(errs) == 0 {
+					continue
+				}
+				st := Stat{Column: col, Proto: p, Bucket: b, N: len(errs)}
+				abs := make([]float64, len(errs))
+				for i, e := range errs {
+					abs[i] = math.Abs(e)
+					if abs[i] >= st.MaxAbs {
+						st.MaxAbs, st.Worst = abs[i], names[i]
+					}
+				}
+				st.MedianAbs = median(abs)
+				st.Bias = median(append([]float64(nil), errs...))
+				if b != BucketAll && len(out) > 0 && out[len(out)-1].Bucket == BucketAll && out[len(out)-1].N == st.N {
+					continue // the same rows as the protocol's "all"
+				}
+				if b == BucketLarge && len(out) > 1 && out[len(out)-2].Bucket == BucketAll && out[len(out)-2].N == st.N {
+					continue
+				}
+				out = append(out, st)
+			}
+		}
+	}
+	return out
+}
+
+// ncclProto is the protocol NCCL's run used as the simulation has it:
+// the tuner's.
+func (r *Row) ncclProto() string {
+	if r.TunerProto != "" {
+		return r.TunerProto
+	}
+	return r.SimProto
+}
+
+// median of v (v is sorted in place); 0 when empty.
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	sort.Float64s(v)
+	n := len(v)
+	if n%2 == 1 {
+		return v[n/2]
+	}
+	return (v[n/2-1] + v[n/2]) / 2
+}
+
+// Stat returns the statistic of a column, protocol and bucket, if any.
+func (r *Report) Stat(col, proto, bucket string) (Stat, bool) {
+	for _, s := range r.Stats {
+		if s.Column == col && s.Proto == proto && s.Bucket == bucket {
+			return s, true
+		}
+	}
+	return Stat{}, false
+}
+
+// Describe is a one-line summary of the input and its settings.
+func (r *Report) Describe() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s (%s, %d calls, %d ranks) on %s", r.Input.Path, r.Input.Kind, len(r.Input.Calls), r.Input.NRanks, r.Topology)
+	if r.Settings != "" {
+		fmt.Fprintf(&b, ", settings %s", r.Settings)
+	}
+	fmt.Fprintf(&b, ", calibration %s", r.Calib)
+	return b.String()
+}

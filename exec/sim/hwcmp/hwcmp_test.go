@@ -1,0 +1,295 @@
+package hwcmp
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/twinccl/twinccl"
+	"github.com/twinccl/twinccl/exec/sim"
+	"github.com/twinccl/twinccl/model"
+)
+
+// hwDir holds the recordings of our CUDA executor and NCCL on 2x H200.
+func hwDir() string {
+	_, f, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(f), "..", "..", "..", "testdata", "hw", "h200x2")
+}
+
+// settingsOf are the NCCL_* settings a recording was made under
+// (testdata/hw/h200x2/README.md).
+func settingsOf(name string) map[string]string {
+	env := map[string]string{"NCCL_NVLS_ENABLE": "0"}
+	if strings.HasPrefix(name, "shm-") {
+		env["NCCL_P2P_DISABLE"] = "1"
+	}
+	return env
+}
+
+// newComparer builds a Comparer on the embedded H200 topology.
+func newComparer(t testing.TB, env map[string]string) *Comparer {
+	t.Helper()
+	data, err := twinccl.RecordedTopology(twinccl.DefaultTopology)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := "embedded:" + twinccl.DefaultTopology
+	root, _, err := model.ParseTopologyXML(bytes.NewReader(data), file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := sim.DefaultCalib(90)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := NewComparer(root, file, env, c, "embedded:"+sim.DefaultCalibName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cp
+}
+
+// bound is a tolerance on one bucket of one file: the median and the
+// maximum absolute relative error of the simulation against one column.
+type bound struct {
+	file, col, bucket string
+	median, max       float64
+}
+
+// regressionBounds are the tolerances on testdata/hw/h200x2/*.json (the
+// graph-timed means), each about 3-4 points above what the embedded
+// calibration reaches (the measured values are in the comments: median,
+// max). They are not the 5%/15% target of issue 10, which the simulator
+// meets against NCCL on P2P only:
+//
+//   - against NCCL ("nccl", compared with the simulation at the tuner's
+//     choice, which is what NCCL ran) the P2P files are within 6% median
+//     and 15% max except single rows (AllGather 128 KiB 29.6%, NCCL's own
+//     outlier: 8.24 us against 6.16 us at 32 KiB and 7.95 us at 512 KiB);
+//     SHM small sizes are 15-21% fast (NCCL 2.28.3 here, 2.28.9 in the
+//     calibration tables);
+//   - against our executor ("ours") the simulator is systematically fast:
+//     our kernels are 15-35% slower than NCCL on P2P (LL steps cost
+//     about 1.1-1.9 us on hardware against 0.06-0.6 us simulated), and the
+//     SHM runs used a P2P plan (24 channels; cmd/run searches without
+//     NCCL_P2P_DISABLE) that the simulator cannot build (the SHM plan has
+//     4 channels), so SHM is simulated on 4 channels.
+var regressionBounds = []bound{
+	{"p2p-allgather", ColOurs, BucketSmall, 0.23, 0.31},     // 19.2, 27.6
+	{"p2p-allgather", ColOurs, BucketLarge, 0.19, 0.37},     // 15.6, 33.1
+	{"p2p-allgather", ColNCCL, BucketSmall, 0.06, 0.33},     // 2.7, 29.6
+	{"p2p-allgather", ColNCCL, BucketLarge, 0.15, 0.17},     // 11.8, 13.4
+	{"p2p-allreduce", ColOurs, BucketSmall, 0.29, 0.38},     // 26.0, 34.9
+	{"p2p-allreduce", ColOurs, BucketLarge, 0.20, 0.25},     // 17.1, 21.7
+	{"p2p-allreduce", ColNCCL, BucketSmall, 0.09, 0.13},     // 5.7, 9.3
+	{"p2p-allreduce", ColNCCL, BucketLarge, 0.06, 0.10},     // 2.4, 6.5
+	{"p2p-broadcast", ColOurs, BucketSmall, 0.08, 0.20},     // 4.2, 16.4
+	{"p2p-broadcast", ColOurs, BucketLarge, 0.12, 0.17},     // 8.7, 13.5
+	{"p2p-broadcast", ColNCCL, BucketSmall, 0.08, 0.10},     // 4.8, 6.4
+	{"p2p-broadcast", ColNCCL, BucketLarge, 0.08, 0.18},     // 5.0, 14.5
+	{"p2p-reducescatter", ColOurs, BucketSmall, 0.21, 0.35}, // 17.8, 32.1
+	{"p2p-reducescatter", ColOurs, BucketLarge, 0.21, 0.41}, // 18.1, 37.7
+	{"p2p-reducescatter", ColNCCL, BucketSmall, 0.06, 0.14}, // 2.8, 10.2
+	{"p2p-reducescatter", ColNCCL, BucketLarge, 0.05, 0.13}, // 1.5, 10.0
+	{"shm-allgather", ColOurs, BucketSmall, 0.24, 0.48},     // 20.9, 44.5
+	{"shm-allgather", ColOurs, BucketLarge, 0.23, 0.78},     // 19.3, 74.8
+	{"shm-allgather", ColNCCL, BucketSmall, 0.25, 0.27},     // 21.4, 23.4
+	{"shm-allgather", ColNCCL, BucketLarge, 0.11, 0.14},     // 7.5, 10.2
+	{"shm-allreduce", ColOurs, BucketSmall, 0.25, 0.58},     // 22.1, 55.0
+	{"shm-allreduce", ColOurs, BucketLarge, 0.20, 0.28},     // 16.1, 24.4
+	{"shm-allreduce", ColNCCL, BucketSmall, 0.18, 0.21},     // 14.8, 17.3
+	{"shm-allreduce", ColNCCL, BucketLarge, 0.08, 0.10},     // 4.5, 6.3
+}
+
+// TestRegressionH200x2 predicts every recorded JSON file and fails, with
+// a table of the offending rows, when a bucket's median or a row leaves
+// its tolerance.
+func TestRegressionH200x2(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(hwDir(), "*.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) == 0 {
+		t.Fatalf("no recordings in %s", hwDir())
+	}
+	covered := map[string]bool{}
+	for _, b := range regressionBounds {
+		covered[b.file] = true
+	}
+	for _, f := range files {
+		name := strings.TrimSuffix(filepath.Base(f), ".json")
+		if !covered[name] {
+			t.Errorf("%s has no tolerance in regressionBounds", name)
+			continue
+		}
+		in, err := Open(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := newComparer(t, settingsOf(name)).Compare(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range regressionBounds {
+			if b.file != name {
+				continue
+			}
+			st, ok := rep.Stat(b.col, "all", b.bucket)
+			if !ok {
+				t.Errorf("%s: no %s rows in bucket %s", name, b.col, b.bucket)
+				continue
+			}
+			t.Logf("%-18s vs %-4s %-5s n=%2d median %5.1f%% (bound %2.0f%%) max %5.1f%% (bound %2.0f%%) bias %+6.1f%%",
+				name, b.col, b.bucket, st.N, 100*st.MedianAbs, 100*b.median, 100*st.MaxAbs, 100*b.max, 100*st.Bias)
+			var off strings.Builder
+			for _, r := range rep.Rows {
+				if b.bucket == BucketSmall && r.Bytes >= SmallBytes || b.bucket == BucketLarge && r.Bytes < SmallBytes {
+					continue
+				}
+				e, hw, s := r.Err, r.HwUs, r.SimUs
+				if b.col == ColNCCL {
+					e, hw, s = r.NCCLErr, r.NCCLUs, r.SimNCCLUs
+				}
+				if !math.IsNaN(e) && math.Abs(e) > b.max {
+					fmt.Fprintf(&off, "\n  %-14s %11d %-6s hw %9.2f us  sim %9.2f us  err %+6.1f%% (bound %.0f%%)", r.Coll, r.Bytes, r.SimProto, hw, s, 100*e, 100*b.max)
+				}
+			}
+			if st.MedianAbs > b.median || off.Len() > 0 {
+				t.Errorf("%s vs %s, %s sizes: median |err| %.1f%% (bound %.0f%%); rows beyond %.0f%%:%s",
+					name, b.col, b.bucket, 100*st.MedianAbs, 100*b.median, 100*b.max, off.String())
+			}
+		}
+	}
+}
+
+// TestTraceAndEvents compares a call trace and its event trace: every
+// call and every channel of the rank that started last is matched.
+func TestTraceAndEvents(t *testing.T) {
+	base := filepath.Join(hwDir(), "p2p-allreduce")
+	in, err := Open(base + ".parquet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in.Kind != KindTrace || len(in.Calls) != 13 || in.NRanks != 2 {
+		t.Fatalf("kind %s, %d calls, %d ranks", in.Kind, len(in.Calls), in.NRanks)
+	}
+	cp := newComparer(t, settingsOf("p2p-allreduce"))
+	rep, err := cp.Compare(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rep.Rows {
+		if !(r.SimUs > 0) || !(r.HwUs > 0) || r.SimProto != r.Proto.String() || r.SimChannels != r.NChannels {
+			t.Errorf("%s: hw %v sim %v, %s/%d recorded %s/%d", r.label(), r.HwUs, r.SimUs, r.SimProto, r.SimChannels, r.Proto, r.NChannels)
+		}
+	}
+	sr, err := cp.CompareEvents(rep, base+".events.parquet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sr.Mismatched) > 0 {
+		t.Errorf("step counts differ: %s", strings.Join(sr.Mismatched, "; "))
+	}
+	if sr.Matched == 0 || len(sr.ByPrim) == 0 {
+		t.Fatalf("no matched steps")
+	}
+	for _, s := range sr.ByPrim {
+		t.Logf("%-20s %-6s steps %4d hw %8.3f us sim %8.3f us late %+8.3f us", s.Primitive, s.Protocol, s.Steps, s.HwStepUs, s.SimStepUs, s.LateUs)
+	}
+}
+
+// TestBadInputs: garbage, truncated and inconsistent files give errors
+// that name the file, never a panic.
+func TestBadInputs(t *testing.T) {
+	dir := t.TempDir()
+	real, err := os.ReadFile(filepath.Join(hwDir(), "p2p-allreduce.parquet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string][]byte{
+		"empty.json":     nil,
+		"garbage.bin":    []byte("\x00\x01garbage\xff"),
+		"notjson.json":   []byte("{\"nranks\": 2, \"rows\": [1, 2"),
+		"norows.json":    []byte(`{"nranks": 2, "rows": []}`),
+		"zeroranks.json": []byte(`{"nranks": 0, "rows": [{"op":"AllReduce","bytes":8,"count":2,"time_us":1}]}`),
+		"badop.json":     []byte(`{"nranks": 2, "rows": [{"op":"Frobnicate","bytes":8,"count":2,"time_us":1}]}`),
+		"badtime.json":   []byte(`{"nranks": 2, "rows": [{"op":"AllReduce","bytes":8,"count":2,"time_us":-1}]}`),
+		"notime.json":    []byte(`{"nranks": 2, "rows": [{"op":"AllReduce","bytes":8,"count":2}]}`),
+		"badsize.json":   []byte(`{"nranks": 2, "rows": [{"op":"AllReduce","bytes":9,"count":2,"time_us":1}]}`),
+		"badproto.json":  []byte(`{"nranks": 2, "rows": [{"op":"AllReduce","bytes":8,"count":2,"time_us":1,"proto":"warp"}]}`),
+		"badch.json":     []byte(`{"nranks": 2, "rows": [{"op":"AllReduce","bytes":8,"count":2,"time_us":1,"nchannels":100000}]}`),
+		"hugecount.json": []byte(`{"nranks": 2, "rows": [{"op":"AllReduce","count":9223372036854775807,"time_us":1}]}`),
+		"par1.parquet":   []byte("PAR1 not really"),
+		"trunc.parquet":  real[:len(real)/2],
+		"tail.parquet":   append([]byte("PAR1"), real[len(real)/2:]...),
+	}
+	for name, data := range cases {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Open(p)
+		if err == nil {
+			t.Errorf("%s: no error", name)
+			continue
+		}
+		if !strings.Contains(err.Error(), name) {
+			t.Errorf("%s: error does not name the file: %v", name, err)
+		}
+	}
+	// A JSON of 3 ranks against the 2-rank topology.
+	p := filepath.Join(dir, "ranks.json")
+	if err := os.WriteFile(p, []byte(`{"nranks": 3, "rows": [{"op":"AllReduce","bytes":8,"count":2,"time_us":1}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	in, err := Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := newComparer(t, nil).Compare(in); err == nil || !strings.Contains(err.Error(), "rank") {
+		t.Errorf("3 ranks on 2: %v", err)
+	}
+	// Events need a call trace.
+	jin, err := Open(filepath.Join(hwDir(), "p2p-allreduce.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp := newComparer(t, settingsOf("p2p-allreduce"))
+	rep, err := cp.Compare(jin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cp.CompareEvents(rep, filepath.Join(hwDir(), "p2p-allreduce.events.parquet")); err == nil {
+		t.Errorf("events of a JSON input: no error")
+	}
+}
+
+// TestSVG checks the plot: well-formed, with its axes' units and legend.
+func TestSVG(t *testing.T) {
+	in, err := Open(filepath.Join(hwDir(), "shm-allreduce.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := newComparer(t, settingsOf("shm-allreduce")).Compare(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := WriteSVG(&b, rep, "AllReduce <SHM> & co"); err != nil {
+		t.Fatal(err)
+	}
+	s := b.String()
+	for _, want := range []string{"<svg", "</svg>", "GB/s", "message size (bytes", "hardware (ours)", "NCCL", "simulation", "128 B", "32 MiB", "&lt;SHM&gt; &amp; co"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("svg lacks %q", want)
+		}
+	}
+	if strings.Contains(s, "NaN") || strings.Contains(s, "Inf") {
+		t.Errorf("svg has NaN or Inf coordinates")
+	}
+}

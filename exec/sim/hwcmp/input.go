@@ -1,0 +1,392 @@
+// Package hwcmp compares hardware measurements with the simulator's
+// predictions: the rows of "run gpu --json" (graph-timed means of our
+// CUDA executor and of NCCL side by side), hardware call traces (one
+// traced run per call) and their event traces (one row per slice).
+//
+// Every measured call is replayed in the simulator with the algorithm,
+// protocol and channel count it was recorded with, on a topology searched
+// under the NCCL_* settings of the recording. The results are per-call
+// comparisons, per (op, size, protocol) groups, error statistics per
+// protocol and size bucket, a step-level comparison of event traces per
+// channel and primitive, and a busbw-vs-size SVG plot.
+package hwcmp
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/twinccl/twinccl/exec/sim"
+	"github.com/twinccl/twinccl/model"
+	"github.com/twinccl/twinccl/traces"
+)
+
+// Input kinds.
+const (
+	// KindJSON is the --json file of "run gpu": graph-timed means.
+	KindJSON = "json"
+	// KindTrace is a hardware call trace (one traced run per call).
+	KindTrace = "trace"
+)
+
+// MaxJSONBytes bounds the size of a JSON input read into memory.
+const MaxJSONBytes = 64 << 20
+
+// MaxCalls bounds the calls of one input (a sweep has tens).
+const MaxCalls = 1 << 16
+
+// Call is one measured call (a JSON row, or a call of a call trace with
+// its rows on every rank).
+type Call struct {
+	// Index is the row's index in the JSON file, or the call's sequence
+	// number in the trace.
+	Index int64
+	// Comm is the communicator of a traced call (0 for JSON rows).
+	Comm uint64
+	Coll model.Collective
+	// Bytes is the nccl-tests size (AllGather: the output; ReduceScatter:
+	// the input; else the buffer).
+	Bytes int64
+	// Count is NCCL's count argument.
+	Count int64
+	Dtype model.Dtype
+	RedOp model.RedOp
+	Root  int
+	// Algo and Proto are the recorded algorithm and protocol (-1 when the
+	// input does not say).
+	Algo  model.Algorithm
+	Proto model.Protocol
+	// NChannels are the recorded channels (0 when unknown).
+	NChannels int
+	// HwUs is our executor's measured time: the graph-timed mean (JSON) or
+	// the traced kernel time of the rank that started last (traces: the
+	// other ranks' kernels include waiting for it, and the GPUs' clocks
+	// are not aligned).
+	HwUs float64
+	// HwBestUs is the best repetition (JSON; 0 when absent).
+	HwBestUs float64
+	// NCCLUs is NCCL's graph-timed mean (JSON with a baseline; 0 when
+	// absent), NCCLBestUs its best repetition.
+	NCCLUs, NCCLBestUs float64
+	// RankStartNs and RankKernelUs are, for traced calls, every rank's
+	// kernel start (its own clock) and kernel time.
+	RankStartNs  []int64
+	RankKernelUs []float64
+}
+
+// Input is a file of measured calls.
+type Input struct {
+	Path string
+	// Kind is KindJSON or KindTrace.
+	Kind   string
+	NRanks int
+	// Collective and NCCLVersion come from a JSON header.
+	Collective  string
+	NCCLVersion string
+	Calls       []Call
+}
+
+// gpuRow is a row of "run gpu --json" (cmd/run's gpuRow).
+type gpuRow struct {
+	Op        string   `json:"op"`
+	Bytes     *int64   `json:"bytes"`
+	Count     *int64   `json:"count"`
+	Dtype     string   `json:"dtype"`
+	RedOp     string   `json:"redop"`
+	Algo      string   `json:"algo"`
+	Proto     string   `json:"proto"`
+	NChannels int      `json:"nchannels"`
+	TimeUs    *float64 `json:"time_us"`
+	BestUs    float64  `json:"best_us"`
+	NCCLTime  float64  `json:"nccl_time_us"`
+	NCCLBest  float64  `json:"nccl_best_us"`
+	Root      *int     `json:"root"`
+}
+
+// gpuReport is the "run gpu --json" document.
+type gpuReport struct {
+	NRanks      int      `json:"nranks"`
+	Collective  string   `json:"collective"`
+	NCCLVersion string   `json:"nccl_version"`
+	Rows        []gpuRow `json:"rows"`
+}
+
+// Open reads a JSON file of "run gpu --json" or a hardware call trace
+// (parquet), deciding by the file's first bytes.
+func Open(path string) (*Input, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	head := make([]byte, 4)
+	n, _ := io.ReadFull(f, head)
+	f.Close()
+	if n == 4 && string(head) == "PAR1" {
+		return ReadTrace(path)
+	}
+	if n == 0 {
+		return nil, fmt.Errorf("%s: empty file", path)
+	}
+	f, err = os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return ReadJSON(f, path)
+}
+
+// ReadJSON reads the --json output of "run gpu" (name is used in errors).
+func ReadJSON(r io.Reader, name string) (*Input, error) {
+	data, err := io.ReadAll(io.LimitReader(r, MaxJSONBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if len(data) > MaxJSONBytes {
+		return nil, fmt.Errorf("%s: larger than %d MiB: not a \"run gpu --json\" file", name, MaxJSONBytes>>20)
+	}
+	var rep gpuReport
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&rep); err != nil {
+		return nil, fmt.Errorf("%s: not a \"run gpu --json\" file: %w", name, err)
+	}
+	if rep.NRanks < 1 || rep.NRanks > 1<<20 {
+		return nil, fmt.Errorf("%s: nranks %d: want a positive rank count (is this a \"run gpu --json\" file?)", name, rep.NRanks)
+	}
+	if len(rep.Rows) == 0 {
+		return nil, fmt.Errorf("%s: no rows", name)
+	}
+	if len(rep.Rows) > MaxCalls {
+		return nil, fmt.Errorf("%s: %d rows, more than %d", name, len(rep.Rows), MaxCalls)
+	}
+	in := &Input{Path: name, Kind: KindJSON, NRanks: rep.NRanks, Collective: rep.Collective, NCCLVersion: rep.NCCLVersion}
+	for i, r := range rep.Rows {
+		where := fmt.Sprintf("%s: row %d", name, i)
+		op := r.Op
+		if op == "" {
+			op = rep.Collective
+		}
+		if r.Bytes == nil || r.Count == nil || r.TimeUs == nil {
+			return nil, fmt.Errorf("%s: want op, bytes, count and time_us", where)
+		}
+		c := Call{Index: int64(i), Bytes: *r.Bytes, Count: *r.Count, HwUs: *r.TimeUs, HwBestUs: r.BestUs,
+			NCCLUs: r.NCCLTime, NCCLBestUs: r.NCCLBest, NChannels: r.NChannels}
+		if r.Root != nil {
+			c.Root = *r.Root
+		}
+		if err := c.setKind(op, r.Dtype, r.RedOp, r.Algo, r.Proto, rep.NRanks); err != nil {
+			return nil, fmt.Errorf("%s: %w", where, err)
+		}
+		for _, v := range []struct {
+			name string
+			v    float64
+			need bool
+		}{{"time_us", c.HwUs, true}, {"best_us", c.HwBestUs, false}, {"nccl_time_us", c.NCCLUs, false}, {"nccl_best_us", c.NCCLBestUs, false}} {
+			if math.IsNaN(v.v) || math.IsInf(v.v, 0) || v.v < 0 || v.v > 1e12 || v.need && v.v == 0 {
+				return nil, fmt.Errorf("%s: %s %v: want a positive finite time", where, v.name, v.v)
+			}
+		}
+		if err := c.check(rep.NRanks); err != nil {
+			return nil, fmt.Errorf("%s: %w", where, err)
+		}
+		in.Calls = append(in.Calls, c)
+	}
+	return in, nil
+}
+
+// setKind parses the names of a call's collective, datatype, reduction,
+// algorithm and protocol (empty algorithm or protocol: unknown).
+func (c *Call) setKind(op, dtype, redop, algo, proto string, nranks int) error {
+	var err error
+	if c.Coll, err = model.ParseCollective(op); err != nil {
+		return err
+	}
+	if int(c.Coll) >= model.NumTunedCollectives {
+		return fmt.Errorf("%s is not compared (broadcast, reduce, allgather, reducescatter, allreduce)", c.Coll)
+	}
+	if dtype == "" {
+		dtype = "fp32"
+	}
+	if c.Dtype, err = model.ParseDtype(dtype); err != nil {
+		return err
+	}
+	if c.Dtype.Size() == 0 {
+		return fmt.Errorf("datatype %q has no size", dtype)
+	}
+	c.RedOp = model.RedSum
+	if redop != "" {
+		if c.RedOp, err = model.ParseRedOp(redop); err != nil {
+			return err
+		}
+	}
+	c.Algo, c.Proto = -1, -1
+	if algo != "" {
+		if c.Algo, err = model.ParseAlgorithm(algo); err != nil {
+			return err
+		}
+	}
+	if proto != "" {
+		if c.Proto, err = model.ParseProtocol(proto); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// check checks the sizes of a call against each other.
+func (c *Call) check(nranks int) error {
+	if c.Count < 1 || c.Count > 1<<40 {
+		return fmt.Errorf("count %d out of range", c.Count)
+	}
+	if c.NChannels < 0 || c.NChannels > model.MaxChannels {
+		return fmt.Errorf("nchannels %d out of range [0, %d]", c.NChannels, model.MaxChannels)
+	}
+	if c.Root < 0 || c.Root >= nranks {
+		return fmt.Errorf("root %d outside %d rank(s)", c.Root, nranks)
+	}
+	want := c.Count * int64(c.Dtype.Size())
+	if c.Coll == model.CollAllGather || c.Coll == model.CollReduceScatter {
+		want *= int64(nranks)
+	}
+	if c.Bytes == 0 {
+		c.Bytes = want
+	}
+	if c.Bytes != want {
+		return fmt.Errorf("%s of %d %s elements is %d bytes, the file says %d", c.Coll, c.Count, c.Dtype, want, c.Bytes)
+	}
+	return nil
+}
+
+// ReadTrace reads a hardware call trace: one row per call and rank, every
+// call on all the communicator's ranks.
+func ReadTrace(path string) (*Input, error) {
+	r, err := traces.OpenCallFile(path)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	type key struct {
+		comm uint64
+		seq  int64
+	}
+	byKey := map[key][]traces.CallRow{}
+	var keys []key
+	err = r.Scan(traces.Filter{}, func(rows []traces.CallRow) error {
+		for _, row := range rows {
+			k := key{row.Comm, row.Call}
+			if _, ok := byKey[k]; !ok {
+				if len(keys) >= MaxCalls {
+					return fmt.Errorf("more than %d calls", MaxCalls)
+				}
+				keys = append(keys, k)
+			}
+			byKey[k] = append(byKey[k], row)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(keys) == 0 {
+		return nil, fmt.Errorf("%s: no calls", path)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		return keys[i].comm < keys[j].comm || keys[i].comm == keys[j].comm && keys[i].seq < keys[j].seq
+	})
+	in := &Input{Path: path, Kind: KindTrace}
+	for _, k := range keys {
+		rows := byKey[k]
+		sort.Slice(rows, func(i, j int) bool { return rows[i].Rank < rows[j].Rank })
+		where := fmt.Sprintf("%s: communicator %#x call %d", path, k.comm, k.seq)
+		r0 := rows[0]
+		if r0.Source != "" && r0.Source != traces.SourceHW {
+			return nil, fmt.Errorf("%s: source %q: compare wants a hardware trace (source %q)", where, r0.Source, traces.SourceHW)
+		}
+		n := int(r0.NRanks)
+		if n < 1 || n > 1<<20 {
+			return nil, fmt.Errorf("%s: nranks %d", where, r0.NRanks)
+		}
+		if in.NRanks == 0 {
+			in.NRanks = n
+		} else if in.NRanks != n {
+			return nil, fmt.Errorf("%s: %d ranks, earlier calls %d: compare wants one communicator size", where, n, in.NRanks)
+		}
+		if len(rows) != n {
+			return nil, fmt.Errorf("%s: %d row(s) for %d rank(s)", where, len(rows), n)
+		}
+		c := Call{Index: k.seq, Comm: k.comm, Count: r0.Count, NChannels: int(r0.Channels), Root: max(int(r0.Root), 0)}
+		if err := c.setKind(r0.Op, r0.Datatype, r0.RedOp, r0.Algorithm, r0.Protocol, n); err != nil {
+			return nil, fmt.Errorf("%s: %w", where, err)
+		}
+		if err := c.check(n); err != nil {
+			return nil, fmt.Errorf("%s: %w", where, err)
+		}
+		c.HwUs = math.Inf(1)
+		for i, row := range rows {
+			if int(row.Rank) != i {
+				return nil, fmt.Errorf("%s: ranks are not 0..%d (rank %d)", where, n-1, row.Rank)
+			}
+			if row.Op != r0.Op || row.Count != r0.Count || row.Protocol != r0.Protocol || row.Algorithm != r0.Algorithm {
+				return nil, fmt.Errorf("%s: ranks 0 and %d disagree on the call", where, row.Rank)
+			}
+			d := row.EndNs - row.StartNs
+			if row.StartNs <= 0 || d <= 0 || d > 1e12 {
+				return nil, fmt.Errorf("%s: rank %d: kernel start %d end %d: want 0 < start < end", where, row.Rank, row.StartNs, row.EndNs)
+			}
+			us := float64(d) / 1e3
+			c.RankStartNs = append(c.RankStartNs, row.StartNs)
+			c.RankKernelUs = append(c.RankKernelUs, us)
+			c.HwUs = min(c.HwUs, us)
+		}
+		in.Calls = append(in.Calls, c)
+	}
+	return in, nil
+}
+
+// LastRank is the rank whose traced kernel was shortest: the one that
+// started last, whose kernel did not wait for the others to launch.
+func (c *Call) LastRank() int {
+	best := 0
+	for i, us := range c.RankKernelUs {
+		if us < c.RankKernelUs[best] {
+			best = i
+		}
+	}
+	return best
+}
+
+// simCall is the simulator's call for a measured one, with the recorded
+// decisions forced.
+func (c *Call) simCall() sim.Call {
+	return sim.Call{Coll: c.Coll, Count: c.Count, Dtype: c.Dtype, Op: c.RedOp, Root: c.Root,
+		Algo: c.Algo, Proto: c.Proto, NChannels: c.NChannels}
+}
+
+// errNoSim marks a call the simulator cannot run.
+var errNoSim = errors.New("not simulated")
+
+// label names a call in messages.
+func (c *Call) label() string {
+	return fmt.Sprintf("%s %d B %s", c.Coll, c.Bytes, strings.TrimSpace(protoName(c.Proto)))
+}
+
+// protoName is a protocol's name, "-" when unknown.
+func protoName(p model.Protocol) string {
+	if p < 0 {
+		return "-"
+	}
+	return p.String()
+}
+
+// algoName is an algorithm's name, "-" when unknown.
+func algoName(a model.Algorithm) string {
+	if a < 0 {
+		return "-"
+	}
+	return a.String()
+}
