@@ -9,6 +9,7 @@ import (
 
 	"github.com/twinccl/twinccl"
 	"github.com/twinccl/twinccl/exec/sim"
+	"github.com/twinccl/twinccl/exec/sim/hwcmp"
 	"github.com/twinccl/twinccl/model"
 	"github.com/twinccl/twinccl/search"
 )
@@ -16,7 +17,7 @@ import (
 const calibrateHelp = `Usage: replay calibrate [--table] TABLE [--table TABLE ...] [--heldout TABLE ...]
                         [--topo FILE.xml] [--nodes N] [--params REGEX]
                         [--start CALIB.json] [--out CALIB.json] [--max-evals N] [--name NAME]
-                        [--evaluate]
+                        [--column ours|nccl] [--env KEY=VALUE ...] [--evaluate]
 
 Fits the simulator's calibration constants to measured timings. A TABLE is
 FILE[,KEY=VALUE...]: a timing table like shared/baselines/h200x2-nvswitch/nccl-2.28.9-p2p.tsv
@@ -28,6 +29,16 @@ harness; KEY=VALUE pairs add or override settings (harness=nccl-tests|pytorch), 
 colls=all_reduce+broadcast keeps only those collectives' rows. Every row is simulated
 with the search, tuner and transports its settings give, on the topology the
 measurements come from (--topo, default the embedded %s).
+
+A TABLE may also be a hardware recording (FILE.json written by "run gpu --json", or a
+call trace FILE.parquet written by "run gpu --trace"; see "replay compare"): its rows
+are fitted in the column --column names, or col=ours|nccl in the TABLE argument:
+"ours" is our executor's time (time_us; a trace's kernel time of the rank that started
+last, against the simulated kernel time) simulated at the algorithm, protocol and
+channels the row was recorded with; "nccl" is NCCL's time (nccl_time_us) at the tuner's
+choice. A recording has no settings header: give the NCCL_* settings it was recorded
+under with --env KEY=VALUE (applied to every recording) or KEY=VALUE in the argument,
+e.g. testdata/hw/h200x2/p2p-allreduce.json,col=ours,NCCL_NVLS_ENABLE=0.
 
 Only the constants the fitted tables can identify move: the launch cost, the per-call
 and per-slice overheads, the copy throughput and the load, store and reduction costs of
@@ -69,6 +80,10 @@ func runCalibrate(args []string, stdout, stderr io.Writer) error {
 	params := fs.String("params", "", "fit only the constants whose names match `REGEX`")
 	name := fs.String("name", "", "name recorded in the calibration (default: the start's)")
 	evaluate := fs.Bool("evaluate", false, "fit nothing: predict every table with the --start calibration")
+	column := fs.String("column", hwcmp.ColOurs, "column of hardware recordings to fit: ours (time_us) or nccl (nccl_time_us)")
+	env := envFlags{}
+	fs.Var(env, "env", "NCCL_* setting `KEY=VALUE` of the hardware recordings (repeatable)")
+	p2pRead := fs.String("p2p-read", "", "collectives whose Simple P2P steps run in read mode (`C1,C2`: twinccl's executor runs Broadcast,Reduce so); recorded in the calibration")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, calibrateHelp, twinccl.DefaultTopology)
 		fs.PrintDefaults()
@@ -100,7 +115,7 @@ func runCalibrate(args []string, stdout, stderr io.Writer) error {
 		var fts []sim.FitTable
 		var tbs []*sim.Table
 		for _, spec := range specs {
-			tb, err := sim.ParseTableSpec(spec)
+			tb, err := parseCalibTable(spec, *column, env)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -121,9 +136,22 @@ func runCalibrate(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	c, _, err := loadCalib(*start, fit[0].Res.Cluster)
+	c, startName, err := loadCalib(*start, fit[0].Res.Cluster)
 	if err != nil {
 		return err
+	}
+	if *p2pRead != "" {
+		c.P2PRead = nil
+		for _, n := range strings.Split(*p2pRead, ",") {
+			coll, err := model.ParseCollective(n)
+			if err != nil {
+				return fmt.Errorf("%w: --p2p-read: %v", errUsage, err)
+			}
+			c.P2PRead = append(c.P2PRead, coll.String())
+		}
+		if c.Version < sim.CalibVersion {
+			c.Version = sim.CalibVersion
+		}
 	}
 	if *evaluate {
 		rows, tfs, err := sim.PredictTables(append(fit, held...), c)
@@ -174,7 +202,20 @@ func runCalibrate(args []string, stdout, stderr io.Writer) error {
 	for _, ft := range fit {
 		rows += len(ft.Rows)
 	}
-	fc.Source = fmt.Sprintf("replay calibrate %s on %s (%d rows)", strings.Join(names, " "), fit[0].Res.Cluster.File, rows)
+	fc.Source = fmt.Sprintf("replay calibrate %s on %s (%d rows) from %s", strings.Join(names, " "), fit[0].Res.Cluster.File, rows, startName)
+	if len(c.P2PRead) > 0 {
+		fc.Source += ", p2p_read " + strings.Join(c.P2PRead, ",")
+	}
+	if *params != "" {
+		fc.Source += fmt.Sprintf(", --params '%s'", *params)
+	}
+	if len(heldTabs) > 0 {
+		var hn []string
+		for _, tb := range heldTabs {
+			hn = append(hn, tb.Name)
+		}
+		fc.Source += ". Held out: " + strings.Join(hn, " ")
+	}
 	rep := &sim.FitReport{Table: strings.Join(names, ","), Rows: len(fr.Rows), MedianErr: fr.Median, MaxErr: fr.Max, Evals: fr.Evals}
 	for i, tf := range fr.Tables {
 		tf.Settings = fitTabs[i].Settings()
@@ -208,6 +249,37 @@ func runCalibrate(args []string, stdout, stderr io.Writer) error {
 		return nil
 	}
 	return writeOutput(*out, stdout, fc.WriteJSON)
+}
+
+// parseCalibTable reads a TABLE argument: a timing table
+// (sim.ParseTableSpec), or a hardware recording (hwcmp.IsInput) fitted in
+// column col (col= in the argument wins) under the settings env (the
+// argument's KEY=VALUE words win).
+func parseCalibTable(spec, col string, env map[string]string) (*sim.Table, error) {
+	parts := strings.Split(spec, ",")
+	if !hwcmp.IsInput(parts[0]) {
+		return sim.ParseTableSpec(spec)
+	}
+	var rest []string
+	for _, p := range parts[1:] {
+		if v, ok := strings.CutPrefix(p, "col="); ok {
+			col = v
+			continue
+		}
+		rest = append(rest, p)
+	}
+	in, err := hwcmp.Open(parts[0])
+	if err != nil {
+		return nil, err
+	}
+	tb, err := hwcmp.Table(in, col, env)
+	if err != nil {
+		return nil, err
+	}
+	if err := tb.ApplySpec(rest); err != nil {
+		return nil, fmt.Errorf("table %s: %w", parts[0], err)
+	}
+	return tb, nil
 }
 
 // searchTable runs the search on the topology (pos, nodes) under a

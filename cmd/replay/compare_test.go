@@ -105,3 +105,17 @@ func TestCompareErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestCompareCalib: --calib takes the calibration of our executor (with
+// P2P read mode and a remote fence) and the report names it.
+func TestCompareCalib(t *testing.T) {
+	calib := filepath.Join("..", "..", "exec", "sim", "calib", "h200-twinccl.json")
+	var so, se bytes.Buffer
+	err := runCompare([]string{filepath.Join(hwRecordings(), "p2p-allreduce.json"), "--env", "NCCL_NVLS_ENABLE=0", "--calib", calib}, &so, &se)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, se.String())
+	}
+	if out := so.String(); !strings.Contains(out, "calibration "+calib) || !strings.Contains(out, "ours  all") {
+		t.Errorf("output does not name the calibration or lacks statistics:\n%s", out)
+	}
+}

@@ -21,6 +21,27 @@ type Measurement struct {
 	MeanUs float64 // mean time per call
 	BestUs float64 // best repetition (0 when the table has none)
 	Line   int
+	// Recorded, when set, forces the decisions the row was measured with
+	// (a row of our executor's "run gpu --json" or call trace): the
+	// algorithm and protocol (negative: the tuner's) and the channels (0:
+	// the tuner's, capped at the plan's), the root and the datatype
+	// (hardware rows; nil: the tuner's choice, float32, root 0, as
+	// nccl-tests).
+	Recorded *Recorded
+}
+
+// Recorded are the decisions and the timing kind of a hardware row.
+type Recorded struct {
+	Algo      model.Algorithm
+	Proto     model.Protocol
+	NChannels int
+	Root      int
+	Dtype     model.Dtype
+	// Count is NCCL's count argument (0: from the bytes and Dtype).
+	Count int64
+	// Kernel says the time is a traced kernel time (no launch cost, no
+	// harness): it is compared with the simulated kernel time.
+	Kernel bool
 }
 
 // ReadMeasurements reads a whitespace-separated timing table: lines
@@ -130,19 +151,45 @@ func (s *Simulator) Compare(ms []Measurement) ([]Comparison, error) {
 	n := s.Machine.Cluster.NRanks
 	extra := s.Machine.calib.HarnessUs[s.Harness]
 	for _, m := range ms {
-		cnt, err := CountOf(m.Coll, m.Bytes, model.DtypeFP32, n)
+		call, err := m.call(n, s.Search.Plan.NChannels)
 		if err != nil {
 			return nil, fmt.Errorf("line %d: %w", m.Line, err)
 		}
-		cr, err := s.Run(Call{Coll: m.Coll, Count: cnt, Dtype: model.DtypeFP32, Op: model.RedSum, Algo: -1, Proto: -1})
+		cr, err := s.Run(call)
 		if err != nil {
 			return nil, fmt.Errorf("line %d: %w", m.Line, err)
 		}
 		t := cr.TimeUs + extra
+		if m.Recorded != nil && m.Recorded.Kernel {
+			t = cr.KernelUs
+		}
 		out = append(out, Comparison{Measurement: m, Algo: cr.Algo, Proto: cr.Proto, NChannels: cr.NChannels,
 			SimUs: t, Err: (t - m.MeanUs) / m.MeanUs})
 	}
 	return out, nil
+}
+
+// call is the simulator's call for a row on n ranks with a plan of
+// planCh channels: the tuner's decisions, float32, sum and root 0, or the
+// recorded ones.
+func (m *Measurement) call(n, planCh int) (Call, error) {
+	d := model.DtypeFP32
+	if m.Recorded != nil && m.Recorded.Dtype.Size() > 0 {
+		d = m.Recorded.Dtype
+	}
+	c := Call{Coll: m.Coll, Dtype: d, Op: model.RedSum, Algo: -1, Proto: -1}
+	if r := m.Recorded; r != nil {
+		c.Algo, c.Proto, c.Root, c.Count = r.Algo, r.Proto, r.Root, r.Count
+		c.NChannels = min(max(r.NChannels, 0), planCh)
+	}
+	if c.Count == 0 {
+		cnt, err := CountOf(m.Coll, m.Bytes, d, n)
+		if err != nil {
+			return c, err
+		}
+		c.Count = cnt
+	}
+	return c, nil
 }
 
 // NoisyRatio is how far above the best repetition a row's mean may be

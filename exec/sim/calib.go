@@ -23,6 +23,11 @@ import (
 //   - 2: host_load_cost and host_store_cost per protocol, host_mem_GBps,
 //     shm_latency_us, net_socket (proxy copy throughput and latency),
 //     harness_us, and the per-table errors of a fit over several tables.
+//     Optional since (absent: their neutral defaults, so files without
+//     them predict as before): remote_fence_us and remote_load_cost per
+//     protocol and p2p_read, the mechanisms of twinccl's own CUDA
+//     executor (calib/h200-twinccl.json). They did not take version 3,
+//     which TestCalibFileErrors keeps as the first unknown version.
 const CalibVersion = 2
 
 // ProtoCalib are the costs of one protocol (LL, LL128 or Simple).
@@ -69,6 +74,24 @@ type ProtoCalib struct {
 	// reduce-up group when it runs reduce and broadcast lanes side by side
 	// (NCCL: Simple about 1/2, LL and LL128 70%).
 	ReduceFrac float64 `json:"reduce_frac"`
+	// RemoteFenceUs is paid, after its data, by every slice that stores
+	// into a peer GPU's memory, before the slice posts and the lane moves
+	// on: a system-scope fence that waits for the block's stores over the
+	// link (twinccl's Simple sends in write mode). It does not overlap.
+	// 0: none (NCCL's fence is part of SliceOverheadUs).
+	RemoteFenceUs float64 `json:"remote_fence_us,omitempty"`
+	// RemoteLoadCost is the cost, in units of a local store, of a load
+	// from a peer GPU's memory: the receiver's reads of the sender's
+	// buffer in P2P read mode (Calib.P2PRead). 0 reads as LoadCost.
+	RemoteLoadCost float64 `json:"remote_load_cost,omitempty"`
+}
+
+// remoteLoadCost is RemoteLoadCost with its default.
+func (pc *ProtoCalib) remoteLoadCost() float64 {
+	if pc.RemoteLoadCost == 0 {
+		return pc.loadCost()
+	}
+	return pc.RemoteLoadCost
 }
 
 // remoteStoreCost is RemoteStoreCost with its default.
@@ -182,8 +205,25 @@ type Calib struct {
 	// HarnessPyTorch) over nccl-tests', added to the simulated rows of a
 	// table measured with it (Simulator.Harness); never to "replay sim".
 	HarnessUs map[string]float64 `json:"harness_us,omitempty"`
+	// P2PRead names the collectives (model.Collective names) whose Simple
+	// steps over P2P connections run in read mode: the sender stores into
+	// its own memory and the receiver loads from the peer's (twinccl's
+	// executor: Broadcast and Reduce, gpudev.SimpleRead). Empty: write
+	// mode everywhere, as NCCL on NVLink past Ampere.
+	P2PRead []string `json:"p2p_read,omitempty"`
 	// Fit records, for a fitted file, the quality of the fit.
 	Fit *FitReport `json:"fit,omitempty"`
+}
+
+// p2pRead reports whether Simple P2P steps of collective c run in read
+// mode.
+func (c *Calib) p2pRead(coll model.Collective) bool {
+	for _, n := range c.P2PRead {
+		if n == coll.String() {
+			return true
+		}
+	}
+	return false
 }
 
 // FitReport is what "replay calibrate" measured about its fit.
@@ -242,6 +282,7 @@ func (c *Calib) Clone() *Calib {
 			d.HarnessUs[k] = v
 		}
 	}
+	d.P2PRead = append([]string(nil), c.P2PRead...)
 	if c.Fit != nil {
 		f := *c.Fit
 		f.Tables = append([]TableFit(nil), c.Fit.Tables...)
@@ -254,6 +295,11 @@ func (c *Calib) Clone() *Calib {
 func (c *Calib) Validate() error {
 	if c.Version != CalibVersion && c.Version != 1 {
 		return fmt.Errorf("calibration %q: version %d, this simulator reads versions 1 and %d", c.Name, c.Version, CalibVersion)
+	}
+	for _, n := range c.P2PRead {
+		if coll, err := model.ParseCollective(n); err != nil || coll.String() != n {
+			return fmt.Errorf("calibration %q: p2p_read: %q is not a collective name (Broadcast, Reduce, ...)", c.Name, n)
+		}
 	}
 	bad := func(name string, v float64, lo, hi float64) error {
 		if math.IsNaN(v) || math.IsInf(v, 0) || v < lo || v > hi {
@@ -282,6 +328,8 @@ func (c *Calib) Validate() error {
 			{"host_store_cost", pc.HostStoreCost, 0, 1000},
 			{"link_eff", pc.LinkEff, 1e-3, 10},
 			{"reduce_frac", pc.ReduceFrac, 0.05, 0.95},
+			{"remote_fence_us", pc.RemoteFenceUs, 0, 1e6},
+			{"remote_load_cost", pc.RemoteLoadCost, 0, 100},
 		}
 		for _, k := range checks {
 			if err := bad(n+"."+k.name, k.v, k.lo, k.hi); err != nil {

@@ -66,7 +66,7 @@ func (q *queue) push(t Time, kind uint8, id int32, val uint64) {
 	q.n++
 	e := event{t: t, val: val, id: id, kind: kind}
 	if l := q.last - 1; l >= 0 && q.b[l].t == t {
-		q.b[l].ev = append(q.b[l].ev, e)
+		q.b[l].add(e)
 		return
 	}
 	// Binary search for t in order (decreasing times).
@@ -81,7 +81,7 @@ func (q *queue) push(t Time, kind uint8, id int32, val uint64) {
 	}
 	if lo < len(q.order) && q.order[lo].t == t {
 		bi := q.order[lo].bi
-		q.b[bi].ev = append(q.b[bi].ev, e)
+		q.b[bi].add(e)
 		q.last = bi + 1
 		return
 	}
@@ -101,6 +101,18 @@ func (q *queue) push(t Time, kind uint8, id int32, val uint64) {
 	copy(q.order[lo+1:], q.order[lo:])
 	q.order[lo] = slot{t: t, bi: bi}
 	q.last = bi + 1
+}
+
+// add appends e to the bucket. A full bucket whose first half or more
+// has been popped moves its events to the front rather than growing (the
+// bucket of the current time keeps receiving events while it drains).
+func (bk *bucket) add(e event) {
+	if len(bk.ev) == cap(bk.ev) && bk.head > 0 && 2*bk.head >= len(bk.ev) {
+		n := copy(bk.ev, bk.ev[bk.head:])
+		bk.ev = bk.ev[:n]
+		bk.head = 0
+	}
+	bk.ev = append(bk.ev, e)
 }
 
 func (q *queue) pop() event {

@@ -30,6 +30,11 @@ type fitUse struct {
 	shm, net, socket   bool
 	noGDR              bool
 	harnesses          []string
+	// fenceProtos are the protocols of rows recorded on twinccl's own
+	// executor (decisions forced: Measurement.Recorded) that store into a
+	// peer's memory, readProtos those that load from one (P2P read mode):
+	// their remote fence and remote load cost can be fitted.
+	fenceProtos, readProtos []model.Protocol
 }
 
 // fitParams are the constants that measurements of what u describes can
@@ -68,6 +73,18 @@ func fitParams(u fitUse) []FitParam {
 			FitParam{Name: n + ".load_cost", Floor: 0, Lo: 0.02, Hi: 2,
 				get: func(c *Calib) float64 { return c.Proto(p).loadCost() }, set: func(c *Calib, v float64) { c.Proto(p).LoadCost = v }},
 		)
+	}
+	for _, p := range u.fenceProtos {
+		p := p
+		n := strings.ToLower(p.String())
+		ps = append(ps, FitParam{Name: n + ".remote_fence_us", Floor: 0.01, Lo: 0, Hi: 20,
+			get: func(c *Calib) float64 { return c.Proto(p).RemoteFenceUs }, set: func(c *Calib, v float64) { c.Proto(p).RemoteFenceUs = v }})
+	}
+	for _, p := range u.readProtos {
+		p := p
+		n := strings.ToLower(p.String())
+		ps = append(ps, FitParam{Name: n + ".remote_load_cost", Floor: 0, Lo: 0.02, Hi: 8,
+			get: func(c *Calib) float64 { return c.Proto(p).remoteLoadCost() }, set: func(c *Calib, v float64) { c.Proto(p).RemoteLoadCost = v }})
 	}
 	for _, p := range u.hostProtos {
 		p := p
@@ -353,6 +370,8 @@ func usage(tables []FitTable, c *Calib) (fitUse, error) {
 	var u fitUse
 	protoSet := map[model.Protocol]bool{}
 	hostSet := map[model.Protocol]bool{}
+	fenceSet := map[model.Protocol]bool{}
+	readSet := map[model.Protocol]bool{}
 	linkSet := map[model.LinkType]bool{}
 	harn := map[string]bool{}
 	for i := range tables {
@@ -365,11 +384,11 @@ func usage(tables []FitTable, c *Calib) (fitUse, error) {
 			harn[ft.Harness] = true
 		}
 		for _, m := range ft.Rows {
-			cnt, err := CountOf(m.Coll, m.Bytes, model.DtypeFP32, s.Machine.Cluster.NRanks)
+			call, err := m.call(s.Machine.Cluster.NRanks, s.Search.Plan.NChannels)
 			if err != nil {
 				return u, fmt.Errorf("%s line %d: %w", ft.Name, m.Line, err)
 			}
-			p, _, err := s.Program(Call{Coll: m.Coll, Count: cnt, Dtype: model.DtypeFP32, Algo: -1, Proto: -1})
+			p, _, err := s.Program(call)
 			if err != nil {
 				return u, fmt.Errorf("%s line %d: %w", ft.Name, m.Line, err)
 			}
@@ -397,6 +416,13 @@ func usage(tables []FitTable, c *Calib) (fitUse, error) {
 				if rt.hostSend || rt.hostRecv {
 					hostSet[p.Proto] = true
 				}
+				if rt.transport == TransportP2P && len(rt.res) > 0 {
+					if p.Proto == model.ProtoSimple && c.p2pRead(p.Coll) {
+						readSet[p.Proto] = true
+					} else if m.Recorded != nil && m.Recorded.Algo >= 0 && p.Proto == model.ProtoSimple {
+						fenceSet[p.Proto] = true
+					}
+				}
 			}
 		}
 	}
@@ -406,6 +432,12 @@ func usage(tables []FitTable, c *Calib) (fitUse, error) {
 		}
 		if hostSet[p] {
 			u.hostProtos = append(u.hostProtos, p)
+		}
+		if fenceSet[p] {
+			u.fenceProtos = append(u.fenceProtos, p)
+		}
+		if readSet[p] {
+			u.readProtos = append(u.readProtos, p)
 		}
 	}
 	for t := range linkSet {

@@ -57,10 +57,17 @@ type actor struct {
 	// hostSends and hostRecvs count the connections whose data goes
 	// through host memory (stores into it, loads from it)
 	hostSends, hostRecvs int
-	start                Time // when the current slice's data and credits were there
-	finish               Time
+	// remoteRecvs counts the receive connections whose data the lane loads
+	// from the sender's memory (P2P read mode)
+	remoteRecvs int
+	// fenced says the current slice has paid its remote fence
+	fenced bool
+	start  Time // when the current slice's data and credits were there
+	finish Time
 	// cur is the current slice of the current call
 	cur model.ProgSlice
+	// cop is the current call (a copy: the lane's calls are cold)
+	cop cop
 }
 
 // connState is the flow-control state of one connection as its two ends
@@ -158,7 +165,13 @@ type runner struct {
 	// hostLoad and hostStore those of loads from and stores into host
 	// memory
 	loadCost, hostLoad, hostStore float64
-	scratch                       []model.ProgSlice
+	// remoteLoad is the cost of a load from a peer's memory (read mode)
+	remoteLoad float64
+	// fence is the remote fence of a slice that stores into a peer's
+	// memory; read says Simple P2P steps run in read mode
+	fence   Time
+	read    bool
+	scratch []model.ProgSlice
 	// rec, when set, receives every slice as it ends; steps numbers the
 	// slices of every (rank, channel) for it.
 	rec   func(*SliceEvent)
@@ -274,6 +287,9 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 	x.loadCost = x.pc.loadCost()
 	x.hostLoad = x.pc.hostLoadCost()
 	x.hostStore = x.pc.hostStoreCost()
+	x.remoteLoad = x.pc.remoteLoadCost()
+	x.fence = usToPs(x.pc.RemoteFenceUs)
+	x.read = p.Proto == model.ProtoSimple && x.c.p2pRead(p.Coll)
 	x.fab.res = make([]resource, len(m.res))
 	copy(x.fab.res, m.res)
 	for i := range x.fab.res {
@@ -330,14 +346,20 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 			switch rt := x.conns[c].rt; {
 			case rt.hostSend:
 				a.hostSends++
+			case x.read && rt.transport == TransportP2P:
+				// read mode: the sender stores into its own memory
 			case rt.transport != TransportNET && len(rt.res) > 0:
 				a.remote++
 			}
 		}
 		for _, c := range l.Recv {
 			x.conns[c].recver = int32(i)
-			if x.conns[c].rt.hostRecv {
+			rt := x.conns[c].rt
+			switch {
+			case rt.hostRecv:
 				a.hostRecvs++
+			case x.read && rt.transport == TransportP2P && len(rt.res) > 0:
+				a.remoteRecvs++
 			}
 		}
 	}
@@ -450,10 +472,10 @@ func (x *runner) wireBytes(n int64) int64 {
 func (x *runner) units(a *actor, k model.PrimKind, flags uint8) float64 {
 	l := a.lane
 	srcs, dsts := 0, 0
-	hostSrcs := 0
+	hostSrcs, remoteSrcs := 0, 0
 	if k.Receives() {
 		srcs += len(l.Recv)
-		hostSrcs = a.hostRecvs
+		hostSrcs, remoteSrcs = a.hostRecvs, a.remoteRecvs
 	}
 	if k.ReadsInput() || (k == model.PrimSend && flags&model.PrimFromOutput != 0) {
 		srcs++
@@ -466,7 +488,7 @@ func (x *runner) units(a *actor, k model.PrimKind, flags uint8) float64 {
 	if k.WritesOutput() {
 		dsts++
 	}
-	u := x.loadCost*float64(srcs-hostSrcs) + x.hostLoad*float64(hostSrcs) + float64(dsts) +
+	u := x.loadCost*float64(srcs-hostSrcs-remoteSrcs) + x.hostLoad*float64(hostSrcs) + x.remoteLoad*float64(remoteSrcs) + float64(dsts) +
 		x.remoteCost*float64(remote) + x.hostStore*float64(host)
 	if k.Receives() && k.ReadsInput() && srcs > 1 { // reductions
 		u += x.pc.ReduceCost * float64(srcs-1)
@@ -491,7 +513,8 @@ func (x *runner) advance(ai int32) {
 				a.finish = x.now
 				return
 			}
-			op := &a.ops[a.op]
+			a.cop = a.ops[a.op]
+			op := &a.cop
 			x.scratch = x.p.Slices(model.ProgOp{Kind: op.kind, N: op.n, RecvStep: op.recvStep, SendStep: op.sendStep}, x.scratch[:0])
 			a.nsl = len(x.scratch)
 			a.cur = x.scratch[0]
@@ -551,6 +574,13 @@ func (x *runner) advance(ai int32) {
 					}
 				}
 			}
+			if x.fence > 0 && !a.fenced && a.remote > 0 && a.kind.Sends() && s.Elems > 0 {
+				// the fence waits for the slice's stores into the peers
+				a.fenced = true
+				x.q.push(x.now+x.fence, evWake, ai, 0)
+				return
+			}
+			a.fenced = false
 			x.post(a, s)
 			if x.rec != nil {
 				x.record(a, a.kind, s)
@@ -560,7 +590,7 @@ func (x *runner) advance(ai int32) {
 			if a.sl < a.nsl {
 				// The next slice of the call (recomputed: the actor keeps
 				// only the current one).
-				op := &a.ops[a.op]
+				op := &a.cop
 				x.scratch = x.p.Slices(model.ProgOp{Kind: op.kind, N: op.n, RecvStep: op.recvStep, SendStep: op.sendStep}, x.scratch[:0])
 				a.cur = x.scratch[a.sl]
 				a.phase = phWait

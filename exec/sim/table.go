@@ -101,17 +101,26 @@ func ParseTableSpec(spec string) (*Table, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, p := range parts[1:] {
+	if err := t.ApplySpec(parts[1:]); err != nil {
+		return nil, fmt.Errorf("table %s: %w", parts[0], err)
+	}
+	return t, nil
+}
+
+// ApplySpec applies the KEY=VALUE words of a table argument (see
+// ParseTableSpec) to t: NCCL_* settings, harness=, colls=.
+func (t *Table) ApplySpec(kvs []string) error {
+	for _, p := range kvs {
 		k, v, ok := strings.Cut(p, "=")
 		if !ok || k == "" {
-			return nil, fmt.Errorf("table %s: setting %q is not KEY=VALUE", parts[0], p)
+			return fmt.Errorf("setting %q is not KEY=VALUE", p)
 		}
 		if k == "colls" {
 			keep := map[model.Collective]bool{}
 			for _, n := range strings.Split(v, "+") {
 				c, err := model.ParseCollective(n)
 				if err != nil {
-					return nil, fmt.Errorf("table %s: colls: %w", parts[0], err)
+					return fmt.Errorf("colls: %w", err)
 				}
 				keep[c] = true
 			}
@@ -122,7 +131,7 @@ func ParseTableSpec(spec string) (*Table, error) {
 				}
 			}
 			if len(rows) == 0 {
-				return nil, fmt.Errorf("table %s: no rows of %s", parts[0], v)
+				return fmt.Errorf("no rows of %s", v)
 			}
 			t.Rows = rows
 			t.Name += "[" + v + "]"
@@ -130,14 +139,17 @@ func ParseTableSpec(spec string) (*Table, error) {
 		}
 		if k == "harness" {
 			if v != HarnessNCCLTests && v != HarnessPyTorch {
-				return nil, fmt.Errorf("table %s: harness %q (want %s or %s)", parts[0], v, HarnessNCCLTests, HarnessPyTorch)
+				return fmt.Errorf("harness %q (want %s or %s)", v, HarnessNCCLTests, HarnessPyTorch)
 			}
 			t.Harness = v
 			continue
 		}
+		if t.Env == nil {
+			t.Env = map[string]string{}
+		}
 		t.Env[k] = v
 	}
-	return t, nil
+	return nil
 }
 
 // Lookup reads the table's environment (an os.LookupEnv for the model's

@@ -1,0 +1,218 @@
+package hwcmp
+
+import (
+	"fmt"
+	"math"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/twinccl/twinccl"
+	"github.com/twinccl/twinccl/exec/sim"
+	"github.com/twinccl/twinccl/model"
+)
+
+// xvalParams are the constants the calibration of our executor fits
+// (calib/h200-twinccl.json's "source"): the per-call and per-step costs,
+// copy throughput, Simple's remote fence and the remote load cost of
+// P2P read mode of our kernel's protocols. The hardware constants (launch,
+// links, load/store and reduction costs, kernel start) stay NCCL's.
+const xvalParams = `^((ll|simple)\.(op_overhead_us|slice_overhead_us|copy_GBps|remote_fence_us|remote_load_cost))$`
+
+// twincclCalib is the calibration file of our executor.
+func twincclCalib() string {
+	return filepath.Join(hwDir(), "..", "..", "..", "exec", "sim", "calib", "h200-twinccl.json")
+}
+
+// oursTable reads a P2P recording as a table of our executor's times.
+func oursTable(t testing.TB, name string) sim.FitTable {
+	t.Helper()
+	in, err := Open(filepath.Join(hwDir(), name+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb, err := Table(in, ColOurs, settingsOf(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := twinccl.RecordedTopology(twinccl.DefaultTopology)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := "embedded:" + twinccl.DefaultTopology
+	root, _, err := model.ParseTopologyXML(strings.NewReader(string(data)), file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := sim.SearchTable(root, file, 1, tb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sim.NewFitTable(tb, res)
+}
+
+// xvalBound is a tolerance on the held-out rows of one recording and
+// protocol: median and maximum absolute relative error.
+type xvalBound struct {
+	file, proto string
+	median, max float64
+}
+
+// xvalCase is one direction of the cross-validation: fit on some
+// recordings, predict the others within bounds.
+type xvalCase struct {
+	fit, heldOut []string
+	bounds       []xvalBound
+}
+
+// xvalCases are both directions over the four P2P recordings of our
+// executor (graph-timed means, 13 sizes 8 B - 128 MiB each). The bounds
+// are the measured held-out errors (in the comments: median, max) plus
+// about 3 points; they are NOT issue 10's 5%/15% target everywhere: see
+// docs/perf.md. Fitting on AllReduce and AllGather cannot identify
+// Broadcast's P2P read mode (no recording of theirs uses it: the remote
+// load cost stays at its default, and the split between Simple's fence and
+// its per-slice overhead is not identified by write-mode rows alone), so
+// Broadcast is predicted 10-30% slow that way round.
+var xvalCases = []xvalCase{
+	{
+		fit:     []string{"p2p-allreduce", "p2p-allgather"},
+		heldOut: []string{"p2p-reducescatter", "p2p-broadcast"},
+		bounds: []xvalBound{
+			{"p2p-reducescatter", "LL", 0.09, 0.15},     // 6.3, 12.1
+			{"p2p-reducescatter", "Simple", 0.11, 0.16}, // 8.2, 13.0
+			{"p2p-broadcast", "LL", 0.14, 0.24},         // 10.8, 21.0
+			{"p2p-broadcast", "Simple", 0.20, 0.30},     // 16.3, 27.2
+		},
+	},
+	{
+		fit:     []string{"p2p-reducescatter", "p2p-broadcast"},
+		heldOut: []string{"p2p-allreduce", "p2p-allgather"},
+		bounds: []xvalBound{
+			{"p2p-allreduce", "LL", 0.10, 0.18},     // 6.9, 14.9
+			{"p2p-allreduce", "Simple", 0.10, 0.17}, // 7.4, 13.8
+			{"p2p-allgather", "LL", 0.07, 0.14},     // 3.8, 10.6
+			{"p2p-allgather", "Simple", 0.13, 0.15}, // 9.5, 12.2
+		},
+	},
+}
+
+// xvalStart is the calibration a fit of our executor starts from: the
+// embedded (NCCL) one, with Broadcast and Reduce in P2P read mode as our
+// executor runs them (gpudev.SimpleRead).
+func xvalStart(t testing.TB) *sim.Calib {
+	c, err := sim.DefaultCalib(90)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c = c.Clone()
+	c.Version = sim.CalibVersion
+	c.P2PRead = []string{"Broadcast", "Reduce"}
+	return c
+}
+
+// checkHeldOut predicts the held-out recordings with c and checks the
+// bounds, failing with a table of the offending rows.
+func checkHeldOut(t *testing.T, label string, c *sim.Calib, heldOut []string, bounds []xvalBound) {
+	t.Helper()
+	for _, name := range heldOut {
+		ft := oursTable(t, name)
+		rows, err := ft.Compare(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		byProto := map[string][]sim.Comparison{}
+		for _, r := range rows {
+			byProto[r.Proto.String()] = append(byProto[r.Proto.String()], r)
+		}
+		protos := make([]string, 0, len(byProto))
+		for p := range byProto {
+			protos = append(protos, p)
+		}
+		sort.Strings(protos)
+		for _, p := range protos {
+			med, mx := sim.ErrorStats(byProto[p])
+			var b *xvalBound
+			for i := range bounds {
+				if bounds[i].file == name && bounds[i].proto == p {
+					b = &bounds[i]
+				}
+			}
+			if b == nil {
+				t.Errorf("%s: %s %s has no bound", label, name, p)
+				continue
+			}
+			t.Logf("%s: held out %-18s %-6s n=%2d median %5.1f%% (bound %2.0f%%) max %5.1f%% (bound %2.0f%%)",
+				label, name, p, len(byProto[p]), 100*med, 100*b.median, 100*mx, 100*b.max)
+			var off strings.Builder
+			for _, r := range byProto[p] {
+				if math.Abs(r.Err) > b.max {
+					fmt.Fprintf(&off, "\n  %-14s %11d %-6s %2d  hw %9.2f us  sim %9.2f us  err %+6.1f%%", r.Coll, r.Bytes, r.Proto, r.NChannels, r.MeanUs, r.SimUs, 100*r.Err)
+				}
+			}
+			if med > b.median || off.Len() > 0 {
+				t.Errorf("%s: held out %s %s: median %.1f%% (bound %.0f%%), rows beyond %.0f%%:%s", label, name, p, 100*med, 100*b.median, 100*b.max, off.String())
+			}
+		}
+	}
+}
+
+// TestCrossValidationOurs fits our executor's recordings in both
+// directions (AllReduce + AllGather -> ReduceScatter + Broadcast and the
+// other way round) and bounds the errors of the held-out recordings per
+// protocol.
+func TestCrossValidationOurs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fits take a few seconds")
+	}
+	only := regexp.MustCompile(xvalParams).MatchString
+	for _, xc := range xvalCases {
+		label := "fit " + strings.Join(xc.fit, "+")
+		var fts []sim.FitTable
+		for _, n := range xc.fit {
+			fts = append(fts, oursTable(t, n))
+		}
+		fr, err := sim.FitTables(fts, xvalStart(t), sim.FitOptions{Only: only})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: fitted %s: median %.1f%% max %.1f%% over %d rows", label, strings.Join(fr.Params, ","), 100*fr.Median, 100*fr.Max, len(fr.Rows))
+		checkHeldOut(t, label, fr.Calib, xc.heldOut, xc.bounds)
+	}
+}
+
+// TestTwincclCalib: the calibration file of our executor was fitted
+// without the recordings it is checked on, and predicts them within the
+// bounds of the cross-validation.
+func TestTwincclCalib(t *testing.T) {
+	c, err := sim.LoadCalib(twincclCalib())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Fit == nil {
+		t.Fatal("no fit report")
+	}
+	xc := xvalCases[1]
+	for _, n := range xc.heldOut {
+		if strings.Contains(c.Fit.Table, n+".json") {
+			t.Fatalf("%s is among the calibration's fitted tables (%s)", n, c.Fit.Table)
+		}
+	}
+	for _, n := range xc.fit {
+		if !strings.Contains(c.Fit.Table, n+".json") {
+			t.Fatalf("%s is not among the calibration's fitted tables (%s): update xvalCases", n, c.Fit.Table)
+		}
+	}
+	checkHeldOut(t, "h200-twinccl.json", c, xc.heldOut, xc.bounds)
+	// The default calibration keeps its predictions: it has none of the
+	// constants of our executor.
+	d, err := sim.DefaultCalib(90)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.P2PRead) > 0 || d.Simple.RemoteFenceUs != 0 || d.LL.RemoteFenceUs != 0 {
+		t.Errorf("embedded calibration has executor constants: p2p_read %v, fences %v %v", d.P2PRead, d.LL.RemoteFenceUs, d.Simple.RemoteFenceUs)
+	}
+}
