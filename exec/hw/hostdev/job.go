@@ -114,6 +114,8 @@ type LocalOptions struct {
 	// Flush is every rank's net flush hook (a no-op when nil).
 	Flush transport.FlushFunc
 	Log   *slog.Logger
+	// Net returns rank r's network plugin (the socket plugin when nil).
+	Net func(rank int) transport.Plugin
 }
 
 // NewLocalJob starts a root and n ranks on loopback.
@@ -136,7 +138,11 @@ func NewLocalJob(n int, o LocalOptions) (*LocalJob, error) {
 			if o.HostsOf != nil {
 				host = o.HostsOf(r)
 			}
-			j.Ranks[r], errs[r] = Join(RankConfig{Boot: bootstrap.Config{Rank: r, NRanks: n, ID: root.ID(), Host: "127.0.0.1", Timeout: o.Timeout},
+			var plugin transport.Plugin
+			if o.Net != nil {
+				plugin = o.Net(r)
+			}
+			j.Ranks[r], errs[r] = Join(RankConfig{Net: plugin, Boot: bootstrap.Config{Rank: r, NRanks: n, ID: root.ID(), Host: "127.0.0.1", Timeout: o.Timeout},
 				HostID: host, ForceNet: o.ForceNet, Flush: o.Flush, Log: o.Log})
 		}()
 	}

@@ -1,0 +1,607 @@
+package ib
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/twinccl/twinccl/exec/hw/bootstrap"
+	"github.com/twinccl/twinccl/exec/hw/ib/verbs"
+	"github.com/twinccl/twinccl/exec/hw/transport"
+)
+
+// endpoint is one side of a connection: its control socket, queue pairs,
+// completion queues and registered FIFO/header memory.
+type endpoint struct {
+	p      *Plugin
+	peer   int
+	sender bool
+
+	ctl     net.Conn
+	frames  chan []byte
+	ctlErr  atomic.Pointer[error]
+	readers sync.WaitGroup
+
+	qps    []verbs.QP
+	qpIdx  map[uint32]int
+	cqs    []verbs.CQ // per local device, nil where unused
+	fifo   []byte     // sender: entries the receiver writes; receiver: entries it writes from
+	fifoMR verbs.MR
+	hdrs   []byte // sender: headers it writes from; receiver: headers landing
+	hdrMR  verbs.MR
+	remote *metadata
+
+	mu     sync.Mutex
+	err    error
+	closed bool
+	wake   atomic.Pointer[func()]
+	nextID uint64
+	wrs    map[uint64]*request
+
+	// Sender.
+	sendQ    []*request
+	msg      uint64
+	fifoNext uint64
+	arrived  [fifoDepth]bool
+	// Receiver.
+	hdrMsg, dataMsg uint64
+	posted          uint64
+	slots           [fifoDepth]*request
+}
+
+func newEndpoint(p *Plugin, peer int, sender bool) *endpoint {
+	return &endpoint{p: p, peer: peer, sender: sender, frames: make(chan []byte, 4), qpIdx: map[uint32]int{}, wrs: map[uint64]*request{}}
+}
+
+// attach starts reading control frames from c. The reader outlives the
+// setup: EOF on the control socket means the peer is gone.
+func (e *endpoint) attach(c net.Conn) {
+	e.ctl = c
+	e.readers.Add(1)
+	go func() {
+		defer e.readers.Done()
+		defer close(e.frames)
+		for {
+			b, err := bootstrap.ReadFrame(c, maxCtl, time.Time{})
+			if err != nil {
+				err = fmt.Errorf("ib plugin: control connection with rank %d lost: %w", e.peer, err)
+				e.ctlErr.Store(&err)
+				if w := e.wake.Load(); w != nil {
+					(*w)()
+				}
+				return
+			}
+			e.frames <- b
+		}
+	}()
+}
+
+func (e *endpoint) sendCtl(m ctlMsg) error {
+	if err := bootstrap.WriteFrame(e.ctl, encodeCtl(m), time.Now().Add(e.p.comm.Timeout())); err != nil {
+		return fmt.Errorf("ib plugin: control message to rank %d: %w", e.peer, err)
+	}
+	return nil
+}
+
+// recvCtl returns the next control message, nil while none arrived.
+func (e *endpoint) recvCtl() (*ctlMsg, error) {
+	select {
+	case b, ok := <-e.frames:
+		if !ok {
+			if p := e.ctlErr.Load(); p != nil {
+				return nil, *p
+			}
+			return nil, fmt.Errorf("ib plugin: control connection with rank %d closed", e.peer)
+		}
+		var m ctlMsg
+		if err := json.Unmarshal(b, &m); err != nil {
+			return nil, fmt.Errorf("ib plugin: bad control message from rank %d: %w", e.peer, err)
+		}
+		return &m, nil
+	default:
+		return nil, nil
+	}
+}
+
+// setup creates the QPs (QPs per connection × the larger device count,
+// striped over the local devices) in INIT, the completion queues and the
+// registered FIFO and header memory.
+func (e *endpoint) setup(peerDevs int) error {
+	devs := e.p.devs
+	if peerDevs < 1 || peerDevs > 1024 {
+		return fmt.Errorf("ib plugin: rank %d announces %d devices", e.peer, peerDevs)
+	}
+	n := e.p.opt.QPsPerConn * max(len(devs), peerDevs)
+	e.cqs = make([]verbs.CQ, len(devs))
+	perDev := (n + len(devs) - 1) / len(devs)
+	for i := 0; i < n; i++ {
+		d := i % len(devs)
+		if e.cqs[d] == nil {
+			cq, err := devs[d].ctx.CreateCQ(2 * qDepth * perDev)
+			if err != nil {
+				return fmt.Errorf("ib plugin: %s: create CQ: %w", devs[d].ctx.Name(), err)
+			}
+			e.cqs[d] = cq
+		}
+		qp, err := devs[d].pd.CreateQP(verbs.QPInit{SendCQ: e.cqs[d], RecvCQ: e.cqs[d], MaxSend: qDepth, MaxRecv: qDepth})
+		if err != nil {
+			return fmt.Errorf("ib plugin: %s: create QP: %w", devs[d].ctx.Name(), err)
+		}
+		e.qps = append(e.qps, qp)
+		e.qpIdx[qp.QPN()] = i
+		if err := qp.Modify(verbs.QPAttr{State: verbs.QPSInit, Port: 1, Access: verbs.AccessLocalWrite | verbs.AccessRemoteWrite | verbs.AccessRemoteRead}); err != nil {
+			return fmt.Errorf("ib plugin: QP %d to INIT: %w", i, err)
+		}
+	}
+	var err error
+	e.fifo, e.hdrs = make([]byte, fifoDepth*entBytes), make([]byte, fifoDepth*transport.HeaderSize)
+	pd := devs[0].pd
+	if e.fifoMR, err = pd.RegMR(e.fifo, verbs.AccessLocalWrite|verbs.AccessRemoteWrite); err != nil {
+		return fmt.Errorf("ib plugin: register FIFO: %w", err)
+	}
+	if e.hdrMR, err = pd.RegMR(e.hdrs, verbs.AccessLocalWrite|verbs.AccessRemoteWrite); err != nil {
+		return fmt.Errorf("ib plugin: register headers: %w", err)
+	}
+	return nil
+}
+
+// localMeta describes this side for the peer.
+func (e *endpoint) localMeta() ctlMsg {
+	m := &metadata{}
+	for i, qp := range e.qps {
+		d := e.p.devs[i%len(e.p.devs)]
+		m.QPN = append(m.QPN, qp.QPN())
+		m.Dev = append(m.Dev, i%len(e.p.devs))
+		m.LID = append(m.LID, d.port.LID)
+		m.GID = append(m.GID, d.port.GID)
+		m.MTU = append(m.MTU, d.port.MTU)
+	}
+	if e.sender {
+		m.Fifo, m.RKey = e.fifoMR.Addr(), e.fifoMR.RKey()
+	}
+	return ctlMsg{Meta: m}
+}
+
+// connectQPs moves the QPs to RTR (towards the peer's QP of the same
+// index) and RTS, and posts their receives.
+func (e *endpoint) connectQPs(m *ctlMsg) error {
+	r := m.Meta
+	if r == nil || len(r.QPN) != len(e.qps) || len(r.LID) != len(r.QPN) || len(r.GID) != len(r.QPN) || len(r.MTU) != len(r.QPN) || len(r.Dev) != len(r.QPN) {
+		return fmt.Errorf("ib plugin: rank %d sent metadata for a different QP count (%d here)", e.peer, len(e.qps))
+	}
+	for _, d := range r.Dev {
+		if d < 0 || d >= maxDevs {
+			return fmt.Errorf("ib plugin: rank %d names device %d", e.peer, d)
+		}
+	}
+	e.remote = r
+	for i, qp := range e.qps {
+		mtu := min(r.MTU[i], e.p.devs[i%len(e.p.devs)].port.MTU)
+		if err := qp.Modify(verbs.QPAttr{State: verbs.QPSRTR, DestQPN: r.QPN[i], DestLID: r.LID[i], DestGID: r.GID[i], PathMTU: mtu}); err != nil {
+			return fmt.Errorf("ib plugin: QP %d to RTR (rank %d): %w", i, e.peer, err)
+		}
+		if err := qp.Modify(verbs.QPAttr{State: verbs.QPSRTS, Timeout: 20, RetryCount: 7, RNRRetry: 7}); err != nil {
+			return fmt.Errorf("ib plugin: QP %d to RTS (rank %d): %w", i, e.peer, err)
+		}
+		for k := 0; k < qDepth; k++ {
+			if err := qp.PostRecv(verbs.RecvWR{ID: uint64(i)}); err != nil {
+				return fmt.Errorf("ib plugin: QP %d: post receive: %w", i, err)
+			}
+		}
+	}
+	return nil
+}
+
+func (e *endpoint) setWake(f func()) {
+	e.wake.Store(&f)
+	for _, cq := range e.cqs {
+		if n, ok := cq.(verbs.Notifier); ok {
+			n.SetNotify(f)
+		}
+	}
+}
+
+// close destroys the QPs and memory and closes the control socket.
+func (e *endpoint) close() error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	e.closed = true
+	e.mu.Unlock()
+	if e.ctl != nil {
+		e.ctl.Close()
+	}
+	e.readers.Wait()
+	var errs []error
+	for _, qp := range e.qps {
+		errs = append(errs, qp.Close())
+	}
+	e.mu.Lock()
+	for _, r := range e.wrs {
+		r.release()
+	}
+	e.mu.Unlock()
+	for _, mr := range []verbs.MR{e.fifoMR, e.hdrMR} {
+		if mr != nil {
+			errs = append(errs, mr.Close())
+		}
+	}
+	for _, cq := range e.cqs {
+		if cq != nil {
+			errs = append(errs, cq.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// request is a transfer of the plugin.
+type request struct {
+	e       *endpoint
+	id      uint64
+	hdr     []byte
+	data    []byte
+	msg     uint64
+	stage   int // sender: 0 header to post, 1 data to post, 2 posted
+	pending int // sender: send completions outstanding
+	got     int // receiver: data chunks arrived
+	need    int
+	mrs     []verbs.MR // per local device
+	done    bool
+}
+
+// Test reports whether the request completed, progressing the endpoint.
+func (r *request) Test() (bool, error) {
+	e := r.e
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.progress(); err != nil {
+		return false, err
+	}
+	return r.done, nil
+}
+
+// nchunks is how many stripes an n-byte payload takes.
+func (e *endpoint) nchunks(n int) int {
+	return min(len(e.qps), max(1, (n+stripeMin-1)/stripeMin))
+}
+
+// failLocked records the first error of the connection.
+func (e *endpoint) failLocked(err error) error {
+	if e.err == nil {
+		e.err = err
+	}
+	return e.err
+}
+
+// progress polls the completion queues and advances the sends. It runs
+// with e.mu held.
+func (e *endpoint) progress() error {
+	if e.err != nil {
+		return e.err
+	}
+	if e.closed {
+		return e.failLocked(fmt.Errorf("ib plugin: connection with rank %d closed", e.peer))
+	}
+	var wcs [32]verbs.WC
+	for _, cq := range e.cqs {
+		if cq == nil {
+			continue
+		}
+		for {
+			n, err := cq.Poll(wcs[:])
+			if err != nil {
+				return e.failLocked(fmt.Errorf("ib plugin: connection with rank %d: %w", e.peer, err))
+			}
+			for _, wc := range wcs[:n] {
+				if err := e.complete(wc); err != nil {
+					return e.failLocked(err)
+				}
+			}
+			if n < len(wcs) {
+				break
+			}
+		}
+	}
+	if e.sender {
+		if err := e.postSends(); err != nil {
+			return e.failLocked(err)
+		}
+	}
+	// Frames after the setup are not expected; the socket's loss is.
+	if p := e.ctlErr.Load(); p != nil {
+		return e.failLocked(*p)
+	}
+	return nil
+}
+
+// complete handles one work completion.
+func (e *endpoint) complete(wc verbs.WC) error {
+	if wc.Status != verbs.WCSuccess {
+		return fmt.Errorf("ib plugin: connection with rank %d: QP %#x: %s (opcode %d)", e.peer, wc.QPN, wc.Status, wc.Op)
+	}
+	if wc.Op != verbs.WCRecvWriteImm {
+		r := e.wrs[wc.ID]
+		if r == nil {
+			return nil // the receiver's FIFO posts complete here
+		}
+		if r.pending--; r.pending == 0 && r.stage == 2 {
+			e.finish(r)
+		}
+		return nil
+	}
+	qi, ok := e.qpIdx[wc.QPN]
+	if !ok {
+		return fmt.Errorf("ib plugin: completion of unknown QP %#x", wc.QPN)
+	}
+	if err := e.qps[qi].PostRecv(verbs.RecvWR{ID: uint64(qi)}); err != nil {
+		return fmt.Errorf("ib plugin: repost receive: %w", err)
+	}
+	kind, f := wc.Imm>>16, int(wc.Imm&0xffff)
+	if f >= fifoDepth {
+		return fmt.Errorf("ib plugin: rank %d wrote slot %d", e.peer, f)
+	}
+	switch {
+	case kind == kindFifo && e.sender:
+		e.arrived[f] = true
+	case kind == kindHdr && !e.sender:
+		r := e.slots[f]
+		if r == nil || r.hdr == nil {
+			return fmt.Errorf("ib plugin: rank %d wrote a header into free slot %d", e.peer, f)
+		}
+		copy(r.hdr, e.hdrs[f*transport.HeaderSize:(f+1)*transport.HeaderSize])
+		e.slots[f] = nil
+		e.finish(r)
+	case kind == kindData && !e.sender:
+		r := e.slots[f]
+		if r == nil || r.hdr != nil {
+			return fmt.Errorf("ib plugin: rank %d wrote data into free slot %d", e.peer, f)
+		}
+		if r.got++; r.got == r.need {
+			e.slots[f] = nil
+			e.finish(r)
+		}
+	default:
+		return fmt.Errorf("ib plugin: rank %d sent immediate %#x", e.peer, wc.Imm)
+	}
+	return nil
+}
+
+func (e *endpoint) finish(r *request) {
+	r.done = true
+	delete(e.wrs, r.id)
+	r.release()
+}
+
+// release deregisters the request's buffer.
+func (r *request) release() {
+	for _, m := range r.mrs {
+		m.Close()
+	}
+	r.mrs = nil
+}
+
+// register registers b on every local device.
+func (e *endpoint) register(r *request, b []byte, access verbs.Access) error {
+	for _, d := range e.p.devs {
+		m, err := d.pd.RegMR(b, access)
+		if err != nil {
+			return fmt.Errorf("ib plugin: register %d bytes on %s: %w", len(b), d.ctx.Name(), err)
+		}
+		r.mrs = append(r.mrs, m)
+	}
+	return nil
+}
+
+func addrOf(b []byte) uint64 { return uint64(uintptr(unsafe.Pointer(&b[0]))) }
+
+// entry reads FIFO slot f.
+// An entry is {addr u64, size u32, kind u32, msg u64, rkey u32 per
+// device of the receiver (at most maxDevs)}.
+func (e *endpoint) entry(f int) (addr uint64, size uint32, msg uint64, kind uint32, rkeys []uint32) {
+	b := e.fifo[f*entBytes : (f+1)*entBytes]
+	le := binary.LittleEndian
+	for i := 24; i < entBytes; i += 4 {
+		rkeys = append(rkeys, le.Uint32(b[i:]))
+	}
+	return le.Uint64(b), le.Uint32(b[8:]), le.Uint64(b[16:]), le.Uint32(b[12:]), rkeys
+}
+
+// postSends writes what the FIFO allows, in message order.
+func (e *endpoint) postSends() error {
+	for len(e.sendQ) > 0 {
+		r := e.sendQ[0]
+		if r.stage == 0 || r.stage == 1 && len(r.data) > 0 {
+			f := int(e.fifoNext % fifoDepth)
+			if !e.arrived[f] {
+				return nil
+			}
+			addr, size, msg, kind, rkeys := e.entry(f)
+			want := uint32(kindHdr)
+			if r.stage == 1 {
+				want = kindData
+			}
+			if msg != r.msg || kind != want {
+				return fmt.Errorf("ib plugin: rank %d posted entry (message %d, kind %d) for message %d kind %d", e.peer, msg, kind, r.msg, want)
+			}
+			e.arrived[f] = false
+			e.fifoNext++
+			if r.stage == 0 {
+				h := e.hdrs[f*transport.HeaderSize : (f+1)*transport.HeaderSize]
+				copy(h, r.hdr)
+				if size != transport.HeaderSize {
+					return fmt.Errorf("ib plugin: rank %d posted a %d-byte header buffer", e.peer, size)
+				}
+				if err := e.write(0, r, h, e.hdrMR.LKey(), addr, rkeys[e.remote.Dev[0]], kindHdr<<16|uint32(f)); err != nil {
+					return err
+				}
+			} else {
+				if int(size) != len(r.data) {
+					return fmt.Errorf("ib plugin: rank %d posted %d bytes for a %d-byte message", e.peer, size, len(r.data))
+				}
+				if err := e.register(r, r.data, 0); err != nil {
+					return err
+				}
+				k := e.nchunks(len(r.data))
+				c := (len(r.data) + k - 1) / k
+				for i := 0; i < k; i++ {
+					lo, hi := i*c, min((i+1)*c, len(r.data))
+					qi := int((r.msg + uint64(i)) % uint64(len(e.qps)))
+					lkey := r.mrs[qi%len(e.p.devs)].LKey()
+					if err := e.write(qi, r, r.data[lo:hi], lkey, addr+uint64(lo), rkeys[e.remote.Dev[qi]], kindData<<16|uint32(f)); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		r.stage++
+		if r.stage == 1 && len(r.data) == 0 {
+			r.stage = 2
+		}
+		if r.stage == 2 {
+			e.sendQ = e.sendQ[1:]
+			if r.pending == 0 {
+				e.finish(r)
+			}
+		}
+	}
+	return nil
+}
+
+// write posts an RDMA write with immediate from registered memory on QP qi.
+func (e *endpoint) write(qi int, r *request, b []byte, lkey uint32, raddr uint64, rkey, imm uint32) error {
+	wr := verbs.SendWR{ID: r.id, Op: verbs.OpWriteImm, Signaled: true, Imm: imm, RemoteAddr: raddr, RKey: rkey,
+		SGE: []verbs.SGE{{Addr: addrOf(b), Len: uint32(len(b)), LKey: lkey}}}
+	if err := e.qps[qi].PostSend(wr); err != nil {
+		return fmt.Errorf("ib plugin: write to rank %d: %w", e.peer, err)
+	}
+	r.pending++
+	return nil
+}
+
+func (e *endpoint) newRequest() *request {
+	e.nextID++
+	r := &request{e: e, id: e.nextID}
+	e.wrs[r.id] = r
+	return r
+}
+
+// sendComm is the send side.
+type sendComm struct{ e *endpoint }
+
+// Isend queues hdr and data; they are written as the receiver posts
+// buffers.
+func (s *sendComm) Isend(hdr, data []byte) (transport.Request, error) {
+	e := s.e
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.progress(); err != nil {
+		return nil, err
+	}
+	if len(hdr) != transport.HeaderSize {
+		return nil, fmt.Errorf("ib plugin: header of %d bytes", len(hdr))
+	}
+	if len(e.sendQ) >= fifoDepth {
+		return nil, fmt.Errorf("ib plugin: more than %d sends in flight to rank %d", fifoDepth, e.peer)
+	}
+	r := e.newRequest()
+	r.hdr, r.data, r.msg = hdr, data, e.msg
+	e.msg++
+	e.sendQ = append(e.sendQ, r)
+	if err := e.postSends(); err != nil {
+		return nil, e.failLocked(err)
+	}
+	return r, nil
+}
+
+func (s *sendComm) SetWake(f func()) { s.e.setWake(f) }
+func (s *sendComm) Close() error     { return s.e.close() }
+
+// recvComm is the receive side.
+type recvComm struct{ e *endpoint }
+
+// post writes a FIFO entry for r into the sender's FIFO.
+func (e *endpoint) post(r *request, kind uint32, addr uint64, rkeys []uint32, size int) error {
+	f := int(e.posted % fifoDepth)
+	if e.slots[f] != nil {
+		return fmt.Errorf("ib plugin: FIFO slot %d still in use (rank %d)", f, e.peer)
+	}
+	b := e.fifo[f*entBytes : (f+1)*entBytes]
+	le := binary.LittleEndian
+	le.PutUint64(b, addr)
+	le.PutUint32(b[8:], uint32(size))
+	le.PutUint32(b[12:], kind)
+	le.PutUint64(b[16:], r.msg)
+	for i, k := range rkeys {
+		le.PutUint32(b[24+4*i:], k)
+	}
+	wr := verbs.SendWR{ID: 0, Op: verbs.OpWriteImm, Signaled: true, Imm: kindFifo<<16 | uint32(f), RemoteAddr: e.remote.Fifo + uint64(f*entBytes), RKey: e.remote.RKey,
+		SGE: []verbs.SGE{{Addr: addrOf(b), Len: entBytes, LKey: e.fifoMR.LKey()}}}
+	if err := e.qps[0].PostSend(wr); err != nil {
+		return fmt.Errorf("ib plugin: post FIFO entry to rank %d: %w", e.peer, err)
+	}
+	e.slots[f] = r
+	e.posted++
+	return nil
+}
+
+// IrecvHeader posts the header landing slot into the sender's FIFO.
+func (c *recvComm) IrecvHeader(hdr []byte) (transport.Request, error) {
+	e := c.e
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.progress(); err != nil {
+		return nil, err
+	}
+	if len(hdr) != transport.HeaderSize {
+		return nil, fmt.Errorf("ib plugin: header buffer of %d bytes", len(hdr))
+	}
+	r := e.newRequest()
+	r.hdr, r.msg = hdr, e.hdrMsg
+	e.hdrMsg++
+	f := int(e.posted % fifoDepth)
+	if err := e.post(r, kindHdr, e.hdrMR.Addr()+uint64(f*transport.HeaderSize), []uint32{e.hdrMR.RKey()}, transport.HeaderSize); err != nil {
+		return nil, e.failLocked(err)
+	}
+	return r, nil
+}
+
+// Irecv registers data and posts it into the sender's FIFO; an empty
+// payload completes at once.
+func (c *recvComm) Irecv(data []byte) (transport.Request, error) {
+	e := c.e
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.progress(); err != nil {
+		return nil, err
+	}
+	r := e.newRequest()
+	r.data, r.msg = data, e.dataMsg
+	e.dataMsg++
+	if len(data) == 0 {
+		e.finish(r)
+		return r, nil
+	}
+	if err := e.register(r, data, verbs.AccessLocalWrite|verbs.AccessRemoteWrite); err != nil {
+		return nil, e.failLocked(err)
+	}
+	r.need = e.nchunks(len(data))
+	var rkeys []uint32
+	for _, m := range r.mrs {
+		rkeys = append(rkeys, m.RKey())
+	}
+	if err := e.post(r, kindData, addrOf(data), rkeys, len(data)); err != nil {
+		return nil, e.failLocked(err)
+	}
+	return r, nil
+}
+
+func (c *recvComm) SetWake(f func()) { c.e.setWake(f) }
+func (c *recvComm) Close() error     { return c.e.close() }
