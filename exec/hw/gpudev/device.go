@@ -25,6 +25,7 @@ import (
 
 	"github.com/twinccl/twinccl/exec/hw/bootstrap"
 	"github.com/twinccl/twinccl/exec/hw/cuda"
+	"github.com/twinccl/twinccl/exec/hw/transport"
 	"github.com/twinccl/twinccl/kernels"
 	"github.com/twinccl/twinccl/model"
 )
@@ -69,7 +70,7 @@ type Device struct {
 }
 
 type endKey struct {
-	key  connKey
+	key  transport.Key
 	send bool
 }
 
@@ -142,23 +143,6 @@ func (d *Device) Close() error {
 	return errors.Join(errs...)
 }
 
-// connKey names a connection: the Index-th one from rank From to rank To
-// on Channel.
-type connKey struct{ Channel, From, To, Index int }
-
-// connKeys names p's connections: the k-th connection from a to b on
-// channel c is Key{c, a, b, k} (hostdev numbers them the same way).
-func connKeys(p *model.Program) []connKey {
-	seen := map[[3]int32]int{}
-	keys := make([]connKey, len(p.Conns))
-	for i, c := range p.Conns {
-		t := [3]int32{c.Channel, c.From, c.To}
-		keys[i] = connKey{Channel: int(c.Channel), From: int(c.From), To: int(c.To), Index: seen[t]}
-		seen[t]++
-	}
-	return keys
-}
-
 // regionLayout places, in the region rank owner allocates for its new
 // connections with one peer, each key's control block and the slot rings
 // the owner holds: LL, LL128 and the write-mode Simple ring for keys it
@@ -166,8 +150,8 @@ func connKeys(p *model.Program) []connKey {
 // is -1 for a ring the owner does not hold. Both ranks compute it from the
 // same key list.
 type regionLayout struct {
-	ctrl map[connKey]int64
-	ring map[connKey][kernels.ConnRings]int64
+	ctrl map[transport.Key]int64
+	ring map[transport.Key][kernels.ConnRings]int64
 	size int64
 }
 
@@ -182,8 +166,8 @@ func ringBytes(i int) int64 {
 // readRing is the index of the read-mode Simple ring in TwConn.buf.
 const readRing = 3
 
-func layoutFor(owner int, keys []connKey) regionLayout {
-	l := regionLayout{ctrl: map[connKey]int64{}, ring: map[connKey][kernels.ConnRings]int64{}}
+func layoutFor(owner int, keys []transport.Key) regionLayout {
+	l := regionLayout{ctrl: map[transport.Key]int64{}, ring: map[transport.Key][kernels.ConnRings]int64{}}
 	off := int64(0)
 	for _, k := range keys {
 		l.ctrl[k] = off
@@ -206,7 +190,7 @@ func layoutFor(owner int, keys []connKey) regionLayout {
 }
 
 // ringHolder is the rank whose memory holds ring i of k.
-func ringHolder(k connKey, i int) int {
+func ringHolder(k transport.Key, i int) int {
 	if i == readRing {
 		return k.From
 	}
@@ -278,9 +262,9 @@ func cString(b []byte) string {
 // connect sets up every connection end of keys that this rank holds and
 // has not set up yet. Every rank calls it with the same keys in the same
 // order (the Program's), so both ends of a connection agree on the batch.
-func (d *Device) connect(keys []connKey, used []bool) error {
+func (d *Device) connect(keys []transport.Key, used []bool) error {
 	me := d.comm.Rank()
-	byPeer := map[int][]connKey{}
+	byPeer := map[int][]transport.Key{}
 	var peers []int
 	for i, k := range keys {
 		if !used[i] || (k.From != me && k.To != me) {
@@ -306,7 +290,7 @@ func (d *Device) connect(keys []connKey, used []bool) error {
 	return nil
 }
 
-func (d *Device) connectPeer(peer int, keys []connKey) error {
+func (d *Device) connectPeer(peer int, keys []transport.Key) error {
 	me := d.comm.Rank()
 	mine := layoutFor(me, keys)
 	shm := peer != me && useSHM()
@@ -384,7 +368,7 @@ func (d *Device) connectPeer(peer int, keys []connKey) error {
 	}
 	// TwConn structs for this rank's ends.
 	type end struct {
-		k    connKey
+		k    transport.Key
 		send bool
 	}
 	var ends []end

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/twinccl/twinccl/exec/hw/cuda"
+	"github.com/twinccl/twinccl/exec/hw/transport"
 	"github.com/twinccl/twinccl/kernels"
 	"github.com/twinccl/twinccl/model"
 )
@@ -53,7 +54,7 @@ func (d *Device) Prepare(p *model.Program, trace bool) (*Launch, error) {
 	if err := checkTransport(p); err != nil {
 		return nil, fmt.Errorf("gpudev rank %d: %w", me, err)
 	}
-	keys := connKeys(p)
+	keys := transport.ProgramKeys(p)
 	used := make([]bool, len(p.Conns))
 	for li := range p.Lanes {
 		for _, c := range p.Lanes[li].Recv {

@@ -97,19 +97,6 @@ type run struct {
 	dsts    [][]byte
 }
 
-// Keys are the connection keys of p's connections: the k-th connection
-// from a to b on channel c is Key{c, a, b, k}.
-func Keys(p *model.Program) []transport.Key {
-	seen := map[[3]int32]int{}
-	keys := make([]transport.Key, len(p.Conns))
-	for i, c := range p.Conns {
-		t := [3]int32{c.Channel, c.From, c.To}
-		keys[i] = transport.Key{Channel: int(c.Channel), From: int(c.From), To: int(c.To), Index: seen[t]}
-		seen[t]++
-	}
-	return keys
-}
-
 // Run executes this rank's lanes of p: in holds p.InCount elements, out
 // p.OutCount. Every rank of the job must run the same Program.
 func (d *Device) Run(p *model.Program, in, out []byte) (Stats, error) {
@@ -127,7 +114,7 @@ func (d *Device) Run(p *model.Program, in, out []byte) (Stats, error) {
 	if p.StepBytes > transport.SlotStride(p.Proto) {
 		return Stats{}, fmt.Errorf("hostdev rank %d: step of %d bytes exceeds the %s slot of %d", me, p.StepBytes, p.Proto, transport.SlotStride(p.Proto))
 	}
-	conns, err := d.set.Connect(Keys(p))
+	conns, err := d.set.Connect(transport.ProgramKeys(p))
 	if err != nil {
 		return Stats{}, err
 	}

@@ -198,7 +198,7 @@ func TestNetLLByFlags(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, k := range Keys(p) {
+		for _, k := range transport.ProgramKeys(p) {
 			if k.To != r {
 				continue
 			}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/twinccl/twinccl/exec/hw/bootstrap"
+	"github.com/twinccl/twinccl/model"
 )
 
 // Kind names a transport.
@@ -36,6 +37,20 @@ type Key struct {
 }
 
 func (k Key) String() string { return fmt.Sprintf("ch%d %d->%d #%d", k.Channel, k.From, k.To, k.Index) }
+
+// ProgramKeys names p's connections: the k-th connection from a to b on
+// channel c is Key{c, a, b, k}. Every device (host or GPU) sets up the
+// connections of a Program under these keys, so ranks agree on them.
+func ProgramKeys(p *model.Program) []Key {
+	seen := map[[3]int32]int{}
+	keys := make([]Key, len(p.Conns))
+	for i, c := range p.Conns {
+		t := [3]int32{c.Channel, c.From, c.To}
+		keys[i] = Key{Channel: int(c.Channel), From: int(c.From), To: int(c.To), Index: seen[t]}
+		seen[t]++
+	}
+	return keys
+}
 
 // Conn is one side of a connection.
 type Conn struct {
