@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"encoding/binary"
 	"errors"
 	"flag"
@@ -10,11 +9,9 @@ import (
 	"math"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/twinccl/twinccl/exec/hw/bootstrap"
@@ -164,7 +161,7 @@ func runBench(e *env, args []string) error {
 		return err
 	}
 	if os.Getenv(envUID) == "" && o.np > 0 {
-		return launch(e, o, args)
+		return launchRanks(e, "bench", o.np, o.timeout, o.trace, args)
 	}
 	return benchRank(e, o)
 }
@@ -193,80 +190,6 @@ func (o *benchOpts) parse() error {
 		}
 	}
 	return nil
-}
-
-// launch starts np copies of this binary as ranks on this host and waits:
-// rank 0's output is the table; a failing rank ends the job. extraEnv is
-// added to the ranks' environment.
-func launch(e *env, o benchOpts, args []string, extraEnv ...string) (err error) {
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	if o.trace != "" {
-		// The ranks write their parts beside the trace; the launcher merges them.
-		env, finish, terr := traceParts(o.trace, o.np)
-		if terr != nil {
-			return terr
-		}
-		extraEnv = append(extraEnv, env)
-		defer func() { err = finish(err) }()
-	}
-	root, err := bootstrap.StartRoot("127.0.0.1", bootstrap.RandomMagic(), o.np, o.timeout, e.log)
-	if err != nil {
-		return err
-	}
-	defer root.Close()
-	cmds := make([]*exec.Cmd, o.np)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	for r := range cmds {
-		c := exec.Command(self, append([]string{"bench"}, args...)...)
-		c.Env = append(os.Environ(), envUID+"="+root.ID().String(), fmt.Sprint(envRank, "=", r), fmt.Sprint(envNRanks, "=", o.np))
-		c.Env = append(c.Env, extraEnv...)
-		if r == 0 {
-			c.Stdout = e.stdout
-		}
-		pr, pw := io.Pipe()
-		c.Stderr = pw
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sc := bufio.NewScanner(pr)
-			for sc.Scan() {
-				mu.Lock()
-				fmt.Fprintf(e.stderr, "[rank %d] %s\n", r, sc.Text())
-				mu.Unlock()
-			}
-		}()
-		if err := c.Start(); err != nil {
-			for _, x := range cmds[:r] {
-				x.Process.Kill()
-				x.Wait()
-			}
-			pw.Close()
-			return fmt.Errorf("start rank %d: %w", r, err)
-		}
-		cmds[r] = c
-		defer pw.Close()
-	}
-	errc := make(chan error, o.np)
-	for r, c := range cmds {
-		go func() {
-			err := c.Wait()
-			if err != nil {
-				err = fmt.Errorf("rank %d: %w", r, err)
-			}
-			errc <- err
-		}()
-	}
-	var errs []error
-	for range cmds {
-		if err := <-errc; err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
 }
 
 // jobEnv reads the rank, size and root address of a job started by Slurm,

@@ -44,7 +44,7 @@ func runBaseline(e *env, o benchOpts) (baselineResult, error) {
 		var out bytes.Buffer
 		sub := *e
 		sub.stdout = &out
-		if err := launch(&sub, o, args, envHostID+"="+hostid, "TWINCCL_TRANSPORT="); err != nil {
+		if err := launchRanks(&sub, "bench", o.np, o.timeout, o.trace, args, envHostID+"="+hostid, "TWINCCL_TRANSPORT="); err != nil {
 			return res, fmt.Errorf("baseline: allreduce (TWINCCL_HOSTID=%q): %w\n%s", hostid, err, out.String())
 		}
 		bus, err := lastBusBW(out.String())

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
@@ -11,11 +10,9 @@ import (
 	"io"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/twinccl/twinccl"
@@ -247,102 +244,7 @@ func gpuLaunch(e *env, o gpuOpts, args []string) (err error) {
 	if _, err := cudaDeviceCount(); err != nil {
 		return err
 	}
-	var extraEnv []string
-	if o.trace != "" {
-		// The ranks write their parts beside the trace; the launcher merges them.
-		env, finish, terr := traceParts(o.trace, o.np)
-		if terr != nil {
-			return terr
-		}
-		extraEnv = append(extraEnv, env)
-		defer func() { err = finish(err) }()
-	}
-	self, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("launch: %w", err)
-	}
-	root, err := bootstrap.StartRoot("127.0.0.1", bootstrap.RandomMagic(), o.np, o.timeout, e.log)
-	if err != nil {
-		return fmt.Errorf("launch: bootstrap root: %w", err)
-	}
-	defer root.Close()
-	cmds := make([]*exec.Cmd, 0, o.np)
-	var outWG sync.WaitGroup
-	var mu sync.Mutex
-	var pipes []*io.PipeWriter
-	defer func() {
-		for _, pw := range pipes {
-			pw.Close()
-		}
-		outWG.Wait()
-	}()
-	for r := 0; r < o.np; r++ {
-		c := exec.Command(self, append([]string{"gpu"}, args...)...)
-		c.Env = append(os.Environ(), envUID+"="+root.ID().String(), fmt.Sprint(envRank, "=", r), fmt.Sprint(envNRanks, "=", o.np),
-			fmt.Sprint(envLocalRank, "=", r))
-		c.Env = append(c.Env, extraEnv...)
-		pr, pw := io.Pipe()
-		pipes = append(pipes, pw)
-		c.Stderr = pw
-		if r == 0 {
-			c.Stdout = e.stdout
-		} else {
-			c.Stdout = pw
-		}
-		outWG.Add(1)
-		go func() {
-			defer outWG.Done()
-			sc := bufio.NewScanner(pr)
-			sc.Buffer(make([]byte, 64<<10), 1<<20)
-			for sc.Scan() {
-				mu.Lock()
-				fmt.Fprintf(e.stderr, "[rank %d] %s\n", r, sc.Text())
-				mu.Unlock()
-			}
-			io.Copy(io.Discard, pr)
-		}()
-		if err := c.Start(); err != nil {
-			for _, s := range cmds {
-				s.Process.Kill()
-				s.Wait()
-			}
-			return fmt.Errorf("launch rank %d: %w", r, err)
-		}
-		cmds = append(cmds, c)
-	}
-	type exit struct {
-		rank int
-		err  error
-	}
-	exits := make(chan exit, len(cmds))
-	for r, c := range cmds {
-		go func() { exits <- exit{r, c.Wait()} }()
-	}
-	var errs []error
-	var kill <-chan time.Time
-	done := make([]bool, len(cmds))
-	for left := len(cmds); left > 0; {
-		select {
-		case x := <-exits:
-			left--
-			done[x.rank] = true
-			if x.err != nil {
-				errs = append(errs, fmt.Errorf("rank %d: %w", x.rank, x.err))
-				if kill == nil {
-					kill = time.After(o.timeout + 10*time.Second)
-				}
-			}
-		case <-kill:
-			for r, c := range cmds {
-				if !done[r] {
-					fmt.Fprintf(e.stderr, "run gpu: rank %d still running %v after a rank failed; killing it\n", r, o.timeout+10*time.Second)
-					c.Process.Kill()
-				}
-			}
-			kill = nil
-		}
-	}
-	return errors.Join(errs...)
+	return launchRanks(e, "gpu", o.np, o.timeout, o.trace, args)
 }
 
 // envLocalRank is the local rank the launcher gives each rank process.
