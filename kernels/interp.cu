@@ -325,6 +325,15 @@ struct Shared {
   char* dst[TW_MAXPEERS + 1];
   u64 recvBase[TW_MAXPEERS];
   u64 sendBase[TW_MAXPEERS];
+  // The lane's connection pointers, read once per launch so that no step
+  // chases TwLane -> TwConn -> ring through global memory: the ring of
+  // this launch's protocol and the counters of every receive and send peer.
+  char* recvRing[TW_MAXPEERS];
+  char* sendRing[TW_MAXPEERS];
+  volatile u64* recvTail[TW_MAXPEERS]; // written by the sender
+  volatile u64* recvHead[TW_MAXPEERS]; // this rank releases slots here
+  volatile u64* sendTail[TW_MAXPEERS]; // this rank publishes Simple steps here
+  volatile u64* sendHead[TW_MAXPEERS]; // written by the receiver
   int nsrc, ndst;
   int abort;
 };
@@ -338,6 +347,9 @@ struct Ctx {
   u32* status;
   u64 deadline; // globaltimer ns; 0: none
   u64 timeoutNs;
+  u64* trace;     // the lane's slice stamps, or null
+  int nRecv, nSend;
+  u64 credits;
 };
 
 __device__ __noinline__ void fail(Ctx& c, u32 code) {
@@ -369,15 +381,14 @@ __device__ __forceinline__ bool spinCheck(Ctx& c, u32& spins) {
 // of the real one, and the head is read only when that bound is short.
 // Returns false on abort.
 __device__ __forceinline__ bool waitCredits(Ctx& c, u64 ss) {
-  const TwLane* l = c.lane;
-  for (int i = 0; i < l->nSend; i++) {
+  for (int i = 0; i < c.nSend; i++) {
     const u64 want = c.sh->sendBase[i] + ss + 1;
     u64 h = c.sh->head[i];
-    if (h + (u64)c.prog->credits >= want) continue;
+    if (h + c.credits >= want) continue;
     u32 spins = 0;
     c.deadline = 0;
-    while (h + (u64)c.prog->credits < want) {
-      h = ldAcquire(l->send[i]->head);
+    while (h + c.credits < want) {
+      h = ldAcquire(c.sh->sendHead[i]);
       if (spinCheck(c, spins)) return false;
     }
     c.sh->head[i] = h;
@@ -388,23 +399,22 @@ __device__ __forceinline__ bool waitCredits(Ctx& c, u64 ss) {
 // waitPeers: threads 0..nRecv-1 wait for receive data (Simple tails),
 // threads 32..32+nSend-1 for send credits. Returns false on abort.
 __device__ bool waitPeers(Ctx& c, bool recv, bool send, u64 rs, u64 ss, int steps, bool waitTail) {
-  const TwLane* l = c.lane;
   int tid = c.tid;
   c.deadline = 0;
-  if (recv && waitTail && tid < l->nRecv) {
+  if (recv && waitTail && tid < c.nRecv) {
     u64 want = c.sh->recvBase[tid] + rs + steps;
     u32 spins = 0;
-    while (ldAcquire(l->recv[tid]->tail) < want) {
+    while (ldAcquire(c.sh->recvTail[tid]) < want) {
       if (spinCheck(c, spins)) break;
     }
   }
-  if (send && tid >= 32 && tid < 32 + l->nSend) {
+  if (send && tid >= 32 && tid < 32 + c.nSend) {
     int i = tid - 32;
     u64 want = c.sh->sendBase[i] + ss + steps;
     u32 spins = 0;
     u64 h = c.sh->head[i];
-    while (h + (u64)c.prog->credits < want) {
-      h = ldAcquire(l->send[i]->head);
+    while (h + c.credits < want) {
+      h = ldAcquire(c.sh->sendHead[i]);
       if (spinCheck(c, spins)) break;
     }
     c.sh->head[i] = h;
@@ -415,18 +425,18 @@ __device__ bool waitPeers(Ctx& c, bool recv, bool send, u64 rs, u64 ss, int step
 
 // postPeers: after the block's data is written, release receive slots
 // and publish Simple send steps. Simple data went to the peers' slots with
-// plain stores, so one system-scope fence orders them before the tails;
+// plain stores, so one system-scope fence orders them before the tails
+// (as in NCCL, an empty slice stored nothing and needs no fence);
 // releasing a slot only needs the block's reads done (the barrier).
-__device__ void postPeers(Ctx& c, bool recv, bool send, u64 rs, u64 ss, int steps, bool postTail) {
+__device__ void postPeers(Ctx& c, bool recv, bool send, u64 rs, u64 ss, int steps, bool stored) {
   __syncthreads();
-  const TwLane* l = c.lane;
   if (c.tid == 0) {
-    if (send && postTail) {
-      fenceAcqRelSys();
-      for (int i = 0; i < l->nSend; i++) stRelaxed(l->send[i]->tail, c.sh->sendBase[i] + ss + steps);
+    if (send) {
+      if (stored) fenceAcqRelSys();
+      for (int i = 0; i < c.nSend; i++) stRelaxed(c.sh->sendTail[i], c.sh->sendBase[i] + ss + steps);
     }
     if (recv)
-      for (int i = 0; i < l->nRecv; i++) stRelaxed(l->recv[i]->head, c.sh->recvBase[i] + rs + steps);
+      for (int i = 0; i < c.nRecv; i++) stRelaxed(c.sh->recvHead[i], c.sh->recvBase[i] + rs + steps);
   }
 }
 
@@ -539,8 +549,8 @@ __device__ __forceinline__ u64 postWord(u64 a, int n) {
 // traceSlice stamps a finished slice: call and slice number, start, data
 // start (after the waits) and end, in %globaltimer nanoseconds.
 __device__ __forceinline__ void traceSlice(Ctx& c, i64 sliceNo, i64 oi, int s, u64 t0, u64 t1) {
-  if (c.lane->trace == nullptr || c.tid != 0) return;
-  u64* tr = c.lane->trace + sliceNo * 4;
+  if (c.trace == nullptr || c.tid != 0) return;
+  u64* tr = c.trace + sliceNo * 4;
   tr[0] = ((u64)oi << 8) | (u64)s;
   tr[1] = t0;
   tr[2] = t1;
@@ -566,13 +576,27 @@ extern "C" __global__ void __launch_bounds__(TW_NTHREADS, 1)
   const int es = (int)sizeof(T);
   const int proto = prog->proto;
   const i64 stepBytes = prog->stepBytes;
-  const int simpleRing = prog->simpleRead ? 3 : PROTO_SIMPLE;
+  const int ring = proto == PROTO_SIMPLE ? (prog->simpleRead ? 3 : PROTO_SIMPLE) : proto;
+  c.trace = l->trace;
+  c.nRecv = l->nRecv;
+  c.nSend = l->nSend;
+  c.credits = (u64)prog->credits;
 
   if (c.tid == 0) sh.abort = 0;
-  if (c.tid < l->nRecv) sh.recvBase[c.tid] = l->recv[c.tid]->step;
-  if (c.tid >= 32 && c.tid < 32 + l->nSend) {
-    sh.sendBase[c.tid - 32] = l->send[c.tid - 32]->step;
-    sh.head[c.tid - 32] = ldAcquire(l->send[c.tid - 32]->head);
+  if (c.tid < c.nRecv) {
+    const TwConn* cn = l->recv[c.tid];
+    sh.recvBase[c.tid] = cn->step;
+    sh.recvRing[c.tid] = cn->buf[ring];
+    sh.recvTail[c.tid] = cn->tail;
+    sh.recvHead[c.tid] = cn->head;
+  }
+  if (c.tid >= 32 && c.tid < 32 + c.nSend) {
+    const TwConn* cn = l->send[c.tid - 32];
+    sh.sendBase[c.tid - 32] = cn->step;
+    sh.sendRing[c.tid - 32] = cn->buf[ring];
+    sh.sendTail[c.tid - 32] = cn->tail;
+    sh.sendHead[c.tid - 32] = cn->head;
+    sh.head[c.tid - 32] = ldAcquire(cn->head);
   }
   // The first batch of calls loads alongside the connection state.
   if (c.tid >= 64 - TW_OPBATCH && c.tid < 64 && c.tid - (64 - TW_OPBATCH) < l->nOps) {
@@ -635,29 +659,32 @@ extern "C" __global__ void __launch_bounds__(TW_NTHREADS, 1)
       const i64 inOff = nb ? (op.inOff + off) * es : 0;
       const i64 outOff = nb ? (op.outOff + off) * es : 0;
       u64 t0 = 0;
-      if (l->trace && c.tid == 0) t0 = globalTimer();
+      if (c.trace && c.tid == 0) t0 = globalTimer();
 
       if (proto == PROTO_SIMPLE) {
-        if (!waitPeers(c, recv, send, rs, ss, steps, true)) return;
-        u64 t1 = 0;
-        if (l->trace && c.tid == 0) t1 = globalTimer();
+        // Thread 0 sets the slice's pointers before it waits; the barrier
+        // in waitPeers publishes them (every thread finished the previous
+        // slice's copy at postPeers' barrier).
         if (c.tid == 0) {
           int ns = 0, nd = 0;
           if (recv)
-            for (int i = 0; i < l->nRecv; i++)
-              sh.src[ns++] = l->recv[i]->buf[simpleRing] + ((sh.recvBase[i] + rs) % TW_SLOTS) * stepBytes;
+            for (int i = 0; i < c.nRecv; i++)
+              sh.src[ns++] = sh.recvRing[i] + ((sh.recvBase[i] + rs) % TW_SLOTS) * stepBytes;
           if (reduceIn || readsIn) sh.src[ns++] = in + inOff;
           if (fromOut) sh.src[ns++] = out + outOff;
           if (writesOut) sh.dst[nd++] = out + outOff;
           if (send)
-            for (int i = 0; i < l->nSend; i++)
-              sh.dst[nd++] = l->send[i]->buf[simpleRing] + ((sh.sendBase[i] + ss) % TW_SLOTS) * stepBytes;
+            for (int i = 0; i < c.nSend; i++)
+              sh.dst[nd++] = sh.sendRing[i] + ((sh.sendBase[i] + ss) % TW_SLOTS) * stepBytes;
           sh.nsrc = ns;
           sh.ndst = nd;
         }
-        __syncthreads();
-        if (nb > 0 && sh.ndst > 0 && sh.nsrc > 0) copyReduce(c, nb, postOp);
-        postPeers(c, recv, send, rs, ss, steps, true);
+        if (!waitPeers(c, recv, send, rs, ss, steps, true)) return;
+        u64 t1 = 0;
+        if (c.trace && c.tid == 0) t1 = globalTimer();
+        const bool stored = nb > 0 && sh.ndst > 0 && sh.nsrc > 0;
+        if (stored) copyReduce(c, nb, postOp);
+        postPeers(c, recv, send, rs, ss, steps, stored);
         traceSlice(c, sliceNo, oi, s, t0, t1);
         sliceNo++;
         off += e;
@@ -667,7 +694,7 @@ extern "C" __global__ void __launch_bounds__(TW_NTHREADS, 1)
       // LL and LL128: wait for send credits, then every thread polls its lines.
       if (send && !waitCredits(c, ss)) return;
       u64 t1 = 0;
-      if (l->trace && c.tid == 0) t1 = globalTimer();
+      if (c.trace && c.tid == 0) t1 = globalTimer();
       const char* src = fromOut ? out + outOff : in + inOff;
       const bool local = reduceIn || readsIn || fromOut;
       char* dstOut = out + outOff;
@@ -676,12 +703,15 @@ extern "C" __global__ void __launch_bounds__(TW_NTHREADS, 1)
         const i64 lines = (nb + 7) / 8;
         for (i64 ln = c.tid; ln < lines; ln += blockDim.x) {
           const i64 rem = nb - ln * 8;
+          // The own data is loaded before polling, so its latency hides
+          // behind the wait for the peers' lines.
+          const u64 mine = local ? load8(src + ln * 8, rem) : 0;
           u64 v = 0;
           bool have = false;
           if (recv) {
-            for (int i = 0; i < l->nRecv; i++) {
+            for (int i = 0; i < c.nRecv; i++) {
               const u32 flag = (u32)(sh.recvBase[i] + rs + 1);
-              const char* p = l->recv[i]->buf[PROTO_LL] + ((sh.recvBase[i] + rs) % TW_SLOTS) * stepBytes + ln * 16;
+              const char* p = sh.recvRing[i] + ((sh.recvBase[i] + rs) % TW_SLOTS) * stepBytes + ln * 16;
               uint4 w;
               u32 spins = 0;
               c.deadline = 0;
@@ -695,16 +725,13 @@ extern "C" __global__ void __launch_bounds__(TW_NTHREADS, 1)
               have = true;
             }
           }
-          if (local) {
-            u64 d = load8(src + ln * 8, rem);
-            v = have ? redWord(v, d) : d;
-          }
+          if (local) v = have ? redWord(v, mine) : mine;
           if (postOp) v = postWord(v, prog->nRanks);
           if (writesOut) store8(dstOut + ln * 8, v, rem);
           if (send) {
-            for (int i = 0; i < l->nSend; i++) {
+            for (int i = 0; i < c.nSend; i++) {
               const u32 flag = (u32)(sh.sendBase[i] + ss + 1);
-              char* p = l->send[i]->buf[PROTO_LL] + ((sh.sendBase[i] + ss) % TW_SLOTS) * stepBytes + ln * 16;
+              char* p = sh.sendRing[i] + ((sh.sendBase[i] + ss) % TW_SLOTS) * stepBytes + ln * 16;
               stVolatile16(p, make_uint4((u32)v, flag, (u32)(v >> 32), flag));
             }
           }
@@ -718,12 +745,19 @@ extern "C" __global__ void __launch_bounds__(TW_NTHREADS, 1)
           const i64 ln = lb + g;
           const bool active = ln < lines;
           const i64 b0 = ln * 120 + 16 * t; // data bytes of word 2t
+          // The own data first, so its latency hides behind the polling.
+          u64 m0 = 0, m1 = 0;
+          const i64 r0 = nb - b0, r1 = r0 - 8;
+          if (local && active) {
+            if (r0 > 0) m0 = load8(src + b0, r0);
+            if (!flagThread && r1 > 0) m1 = load8(src + b0 + 8, r1);
+          }
           u64 v0 = 0, v1 = 0;
           bool have = false;
           if (recv) {
-            for (int i = 0; i < l->nRecv; i++) {
+            for (int i = 0; i < c.nRecv; i++) {
               const u64 flag = sh.recvBase[i] + rs + 1;
-              const char* p = l->recv[i]->buf[PROTO_LL128] + ((sh.recvBase[i] + rs) % TW_SLOTS) * stepBytes + ln * 128 + 16 * t;
+              const char* p = sh.recvRing[i] + ((sh.recvBase[i] + rs) % TW_SLOTS) * stepBytes + ln * 128 + 16 * t;
               u64 a = 0, b = 0;
               u32 spins = 0;
               c.deadline = 0;
@@ -741,23 +775,14 @@ extern "C" __global__ void __launch_bounds__(TW_NTHREADS, 1)
             }
           }
           if (local && active) {
-            i64 r0 = nb - b0;
-            if (r0 > 0) {
-              u64 d = load8(src + b0, r0);
-              v0 = have ? redWord(v0, d) : d;
-            }
-            i64 r1 = r0 - 8;
-            if (!flagThread && r1 > 0) {
-              u64 d = load8(src + b0 + 8, r1);
-              v1 = have ? redWord(v1, d) : d;
-            }
+            if (r0 > 0) v0 = have ? redWord(v0, m0) : m0;
+            if (!flagThread && r1 > 0) v1 = have ? redWord(v1, m1) : m1;
           }
           if (active) {
             if (postOp) {
               v0 = postWord(v0, prog->nRanks);
               v1 = postWord(v1, prog->nRanks);
             }
-            i64 r0 = nb - b0;
             if (r0 <= 0) v0 = 0;
             if (r0 - 8 <= 0 && !flagThread) v1 = 0;
             if (writesOut) {
@@ -765,9 +790,9 @@ extern "C" __global__ void __launch_bounds__(TW_NTHREADS, 1)
               if (!flagThread && r0 - 8 > 0) store8(dstOut + b0 + 8, v1, r0 - 8);
             }
             if (send) {
-              for (int i = 0; i < l->nSend; i++) {
+              for (int i = 0; i < c.nSend; i++) {
                 const u64 flag = sh.sendBase[i] + ss + 1;
-                char* p = l->send[i]->buf[PROTO_LL128] + ((sh.sendBase[i] + ss) % TW_SLOTS) * stepBytes + ln * 128 + 16 * t;
+                char* p = sh.sendRing[i] + ((sh.sendBase[i] + ss) % TW_SLOTS) * stepBytes + ln * 128 + 16 * t;
                 stVolatile2x64(p, v0, flagThread ? flag : v1);
               }
             }
@@ -780,7 +805,7 @@ extern "C" __global__ void __launch_bounds__(TW_NTHREADS, 1)
         __syncthreads();
         if (*(volatile int*)&sh.abort) return;
         if (c.tid == 0)
-          for (int i = 0; i < l->nRecv; i++) stRelaxed(l->recv[i]->head, sh.recvBase[i] + rs + 1);
+          for (int i = 0; i < c.nRecv; i++) stRelaxed(sh.recvHead[i], sh.recvBase[i] + rs + 1);
       } else if (*(volatile int*)&sh.abort) {
         return;
       }

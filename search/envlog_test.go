@@ -77,10 +77,22 @@ func readEnvLog(t *testing.T, file string) envLog {
 // graph, channel, ring, tree and tuning line NCCL logged, then every
 // collective call's algorithm, protocol and channel range.
 func TestDecisionsMatchNCCLUnderSettings(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join("..", "testdata", "nccl-env", "*.log"))
+	checkDecisionLogs(t, filepath.Join("..", "testdata", "nccl-env"), 2, 10)
+}
+
+// TestDecisionsMatchNCCLOnFourH200 does the same on the four H200 of the
+// nvidia-h200-x4 machine (testdata/nccl-env/h200x4, NCCL's default settings).
+func TestDecisionsMatchNCCLOnFourH200(t *testing.T) {
+	checkDecisionLogs(t, filepath.Join("..", "testdata", "nccl-env", "h200x4"), 4, 1)
+}
+
+// checkDecisionLogs replays every log in dir (at least minLogs, each from
+// nranks ranks) on dir's topo.xml.
+func checkDecisionLogs(t *testing.T, dir string, nranks, minLogs int) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.log"))
 	require.NoError(t, err)
-	require.GreaterOrEqual(t, len(files), 10)
-	root, _, err := model.ReadTopologyFile(filepath.Join("..", "testdata", "nccl-env", "topo.xml"))
+	require.GreaterOrEqual(t, len(files), minLogs)
+	root, _, err := model.ReadTopologyFile(filepath.Join(dir, "topo.xml"))
 	require.NoError(t, err)
 	for _, file := range files {
 		l := readEnvLog(t, file)
@@ -105,7 +117,7 @@ func TestDecisionsMatchNCCLUnderSettings(t *testing.T) {
 					ours[rank] = append(ours[rank], m[2])
 				}
 			}
-			require.Len(t, l.decisions, 2, "ranks in the log")
+			require.Len(t, l.decisions, nranks, "ranks in the log")
 			for rank, want := range l.decisions {
 				got := ours[rank]
 				if rank != 0 {

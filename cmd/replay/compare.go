@@ -124,6 +124,12 @@ func runCompare(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if len(in.Calls) == 0 {
+		return fmt.Errorf("%s: every row is an empty call (count 0): nothing to compare", in.Path)
+	}
+	if in.Empty > 0 {
+		fmt.Fprintf(stderr, "replay compare: %s: %d empty row(s) (count 0) left out\n", in.Path, in.Empty)
+	}
 	rep, err := cp.Compare(in)
 	if err != nil {
 		return err

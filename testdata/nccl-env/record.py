@@ -1,8 +1,8 @@
 """Record NCCL's own decisions on this machine under several NCCL_* settings.
 
-Run on a machine with 2 GPUs and PyTorch (its bundled NCCL is what gets
+Run on a machine with GPUs and PyTorch (its bundled NCCL is what gets
 recorded):  python3 record.py OUTDIR
-For every configuration below it starts two processes (one per GPU), runs a
+For every configuration below it starts one process per visible GPU (RECORD_NGPUS to use fewer), runs a
 sweep of all_reduce / all_gather / reduce_scatter sizes and keeps NCCL's
 INFO log (INIT, GRAPH, TUNING, ENV) in OUTDIR/<name>.log, and the topology NCCL saw in OUTDIR/topo.xml. The search tests
 (search/envlog_test.go) replay the same settings and compare.
@@ -30,7 +30,7 @@ CONFIGS = {
 SIZES = [1 << k for k in range(2, 29, 3)]  # 4 B .. 256 MiB, in bytes
 
 
-def worker(rank, name, env, outdir):
+def worker(rank, world, name, env, outdir):
     os.environ.update(env)
     os.environ.update({
         "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29517",
@@ -39,13 +39,15 @@ def worker(rank, name, env, outdir):
         "NCCL_NVLS_ENABLE": "0",
         "NCCL_TOPO_DUMP_FILE": os.path.join(outdir, "topo.xml"),
     })
+    if rank == 0:
+        os.environ["NCCL_GRAPH_DUMP_FILE"] = os.path.join(outdir, f"{name}.graph.xml")
     torch.cuda.set_device(rank)
-    dist.init_process_group("nccl", rank=rank, world_size=2, device_id=torch.device("cuda", rank))
+    dist.init_process_group("nccl", rank=rank, world_size=world, device_id=torch.device("cuda", rank))
     for size in SIZES:
         n = max(size // 4, 2)
         x = torch.ones(n, dtype=torch.float32, device="cuda")
         dist.all_reduce(x)
-        out = torch.empty(n * 2, dtype=torch.float32, device="cuda")
+        out = torch.empty(n * world, dtype=torch.float32, device="cuda")
         dist.all_gather_into_tensor(out, x)
         dist.reduce_scatter_tensor(x, out)
     torch.cuda.synchronize()
@@ -56,9 +58,10 @@ def main():
     outdir = sys.argv[1]
     os.makedirs(outdir, exist_ok=True)
     only = sys.argv[2:] or list(CONFIGS)
+    world = int(os.environ.get("RECORD_NGPUS", "0")) or torch.cuda.device_count()
     for name in only:
-        mp.spawn(worker, args=(name, CONFIGS[name], outdir), nprocs=2, join=True)
-        parts = sorted(f for f in os.listdir(outdir) if f.startswith(name + ".") and f != name + ".log")
+        mp.spawn(worker, args=(world, name, CONFIGS[name], outdir), nprocs=world, join=True)
+        parts = sorted(f for f in os.listdir(outdir) if f.startswith(name + ".") and f.endswith(".log") and f != name + ".log")
         with open(os.path.join(outdir, name + ".log"), "w") as out:
             out.write("# NCCL settings: " + " ".join(f"{k}={v}" for k, v in sorted(CONFIGS[name].items())) + "\n")
             for part in parts:

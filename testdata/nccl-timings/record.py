@@ -1,9 +1,10 @@
 """Time NCCL collectives on this machine under several transports and protocols.
 
-Run on a machine with 2 GPUs and PyTorch (its bundled NCCL is what gets
+Run on a machine with GPUs and PyTorch (its bundled NCCL is what gets
 timed):  python3 record.py OUTDIR [CONFIG...]
 
-For every configuration below it starts two processes (one per GPU) and, for
+For every configuration below it starts one process per visible GPU (set
+RECORD_NGPUS to use fewer) and, for
 every collective and size, times CUDA-graph-captured loops the way
 shared/baselines/h200x2-nvswitch/nccl-2.28.9-p2p.tsv was recorded (50 calls
 per graph, 10 from 64 MiB on, 5 repetitions; the mean and the best
@@ -69,7 +70,7 @@ def buffers(coll, nbytes, n, dev):
     return torch.ones(elems, device=dev), None
 
 
-def worker(rank, name, env, maxbytes, outdir, port):
+def worker(rank, n, name, env, maxbytes, outdir, port):
     os.environ.update(env)
     os.environ.update({
         "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
@@ -77,7 +78,6 @@ def worker(rank, name, env, maxbytes, outdir, port):
         "NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,TUNING",
         "NCCL_DEBUG_FILE": os.path.join(outdir, f"{name}.rank%p.log.tmp") if rank == 0 else "/dev/null",
     })
-    n = 2
     torch.cuda.set_device(rank)
     dev = torch.device("cuda", rank)
     dist.init_process_group("nccl", rank=rank, world_size=n, device_id=dev)
@@ -137,11 +137,12 @@ def worker(rank, name, env, maxbytes, outdir, port):
 def main():
     outdir = sys.argv[1]
     names = sys.argv[2:] or list(CONFIGS)
+    n = int(os.environ.get("RECORD_NGPUS", "0")) or torch.cuda.device_count()
     os.makedirs(outdir, exist_ok=True)
     for i, name in enumerate(names):
         env, maxbytes = CONFIGS[name]
         t0 = time.time()
-        mp.spawn(worker, args=(name, env, maxbytes, outdir, 29600 + i), nprocs=2, join=True)
+        mp.spawn(worker, args=(n, name, env, maxbytes, outdir, 29600 + i), nprocs=n, join=True)
         for f in os.listdir(outdir):
             if f.startswith(name + ".rank") and f.endswith(".log.tmp"):
                 os.replace(os.path.join(outdir, f), os.path.join(outdir, name + ".log"))

@@ -110,32 +110,95 @@ var regressionBounds = []bound{
 // a table of the offending rows, when a bucket's median or a row leaves
 // its tolerance.
 func TestRegressionH200x2(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join(hwDir(), "*.json"))
+	checkRegression(t, hwDir(), regressionBounds, func(name string) *Comparer { return newComparer(t, settingsOf(name)) })
+}
+
+// x4Dir holds the recordings on the four H200 of nvidia-h200-x4, and
+// x4Topo NCCL's own dump of that machine (equal to ours).
+func x4Dir() string { return filepath.Join(hwDir(), "..", "h200x4") }
+
+func x4Topo() string {
+	return filepath.Join(hwDir(), "..", "..", "nccl-env", "h200x4", "topo.xml")
+}
+
+// regressionBoundsX4 are the tolerances on testdata/hw/h200x4/*.json,
+// simulated on the recorded topology with the embedded calibration (fitted
+// on the two-GPU machine only, so all of it is held out). Measured values
+// in the comments (median, max). Against NCCL, AllReduce, AllGather and
+// ReduceScatter are within 2-9% median; Broadcast and Reduce at 2-32 MiB
+// are 50-160% slow in the simulation: NCCL pipelines the 3-hop chain far
+// better than the simulator's per-step model of it (an open issue). Against
+// our executor the LL steps (about 1.3 us each on 4 GPUs) are slower than
+// the simulation's NCCL-calibrated ones.
+var regressionBoundsX4 = []bound{
+	{"allgather", ColOurs, BucketSmall, 0.38, 0.44},     // 33.8, 39.2
+	{"allgather", ColOurs, BucketLarge, 0.21, 0.38},     // 16.5, 34.0
+	{"allgather", ColNCCL, BucketSmall, 0.13, 0.18},     // 8.3, 13.9
+	{"allgather", ColNCCL, BucketLarge, 0.08, 0.18},     // 3.5, 13.2
+	{"allreduce", ColOurs, BucketSmall, 0.49, 0.53},     // 45.0, 49.0
+	{"allreduce", ColOurs, BucketLarge, 0.20, 0.44},     // 15.4, 39.7
+	{"allreduce", ColNCCL, BucketSmall, 0.14, 0.18},     // 9.2, 13.8
+	{"allreduce", ColNCCL, BucketLarge, 0.09, 0.15},     // 4.6, 10.7
+	{"broadcast", ColOurs, BucketSmall, 0.26, 0.38},     // 22.0, 33.1
+	{"broadcast", ColOurs, BucketLarge, 0.53, 0.63},     // 49.0, 58.4
+	{"broadcast", ColNCCL, BucketSmall, 0.11, 0.40},     // 6.7, 35.4
+	{"broadcast", ColNCCL, BucketLarge, 0.73, 1.44},     // 68.2, 139.6
+	{"reduce", ColOurs, BucketSmall, 0.24, 0.36},        // 20.0, 31.2
+	{"reduce", ColOurs, BucketLarge, 0.48, 0.73},        // 43.7, 68.6
+	{"reduce", ColNCCL, BucketSmall, 0.11, 0.26},        // 6.9, 21.7
+	{"reduce", ColNCCL, BucketLarge, 0.78, 1.63},        // 73.6, 158.8
+	{"reducescatter", ColOurs, BucketSmall, 0.42, 0.50}, // 37.4, 46.0
+	{"reducescatter", ColOurs, BucketLarge, 0.25, 0.46}, // 20.4, 41.3
+	{"reducescatter", ColNCCL, BucketSmall, 0.12, 0.14}, // 7.7, 10.0
+	{"reducescatter", ColNCCL, BucketLarge, 0.06, 0.17}, // 1.8, 12.4
+}
+
+// TestRegressionH200x4 is TestRegressionH200x2 on the four-GPU recordings.
+func TestRegressionH200x4(t *testing.T) {
+	root, _, err := model.ReadTopologyFile(x4Topo())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := sim.DefaultCalib(90)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := NewComparer(root, x4Topo(), map[string]string{"NCCL_NVLS_ENABLE": "0"}, c, "embedded:"+sim.DefaultCalibName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRegression(t, x4Dir(), regressionBoundsX4, func(string) *Comparer { return cp })
+}
+
+// checkRegression compares every JSON file in dir with the simulation and
+// checks each bucket against its bound; every file must have bounds.
+func checkRegression(t *testing.T, dir string, bounds []bound, comparer func(name string) *Comparer) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(files) == 0 {
-		t.Fatalf("no recordings in %s", hwDir())
+		t.Fatalf("no recordings in %s", dir)
 	}
 	covered := map[string]bool{}
-	for _, b := range regressionBounds {
+	for _, b := range bounds {
 		covered[b.file] = true
 	}
 	for _, f := range files {
 		name := strings.TrimSuffix(filepath.Base(f), ".json")
 		if !covered[name] {
-			t.Errorf("%s has no tolerance in regressionBounds", name)
+			t.Errorf("%s has no tolerance", name)
 			continue
 		}
 		in, err := Open(f)
 		if err != nil {
 			t.Fatal(err)
 		}
-		rep, err := newComparer(t, settingsOf(name)).Compare(in)
+		rep, err := comparer(name).Compare(in)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, b := range regressionBounds {
+		for _, b := range bounds {
 			if b.file != name {
 				continue
 			}
@@ -291,5 +354,20 @@ func TestSVG(t *testing.T) {
 	}
 	if strings.Contains(s, "NaN") || strings.Contains(s, "Inf") {
 		t.Errorf("svg has NaN or Inf coordinates")
+	}
+}
+
+// TestEmptyRowsLeftOut: a row that moves no element (8 bytes of AllGather
+// over 4 ranks of float32, as run gpu prints it) is counted and skipped,
+// the others are read.
+func TestEmptyRowsLeftOut(t *testing.T) {
+	in, err := ReadJSON(strings.NewReader(`{"nranks": 4, "rows": [
+		{"op":"AllGather","bytes":8,"count":0,"time_us":0.1},
+		{"op":"AllGather","bytes":128,"count":8,"time_us":9}]}`), "x.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in.Empty != 1 || len(in.Calls) != 1 || in.Calls[0].Count != 8 {
+		t.Fatalf("empty %d, calls %+v", in.Empty, in.Calls)
 	}
 }

@@ -90,6 +90,10 @@ type Input struct {
 	Collective  string
 	NCCLVersion string
 	Calls       []Call
+	// Empty counts the JSON rows left out because they move no element
+	// (e.g. 8 bytes of AllGather over 4 ranks of float32): there is no
+	// call to simulate.
+	Empty int
 }
 
 // gpuRow is a row of "run gpu --json" (cmd/run's gpuRow).
@@ -173,6 +177,10 @@ func ReadJSON(r io.Reader, name string) (*Input, error) {
 		}
 		if r.Bytes == nil || r.Count == nil || r.TimeUs == nil {
 			return nil, fmt.Errorf("%s: want op, bytes, count and time_us", where)
+		}
+		if *r.Count == 0 {
+			in.Empty++
+			continue
 		}
 		c := Call{Index: int64(i), Bytes: *r.Bytes, Count: *r.Count, HwUs: *r.TimeUs, HwBestUs: r.BestUs,
 			NCCLUs: r.NCCLTime, NCCLBestUs: r.NCCLBest, NChannels: r.NChannels}
