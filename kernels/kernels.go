@@ -42,3 +42,33 @@ const (
 	StatusTimeout = 1
 	StatusAbort   = 2
 )
+
+// Gin is gin.cu: the GIN device API over the proxy backend (put with a
+// remote signal and a local counter, readSignal, waitSignal, flush,
+// barrier) and the kernels built on it (ginAllToAll, ginOrderProbe).
+//
+//go:embed gin.cu
+var Gin string
+
+// GIN layout constants shared with gin.cu.
+const (
+	// GinMaxContexts bounds the contexts of a GIN communicator (GIN_MAXCTX).
+	GinMaxContexts = 8
+	// GinDescSize is sizeof(GinDesc), one descriptor slot.
+	GinDescSize = 64
+	// GinDescSeqOffset is offsetof(GinDesc, seq), the word that publishes it.
+	GinDescSeqOffset = 56
+	// GinQueueSize is sizeof(GinQueue): ring, consumed, done, tickets, slots.
+	GinQueueSize = 40
+	// GinDevCommHeader is offsetof(GinDevComm, q).
+	GinDevCommHeader = 48
+	// GinDevCommSize is sizeof(GinDevComm).
+	GinDevCommSize = GinDevCommHeader + GinMaxContexts*GinQueueSize
+	// GinSigAdd and GinSigSet are remote actions; GinCtrInc the local one.
+	GinSigAdd = 1
+	GinSigSet = 2
+	GinCtrInc = 1
+	// GinAllToAllName and GinOrderProbeName are the kernels' names.
+	GinAllToAllName   = "ginAllToAll"
+	GinOrderProbeName = "ginOrderProbe"
+)

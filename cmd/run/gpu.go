@@ -18,6 +18,7 @@ import (
 	"github.com/twinccl/twinccl"
 	"github.com/twinccl/twinccl/exec/hw/bootstrap"
 	"github.com/twinccl/twinccl/exec/hw/cuda"
+	"github.com/twinccl/twinccl/exec/hw/gin"
 	"github.com/twinccl/twinccl/exec/hw/gpudev"
 	"github.com/twinccl/twinccl/exec/hw/nccl"
 	"github.com/twinccl/twinccl/internal/atomicfile"
@@ -60,7 +61,7 @@ func gpuFlags(o *gpuOpts, minS, maxS *string) *flag.FlagSet {
 	fs := flag.NewFlagSet("gpu", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.IntVar(&o.np, "np", 0, "launch `N` local rank processes, rank r on GPU r mod (visible GPUs); without it, join a Slurm, Open MPI or torchrun job from the environment")
-	fs.StringVar(&o.op, "op", "allreduce", "collective: allreduce, allgather, reducescatter, broadcast, reduce")
+	fs.StringVar(&o.op, "op", "allreduce", "collective: allreduce, allgather, reducescatter, broadcast, reduce, or alltoall (the GIN all-to-all)")
 	fs.StringVar(minS, "b", "8", "smallest size in `bytes` (K, M, G suffixes); the total buffer for allgather and reducescatter, as nccl-tests")
 	fs.StringVar(maxS, "e", "32M", "largest size in `bytes`")
 	fs.Int64Var(&o.factor, "f", 2, "size multiplication `factor`")
@@ -105,7 +106,17 @@ warm-up, -G 1 captures a loop of ITERS calls in a CUDA graph and times 5
 launches of it with CUDA events on the rank's stream (a barrier before
 each); -G 0 times 5 eager loops of ITERS launches. A row's time is the mean
 per call over the repetitions, the slowest rank's. busbw uses nccl-tests'
-factors (AllReduce 2(n-1)/n, AllGather and ReduceScatter (n-1)/n).
+factors (AllReduce 2(n-1)/n, AllGather, ReduceScatter and AlltoAll (n-1)/n).
+
+--op alltoall runs GPU-initiated networking's all-to-all example instead
+of a Program: one kernel per rank reads a signal, meets the others at a GIN
+barrier, puts its slice for every rank (itself included) into that rank's
+receive buffer with a signal add, waits for all slices to arrive and
+flushes; the puts are executed by a proxy thread per rank over P2P (CUDA
+IPC), so the kernel only posts descriptors (exec/hw/gin). A size is a
+rank's whole send buffer (size/n bytes per peer), as in nccl-tests; the
+baseline is NCCL's grouped ncclSend/ncclRecv. The ch column is the number
+of puts per slice.
 
 --baseline nccl runs every size through the system's libnccl as well (the
 unique id goes from rank 0 over the bootstrap), timed the same way, and adds
@@ -176,8 +187,12 @@ func parseGPUArgs(e *env, args []string) (gpuOpts, error) {
 	}
 	switch o.coll {
 	case model.CollAllReduce, model.CollAllGather, model.CollReduceScatter, model.CollBroadcast, model.CollReduce:
+	case model.CollAlltoAll:
+		if o.algo != "" || o.proto != "" || o.channels != 0 || o.trace != "" {
+			return bad("--op alltoall runs the GIN all-to-all kernel: --algo, --proto, --channels and --trace do not apply")
+		}
 	default:
-		return bad("--op %s: run gpu runs allreduce, allgather, reducescatter, broadcast and reduce", o.op)
+		return bad("--op %s: run gpu runs allreduce, allgather, reducescatter, broadcast, reduce and alltoall", o.op)
 	}
 	if o.dt, err = model.ParseDtype(o.dtype); err != nil {
 		return bad("%v", err)
@@ -318,6 +333,7 @@ type gpuJob struct {
 	t0, t1  *cuda.Event
 	stopDog chan struct{}
 	sink    *traceSink // nil without --trace
+	gin     *gin.Comm  // --op alltoall only
 }
 
 // gpuRank is one rank of the sweep.
@@ -406,6 +422,10 @@ func (j *gpuJob) watchdog() {
 // since a peer may be gone.
 func (j *gpuJob) release(abort bool) error {
 	var errs []error
+	if j.gin != nil {
+		errs = append(errs, j.gin.Close())
+		j.gin = nil
+	}
 	if j.nc != nil {
 		if abort {
 			errs = append(errs, j.nc.Abort())
@@ -616,7 +636,7 @@ func (o gpuOpts) itersFor(size int64) int {
 }
 
 func (j *gpuJob) perRank() bool {
-	return j.o.coll == model.CollAllGather || j.o.coll == model.CollReduceScatter
+	return j.o.coll == model.CollAllGather || j.o.coll == model.CollReduceScatter || j.o.coll == model.CollAlltoAll
 }
 
 // sweep runs every size on this rank; rank 0 prints the table.
@@ -642,6 +662,11 @@ func (j *gpuJob) sweep() error {
 	}
 	if err != nil {
 		return fmt.Errorf("rank %d: events: %w", j.rank, err)
+	}
+	if j.o.coll == model.CollAlltoAll {
+		if err := j.initGIN(); err != nil {
+			return err
+		}
 	}
 	if j.o.baseline == "nccl" {
 		if err := j.initNCCL(); err != nil {
@@ -860,6 +885,16 @@ func (j *gpuJob) runSize(size int64) (gpuRow, error) {
 	if j.perRank() {
 		row.Bytes *= int64(j.n)
 	}
+	var ours, theirs timing
+	if o.coll == model.CollAlltoAll {
+		var chunks int
+		var err error
+		if ours, theirs, chunks, err = j.runAllToAll(size, count); err != nil {
+			return row, err
+		}
+		row.Algo, row.Proto, row.NChannels = "GIN", "P2P", chunks
+		return j.gatherRow(row, ours, theirs, size)
+	}
 	algo, proto, nch, err := j.choose(count)
 	if err != nil {
 		return row, fmt.Errorf("%d bytes: %w", size, err)
@@ -873,17 +908,22 @@ func (j *gpuJob) runSize(size int64) (gpuRow, error) {
 	if inB > j.bufBytes || outB > j.bufBytes {
 		return row, fmt.Errorf("rank %d: %d bytes: the Program needs %d/%d bytes of buffers, %d allocated", j.rank, size, inB, outB, j.bufBytes)
 	}
-	ours, err := j.runOurs(p, size, inB, outB)
-	if err != nil {
+	if ours, err = j.runOurs(p, size, inB, outB); err != nil {
 		return row, err
 	}
-	var theirs timing
 	if j.nc != nil {
 		j.faultPoint(size, "nccl")
 		if theirs, err = j.runNCCL(p, size, inB, outB); err != nil {
 			return row, err
 		}
 	}
+	return j.gatherRow(row, ours, theirs, size)
+}
+
+// gatherRow completes row with every rank's timings: the slowest rank's
+// mean and best, the sum of the wrong elements, bandwidths and the ratio.
+func (j *gpuJob) gatherRow(row gpuRow, ours, theirs timing, size int64) (gpuRow, error) {
+	o := j.o
 	// Gather: mean, best, wrong of ours and NCCL's.
 	var b [48]byte
 	for i, v := range []int64{int64(ours.mean), int64(ours.best), ours.wrong, int64(theirs.mean), int64(theirs.best), theirs.wrong} {
