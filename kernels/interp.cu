@@ -40,9 +40,11 @@ typedef long long i64;
 
 #define TW_SLOTS 8
 #define TW_MAXPEERS 8
+#ifndef TW_NTHREADS
 #define TW_NTHREADS 512
+#endif
 #ifndef TW_UNROLL
-#define TW_UNROLL 4
+#define TW_UNROLL 8
 #endif
 #define TW_OPBATCH 32
 
