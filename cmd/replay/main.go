@@ -7,6 +7,7 @@
 //	replay search [FILE.xml] [--nodes N] [--json OUT] [--graph-out G.xml]
 //	replay tune [FILE.xml] --op allreduce --bytes 64M [--nodes N]
 //	replay sim [FILE.xml] --op allreduce --minbytes 8 --maxbytes 1G
+//	replay gin [--topo FILE.xml] [--nodes N] -b 8 -e 1G -f 4 [--contexts C]
 //	replay calibrate TABLE.tsv --out CALIB.json
 //	replay run CALLS.parquet [--topo FILE.xml] [--out PREFIX]
 //	replay trace info|cat|export FILE...
@@ -37,6 +38,7 @@ var commands = []command{
 	{"search", "run NCCL's channel search, ring/tree wiring and tuning model on a topology", runSearch},
 	{"tune", "predict NCCL's algorithm, protocol, channels and time for one collective call", runTune},
 	{"sim", "simulate collectives on a topology and print an nccl-tests-like table", runSim},
+	{"gin", "simulate the GPU-initiated networking (GIN) all-to-all on a topology", runGin},
 	{"run", "replay a recorded call trace on a topology and write predicted traces", runReplayRun},
 	{"compare", "compare hardware timings (call trace or run gpu --json) with the simulator", runCompare},
 	{"calibrate", "fit the simulator's calibration to measured timings", runCalibrate},

@@ -28,6 +28,12 @@ import (
 //     protocol and p2p_read, the mechanisms of twinccl's own CUDA
 //     executor (calib/h200-twinccl.json). They did not take version 3,
 //     which TestCalibFileErrors keeps as the first unknown version.
+//     Optional since, in the same way: net_ib (RDMA costs of the ib
+//     plugin's NET connections and of GIN puts between hosts: QP message
+//     rate, write latency, QPs per connection, stripe size; see IBCalib)
+//     and gin (GPU-initiated networking: put issue cost, local copy
+//     rate; see GINCalib), with defaults from public ConnectX-7 NDR
+//     figures where there are any.
 const CalibVersion = 2
 
 // ProtoCalib are the costs of one protocol (LL, LL128 or Simple).
@@ -205,6 +211,12 @@ type Calib struct {
 	// HarnessPyTorch) over nccl-tests', added to the simulated rows of a
 	// table measured with it (Simulator.Harness); never to "replay sim".
 	HarnessUs map[string]float64 `json:"harness_us,omitempty"`
+	// NetIB are the RDMA costs of NET connections of the ib plugin and of
+	// GIN puts between hosts (absent: the defaults IBCalib documents).
+	NetIB IBCalib `json:"net_ib,omitzero"`
+	// GIN are the costs of GPU-initiated networking (RunGin; absent: the
+	// defaults GINCalib documents).
+	GIN GINCalib `json:"gin,omitzero"`
 	// P2PRead names the collectives (model.Collective names) whose Simple
 	// steps over P2P connections run in read mode: the sender stores into
 	// its own memory and the receiver loads from the peer's (twinccl's
@@ -364,6 +376,12 @@ func (c *Calib) Validate() error {
 		if err := bad(k.name, k.v, 0, 1e6); err != nil {
 			return err
 		}
+	}
+	if err := c.NetIB.validate(c.Name); err != nil {
+		return err
+	}
+	if err := c.GIN.validate(c.Name); err != nil {
+		return err
 	}
 	return bad("nogdr_penalty_us", c.NoGDRPenaltyUs, 0, 1e6)
 }

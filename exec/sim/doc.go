@@ -51,6 +51,18 @@
 // NCCL_* settings and timing harness it was recorded with (Table,
 // FitTables), and predicts held-out tables (PredictTables).
 //
+// # RDMA and GPU-initiated networking
+//
+// NET connections through RDMA NICs (NCCL's ib plugin) pay the costs of
+// Calib.NetIB (ib.go): every message is striped over the connection's
+// QPs and takes at least one work-request time per QP, the NIC-to-NIC
+// latency is the RDMA write latency, and the credit that returns to the
+// sender stands for the receiver's FIFO post, one write latency away.
+// Machine.RunGin (gin.go) simulates GIN programs: puts with remote
+// signals and local counters, waits, flushes and barriers, with the
+// device API's ordering rules; GinAlltoAllProgram is NCCL's all-to-all
+// example ("replay gin").
+//
 // # Modes
 //
 // The step-accurate mode runs every slice of every lane. The fast mode

@@ -93,26 +93,34 @@ func TestStreamedEqualsMaterialised(t *testing.T) {
 			t.Fatal(err)
 		}
 		p := g.Program()
-		for _, l := range p.Lanes {
-			long = long || len(l.Ops) > streamWindow
-		}
-		var ea, eb []SliceEvent
+		var ea []SliceEvent
 		a, err := s.Machine.RunRecord(p, func(e *SliceEvent) { ea = append(ea, *e) })
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := s.Machine.RunGen(g, func(e *SliceEvent) { eb = append(eb, *e) })
-		if err != nil {
-			t.Fatal(err)
+		// The default window, and one of a few runs of calls that every
+		// long lane moves many times.
+		for _, w := range []int{0, 3} {
+			s.Machine.streamRuns = w
+			for _, l := range p.Lanes {
+				runs, _ := compactOps(l.Ops, uint32(p.OpSteps()), nil, 0)
+				long = long || len(runs) > s.Machine.streamWindow()
+			}
+			var eb []SliceEvent
+			b, err := s.Machine.RunGen(g, func(e *SliceEvent) { eb = append(eb, *e) })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(a, b) {
+				t.Errorf("case %d window %d: streamed result differs: %.3f us vs %.3f us, %d vs %d events", i, w, b.TimeUs, a.TimeUs, b.Events, a.Events)
+			}
+			if !reflect.DeepEqual(ea, eb) {
+				t.Errorf("case %d window %d: streamed slices differ (%d vs %d)", i, w, len(eb), len(ea))
+			}
 		}
-		if !reflect.DeepEqual(a, b) {
-			t.Errorf("case %d: streamed result differs: %.3f us vs %.3f us, %d vs %d events", i, b.TimeUs, a.TimeUs, b.Events, a.Events)
-		}
-		if !reflect.DeepEqual(ea, eb) {
-			t.Errorf("case %d: streamed slices differ (%d vs %d)", i, len(eb), len(ea))
-		}
+		s.Machine.streamRuns = 0
 	}
 	if !long {
-		t.Error("no case has a lane longer than the stream window")
+		t.Error("no case has a lane of more runs than the stream window")
 	}
 }

@@ -13,32 +13,30 @@ type resource struct {
 	// sum of the private caps of its flows: while it stays below cap, the
 	// resource constrains none of them (the fast path of start/finish)
 	sumCap float64
-	// sum of the weights of its flows
-	wsum float64
 	// sum of the rates of its flows, and its peak (conservation checks)
 	load, peak float64
-	flows      []int32 // active flows, in arrival order
 	// wire bytes carried by finished flows
 	bytes float64
+	flows []int32 // active flows, in arrival order
 	// scratch of the sharing computation: remaining capacity and the
-	// weight of the flows not yet frozen
+	// weight of the flows not yet frozen (flow weights are whole numbers,
+	// so their sum is exact in any order)
 	remCap float64
 	nUnf   float64
 	mark   uint32
 	lat    Time
 	name   string
-	_      [8]byte
+	_      [16]byte
 }
 
 // flow is one transfer in progress: wire bytes over the resources of a
 // route, at a rate recomputed whenever the sharing changes.
 type flow struct {
-	res   []int32 // resources of the route (shared with the route)
-	total float64 // wire bytes the flow occupies its resources for
-	acct  float64 // wire bytes accounted to its resources when it ends
-	rem   float64 // wire bytes still to move at last
-	rate  float64 // bytes/ps
-	cap   float64 // private rate cap (bytes/ps), +Inf when none
+	res  []int32 // resources of the route (shared with the route)
+	acct float64 // wire bytes accounted to its resources when it ends
+	rem  float64 // wire bytes still to move at last
+	rate float64 // bytes/ps
+	cap  float64 // private rate cap (bytes/ps), +Inf when none
 	// w is the number of identical transfers the flow stands for (the
 	// fast mode merges identical channels): it loads its resources w times
 	// its rate.
@@ -63,6 +61,8 @@ type fabric struct {
 	oldRate   []float64
 	// reshares counts sharing recomputations (statistics).
 	reshares uint64
+	// weighted says a flow of weight other than 1 has started
+	weighted bool
 }
 
 // addResource appends a resource and returns its id.
@@ -87,8 +87,11 @@ func (f *fabric) start(q *queue, now Time, res []int32, wire, acct float64, capB
 		id = int32(len(f.flows) - 1)
 	}
 	fl := &f.flows[id]
+	if w != 1 {
+		f.weighted = true
+	}
 	ver := fl.ver + 1
-	*fl = flow{res: res, total: wire, acct: acct, rem: wire, cap: capBpps, w: w, last: now, ver: ver, owner: owner, active: true}
+	*fl = flow{res: res, acct: acct, rem: wire, cap: capBpps, w: w, last: now, ver: ver, owner: owner, active: true}
 	if len(res) == 0 {
 		// A private transfer: no sharing, its cap is its rate.
 		fl.rate = capBpps
@@ -100,7 +103,6 @@ func (f *fabric) start(q *queue, now Time, res []int32, wire, acct float64, capB
 		rs := &f.res[r]
 		rs.flows = append(rs.flows, id)
 		rs.sumCap += w * capBpps
-		rs.wsum += w
 		free = free && rs.sumCap <= rs.cap
 	}
 	if free {
@@ -129,7 +131,6 @@ func (f *fabric) finish(q *queue, now Time, id int32) {
 		rs := &f.res[r]
 		free = free && rs.sumCap <= rs.cap
 		rs.sumCap -= fl.w * fl.cap
-		rs.wsum -= fl.w
 		rs.load -= fl.w * fl.rate
 		rs.bytes += fl.w * fl.acct
 		for i, x := range rs.flows {
@@ -140,7 +141,7 @@ func (f *fabric) finish(q *queue, now Time, id int32) {
 			}
 		}
 		if len(rs.flows) == 0 {
-			rs.sumCap, rs.load, rs.wsum = 0, 0, 0 // no rounding drift across idle periods
+			rs.sumCap, rs.load = 0, 0 // no rounding drift across idle periods
 		}
 	}
 	res := fl.res
@@ -190,7 +191,7 @@ func (f *fabric) reshare(q *queue, now Time, seeds []int32) {
 		if rs := &f.res[r]; rs.mark != g {
 			rs.mark = g
 			rs.remCap = rs.cap
-			rs.nUnf = rs.wsum
+			rs.nUnf = f.weight(rs)
 			cr = append(cr, r)
 		}
 	}
@@ -216,7 +217,7 @@ func (f *fabric) reshare(q *queue, now Time, seeds []int32) {
 				if rs := &f.res[r]; rs.mark != g {
 					rs.mark = g
 					rs.remCap = rs.cap
-					rs.nUnf = rs.wsum
+					rs.nUnf = f.weight(rs)
 					cr = append(cr, r)
 				}
 			}
@@ -274,6 +275,18 @@ func (f *fabric) reshare(q *queue, now Time, seeds []int32) {
 		rs.peak = max(rs.peak, rs.load)
 	}
 	f.compRes, f.compFlows = cr, cf
+}
+
+// weight is the sum of the weights of the flows of a resource.
+func (f *fabric) weight(rs *resource) float64 {
+	if !f.weighted {
+		return float64(len(rs.flows))
+	}
+	w := 0.0
+	for _, fid := range rs.flows {
+		w += f.flows[fid].w
+	}
+	return w
 }
 
 func (f *fabric) freeze(fid int32, rate float64) {

@@ -55,15 +55,17 @@ func TestQueueOrder(t *testing.T) {
 				if rng.Intn(2) == 0 {
 					at = e.t // appended to the draining bucket
 				}
-				if l := q.last - 1; l >= 0 && q.b[l].t == at && q.b[l].head > 0 && len(q.b[l].ev) == cap(q.b[l].ev) {
-					compacted++
+				for _, sl := range q.order[:q.k] {
+					if bk := &q.b[sl.bi]; bk.t == at && bk.head > 0 && bk.n == len(bk.ev) {
+						compacted++
+					}
 				}
 				push(at)
 			}
 		}
 	}
 	if !q.empty() {
-		t.Fatalf("queue not drained: %d events left", q.n)
+		t.Fatalf("queue not drained: %d times left", q.k)
 	}
 	if steps < 100000 || compacted == 0 {
 		t.Fatalf("%d steps, %d full draining buckets: the test did not exercise the queue", steps, compacted)

@@ -16,76 +16,152 @@ const (
 	phDone
 )
 
-// cop is the part of a primitive call (model.ProgOp) that the engine
-// needs, packed in 16 bytes (buffer offsets do not change the timing).
+// cop is a run of primitive calls (model.ProgOp) that the engine runs
+// alike: reps calls of the same primitive, flags and element count whose
+// steps follow one another (each call starts where the previous one's
+// steps end, as the generators number them). recvStep and sendStep are
+// those of the first call. Buffer offsets do not change the timing, so a
+// ring lane of thousands of calls packs into a handful of runs.
 type cop struct {
 	n                  int32
 	recvStep, sendStep uint32
 	kind               model.PrimKind
 	flags              uint8
+	reps               uint16
 }
 
-// compactOps appends the packed form of ops to buf.
-func compactOps(ops []model.ProgOp, buf []cop) []cop {
+// maxReps is the most calls one run holds.
+const maxReps = 1<<16 - 1
+
+// compactOps appends the runs of ops to buf, at most maxRuns of them
+// (maxRuns <= 0: no limit), and returns buf with the number of calls of
+// ops that the appended runs hold. per is the number of steps one call
+// consumes in each direction it uses (Program.OpSteps).
+func compactOps(ops []model.ProgOp, per uint32, buf []cop, maxRuns int) ([]cop, int) {
+	first := len(buf)
 	for i := range ops {
 		o := &ops[i]
-		buf = append(buf, cop{n: o.N, recvStep: o.RecvStep, sendStep: o.SendStep, kind: o.Kind, flags: o.Flags})
+		if k := len(buf); k > first {
+			r := &buf[k-1]
+			if r.kind == o.Kind && r.flags == o.Flags && r.n == o.N && r.reps < maxReps {
+				reps := uint32(r.reps)
+				rs, ss := r.recvStep, r.sendStep
+				if o.Kind.Receives() {
+					rs += reps * per
+				}
+				if o.Kind.Sends() {
+					ss += reps * per
+				}
+				if o.RecvStep == rs && o.SendStep == ss {
+					r.reps++
+					continue
+				}
+			}
+		}
+		if maxRuns > 0 && len(buf)-first == maxRuns {
+			return buf, i
+		}
+		buf = append(buf, cop{n: o.N, recvStep: o.RecvStep, sendStep: o.SendStep, kind: o.Kind, flags: o.Flags, reps: 1})
 	}
-	return buf
+	return buf, len(ops)
 }
 
-// actor is one lane of the Program.
+// actor is the state of one lane of the Program that its every slice
+// touches, in one 64-byte cache line; the rest is in actorCold.
 type actor struct {
-	lane *model.ProgLane
-	// ops are the lane's calls, packed (a window of the lane when
-	// streamed)
-	ops     []cop
-	op      int // index into ops
-	opBase  int // index of ops[0] in the whole lane (streamed lanes)
-	nOps    int // primitive calls of the whole lane
-	li      int // index of the lane among its rank's on its channel (streamed lanes)
-	sl, nsl int
-	phase   uint8
-	waiting bool
-	pending int32
-	frac    float64 // share of the channel's thread block
-	// kind and rate are the current call's primitive and copy rate (data
-	// bytes per ps), kept here to spare the lane's ops on the hot path
-	kind   model.PrimKind
-	rate   float64
-	remote int // sends that store into another GPU's memory
+	pending int32 // transfers of the current slice in flight
+	// opR and opS are the current call's first steps; n its element count
+	// (0 when negative)
+	opR, opS uint32
+	n        int32
+	// the lane's connections: runner.cids[rb:sb] are those it receives
+	// from, runner.cids[sb:se] those it sends to
+	rb, sb, se int32
+	// rep is the current call within the current run of calls, which
+	// holds reps; sl is the current slice of the call
+	rep, reps, sl uint16
+	phase         uint8
+	waiting       bool
+	// fenced says the current slice has paid its remote fence
+	fenced bool
+	// kind is the current call's primitive; recvs and sends say whether
+	// it receives and sends
+	kind         model.PrimKind
+	recvs, sends bool
+	// remote says the lane stores into another GPU's memory
+	remote bool
+	// slice is the number of elements of each slice of the current call
+	slice int64
+	// rate is the current call's copy rate (data bytes per ps)
+	rate float64
+}
+
+// elems is the number of elements of the current slice: the call cut as
+// model.Program.Slices does (Simple: SlicesPerChunk slices of slice
+// elements, the last ones possibly short or empty; LL, LL128: one).
+func (a *actor) elems() int64 {
+	return max(0, min(a.slice, int64(a.n)-int64(a.sl)*a.slice))
+}
+
+// actorCold is the state of a lane that its calls, not its slices, use.
+type actorCold struct {
+	// ops are the lane's calls in runs (a window of the lane when
+	// streamed); op indexes them
+	ops []cop
+	op  int
+	// opBase is the index in the whole lane of the first call of the
+	// current run, winEnd that of the first call after the window, nOps
+	// the number of calls of the whole lane
+	opBase, winEnd, nOps int
+	li                   int     // index of the lane among its rank's on its channel (streamed lanes)
+	frac                 float64 // share of the channel's thread block
+	remote               int     // sends that store into another GPU's memory
 	// hostSends and hostRecvs count the connections whose data goes
 	// through host memory (stores into it, loads from it)
 	hostSends, hostRecvs int
 	// remoteRecvs counts the receive connections whose data the lane loads
 	// from the sender's memory (P2P read mode)
 	remoteRecvs int
-	// fenced says the current slice has paid its remote fence
-	fenced bool
-	start  Time // when the current slice's data and credits were there
+	// sent is what the lane sends to each of its send connections, added
+	// up one run of calls at a time (a call's slices post the same
+	// data to every send connection)
+	sent connTraffic
+	// start is when the current slice's data and credits were there (kept
+	// for the record only)
+	start  Time
 	finish Time
-	// cur is the current slice of the current call
-	cur model.ProgSlice
-	// cop is the current call (a copy: the lane's calls are cold)
-	cop cop
+	lane   *model.ProgLane
 }
 
-// connState is the flow-control state of one connection as its two ends
-// see it (the values are the visible ones: posts travel with latency).
-type connState struct {
-	tail, head, started uint64
-	sender, recver      int32
-	// lat, capB (bytes/ps, 0: none), res and w are the route's, kept
-	// here to spare a pointer chase on the hot path
-	lat    Time
-	capB   float64
-	w      float64
-	res    []int32
-	rt     *route
-	bytes  int64
-	wire   int64
-	slices int64
-	steps  uint64
+// recvConn is the receiving end of a connection: the steps its receiver
+// sees (posts travel with latency).
+type recvConn struct {
+	tail, started uint64
+	lat           Time
+	recver        int32
+}
+
+// sendConn is the sending end of a connection, in one 64-byte cache
+// line: the credits its sender sees and what its slices need of the route
+// (lat, capB in bytes/ps with 0 for none, w, ib and the resources
+// runner.resIDs[res:res+nres] are the route's, kept here to spare a
+// pointer chase on the hot path).
+type sendConn struct {
+	head      uint64
+	lat       Time
+	capB      float64
+	w         float64
+	ib        *ibCost
+	res, nres int32
+	sender    int32
+	_         [8]byte // to 64 bytes
+}
+
+// connTraffic is the traffic of a connection, or what a lane sends to
+// each of its send connections (its steps are its slices times the steps
+// of a slice).
+type connTraffic struct {
+	bytes, wire, slices int64
 }
 
 // ConnStats is the traffic of one connection of a run.
@@ -141,20 +217,35 @@ type Result struct {
 
 // runner is the state of one simulated Program.
 type runner struct {
-	m       *Machine
-	p       *model.Program
-	c       *Calib
-	pc      *ProtoCalib
-	q       queue
-	fab     fabric
-	actors  []actor
-	conns   []connState
+	m      *Machine
+	p      *model.Program
+	c      *Calib
+	pc     *ProtoCalib
+	q      queue
+	fab    fabric
+	actors []actor
+	cold   []actorCold
+	// rc and sc are the two ends of every connection, rt its route
+	rc []recvConn
+	sc []sendConn
+	rt []*route
+	// cids holds the connections of every lane (see actor.rb)
+	cids []int32
+	// resIDs holds the resources of every connection's route
+	resIDs  []int32
 	now     Time
 	events  uint64
 	slices  int64
 	esize   int64
 	credits uint64
+	proto   model.Protocol
 	stream  bool // LL/LL128: data streams through, receivers start on the first line
+	// spc and sps are the slices of a call and the steps of a slice;
+	// stepElems the elements of a step (Simple)
+	spc, sps  int64
+	stepElems int64
+	// per is the number of steps a call consumes (Program.OpSteps)
+	per     uint32
 	opOv    Time
 	slOv    Time
 	copyBps float64 // bytes (loads + stores) per ps of a whole block
@@ -169,25 +260,25 @@ type runner struct {
 	remoteLoad float64
 	// fence is the remote fence of a slice that stores into a peer's
 	// memory; read says Simple P2P steps run in read mode
-	fence   Time
-	read    bool
-	scratch []model.ProgSlice
+	fence Time
+	read  bool
 	// rec, when set, receives every slice as it ends; steps numbers the
 	// slices of every (rank, channel) for it.
 	rec   func(*SliceEvent)
 	steps []int64
 	ev    SliceEvent
 	// gen, when set, streams the lanes: each actor holds a window of at
-	// most streamWindow calls of its lane and regenerates the lane into
+	// most window runs of calls of its lane and regenerates the lane into
 	// genOps to move the window on.
 	gen    *model.ProgGen
 	genOps []model.ProgOp
+	window int
 	// total is the number of slices the run executes (for Progress).
 	total int64
 }
 
-// streamWindow is the number of primitive calls a streamed lane keeps in
-// memory at a time.
+// streamWindow is the number of runs of primitive calls (see cop) a
+// streamed lane keeps in memory at a time.
 const streamWindow = 512
 
 // SliceEvent is one slice a lane executed: one wait/post round of a
@@ -245,20 +336,25 @@ func (m *Machine) RunGen(g *model.ProgGen, rec func(*SliceEvent)) (*Result, erro
 	if err := h.Validate(); err != nil {
 		return nil, fmt.Errorf("sim: %w", err)
 	}
+	per, window := uint32(h.OpSteps()), m.streamWindow()
 	var nops []int
 	var wins [][]cop
 	var full []model.ProgOp
+	var buf []cop
 	for r := 0; r < h.NRanks; r++ {
 		for _, ch := range g.Channels() {
 			for i := 0; i < g.NumLanes(r, ch); i++ {
 				l := g.Lane(r, ch, i, full)
 				full = l.Ops
-				for _, c := range append(l.Recv[:len(l.Recv):len(l.Recv)], l.Send...) {
-					if c < 0 || int(c) >= len(h.Conns) {
-						return nil, fmt.Errorf("sim: lane of rank %d channel %d uses connection %d outside %d", r, ch, c, len(h.Conns))
+				for _, cs := range [2][]int32{l.Recv, l.Send} {
+					for _, c := range cs {
+						if c < 0 || int(c) >= len(h.Conns) {
+							return nil, fmt.Errorf("sim: lane of rank %d channel %d uses connection %d outside %d", r, ch, c, len(h.Conns))
+						}
 					}
 				}
-				wins = append(wins, compactOps(l.Ops[:min(len(l.Ops), streamWindow)], nil))
+				buf, _ = compactOps(l.Ops, per, buf[:0], window)
+				wins = append(wins, append([]cop(nil), buf...))
 				l.Ops = nil
 				h.Lanes = append(h.Lanes, l)
 				nops = append(nops, len(full))
@@ -268,18 +364,33 @@ func (m *Machine) RunGen(g *model.ProgGen, rec func(*SliceEvent)) (*Result, erro
 	return m.exec(h, nil, rec, g, nops, wins)
 }
 
+// streamWindow is the number of runs a streamed lane keeps in memory.
+func (m *Machine) streamWindow() int {
+	if m.streamRuns > 0 {
+		return m.streamRuns
+	}
+	return streamWindow
+}
+
 // exec runs a checked Program (lanes streamed when gen is set: nops then
 // gives the length of each whole lane and wins its first window of calls).
 func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent), gen *model.ProgGen, nops []int, wins [][]cop) (*Result, error) {
 	if p.NRanks != m.Cluster.NRanks {
 		return nil, fmt.Errorf("sim: program has %d ranks, the machine %d", p.NRanks, m.Cluster.NRanks)
 	}
-	x := &runner{m: m, p: p, c: m.calib, esize: int64(p.Dtype.Size()), credits: uint64(p.Credits), rec: rec, gen: gen}
+	x := &runner{m: m, p: p, c: m.calib, esize: int64(p.Dtype.Size()), credits: uint64(p.Credits), rec: rec, gen: gen, proto: p.Proto}
 	if rec != nil {
 		x.steps = make([]int64, p.NRanks*max(p.NChannels, 1))
 	}
 	x.pc = x.c.Proto(p.Proto)
 	x.stream = p.Proto != model.ProtoSimple
+	x.spc, x.sps = 1, 1
+	if p.Proto == model.ProtoSimple {
+		x.spc, x.sps = int64(p.SlicesPerChunk), int64(p.StepsPerSlice)
+		x.stepElems = int64(p.StepBytes / max(1, p.Dtype.Size()))
+	}
+	x.per = uint32(p.OpSteps())
+	x.window = m.streamWindow()
 	x.opOv = usToPs(x.pc.OpOverheadUs)
 	x.slOv = usToPs(x.pc.SliceOverheadUs)
 	x.copyBps = x.pc.CopyGBps * 1e-3
@@ -295,7 +406,10 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 	for i := range x.fab.res {
 		x.fab.res[i].flows = nil
 	}
-	x.conns = make([]connState, len(p.Conns))
+	x.rc = make([]recvConn, len(p.Conns))
+	x.sc = make([]sendConn, len(p.Conns))
+	x.rt = make([]*route, len(p.Conns))
+	nres := 0
 	for i, cn := range p.Conns {
 		var rt *route
 		if routes != nil {
@@ -306,9 +420,33 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 				return nil, err
 			}
 		}
-		x.conns[i] = connState{sender: -1, recver: -1, rt: rt, lat: rt.lat, capB: rt.capGBps * 1e-3, w: rt.w, res: rt.res}
+		x.rt[i] = rt
+		nres += len(rt.res)
+	}
+	// The routes' resources, in one array (flows read them on every
+	// start and end).
+	x.resIDs = make([]int32, 0, nres)
+	for i, rt := range x.rt {
+		lo := len(x.resIDs)
+		x.resIDs = append(x.resIDs, rt.res...)
+		x.rc[i] = recvConn{recver: -1, lat: rt.lat}
+		x.sc[i] = sendConn{sender: -1, lat: rt.lat, capB: rt.capGBps * 1e-3, w: rt.w, ib: rt.ib, res: int32(lo), nres: int32(len(rt.res))}
 	}
 	x.actors = make([]actor, len(p.Lanes))
+	x.cold = make([]actorCold, len(p.Lanes))
+	nc := 0
+	for i := range p.Lanes {
+		nc += len(p.Lanes[i].Recv) + len(p.Lanes[i].Send)
+	}
+	x.cids = make([]int32, 0, nc)
+	var opsBuf []cop
+	if gen == nil {
+		n := 0
+		for i := range p.Lanes {
+			n += len(p.Lanes[i].Ops)
+		}
+		opsBuf = make([]cop, 0, min(n, 1<<16))
+	}
 	type rc struct{ r, c int32 }
 	perBlock := map[rc]int{}
 	for i := range p.Lanes {
@@ -317,49 +455,60 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 	seen := map[rc]int{}
 	for i := range p.Lanes {
 		l := &p.Lanes[i]
-		a := &x.actors[i]
-		a.lane = l
-		a.frac = 1
-		a.nOps = len(l.Ops)
+		a, ac := &x.actors[i], &x.cold[i]
+		ac.lane = l
+		ac.frac = 1
 		if gen != nil {
-			a.ops = wins[i]
+			ac.ops = wins[i]
+			ac.nOps = nops[i]
 		} else {
-			a.ops = compactOps(l.Ops, make([]cop, 0, len(l.Ops)))
+			lo := len(opsBuf)
+			opsBuf, _ = compactOps(l.Ops, x.per, opsBuf, 0)
+			ac.ops = opsBuf[lo:len(opsBuf):len(opsBuf)]
+			ac.nOps = len(l.Ops)
+		}
+		for _, r := range ac.ops {
+			ac.winEnd += int(r.reps)
 		}
 		k := rc{l.Rank, l.Channel}
 		if gen != nil {
-			a.nOps = nops[i]
-			a.li = seen[k]
+			ac.li = seen[k]
 		}
 		if n := perBlock[k]; n == 2 && p.Algo == model.AlgoTree { // reduce-up and broadcast-down groups
 			if seen[k] == 0 {
-				a.frac = x.pc.ReduceFrac
+				ac.frac = x.pc.ReduceFrac
 			} else {
-				a.frac = 1 - x.pc.ReduceFrac
+				ac.frac = 1 - x.pc.ReduceFrac
 			}
 		} else if n >= 2 { // p2p: the block's warps split between directions
-			a.frac = 1 / float64(n)
+			ac.frac = 1 / float64(n)
 		}
 		seen[k]++
+		a.rb = int32(len(x.cids))
+		x.cids = append(x.cids, l.Recv...)
+		a.sb = int32(len(x.cids))
+		x.cids = append(x.cids, l.Send...)
+		a.se = int32(len(x.cids))
 		for _, c := range l.Send {
-			x.conns[c].sender = int32(i)
-			switch rt := x.conns[c].rt; {
+			x.sc[c].sender = int32(i)
+			switch rt := x.rt[c]; {
 			case rt.hostSend:
-				a.hostSends++
+				ac.hostSends++
 			case x.read && rt.transport == TransportP2P:
 				// read mode: the sender stores into its own memory
 			case rt.transport != TransportNET && len(rt.res) > 0:
-				a.remote++
+				ac.remote++
+				a.remote = true
 			}
 		}
 		for _, c := range l.Recv {
-			x.conns[c].recver = int32(i)
-			rt := x.conns[c].rt
+			x.rc[c].recver = int32(i)
+			rt := x.rt[c]
 			switch {
 			case rt.hostRecv:
-				a.hostRecvs++
+				ac.hostRecvs++
 			case x.read && rt.transport == TransportP2P && len(rt.res) > 0:
-				a.remoteRecvs++
+				ac.remoteRecvs++
 			}
 		}
 	}
@@ -373,20 +522,30 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 		}
 	}
 	if m.Progress != nil {
-		spc := int64(1)
-		if p.Proto == model.ProtoSimple {
-			spc = int64(p.SlicesPerChunk)
-		}
-		for i := range x.actors {
-			x.total += int64(x.actors[i].nOps) * spc
+		for i := range x.cold {
+			x.total += int64(x.cold[i].nOps) * x.spc
 		}
 	}
+	x.loop()
+	var end Time
+	for i := range x.actors {
+		if x.actors[i].phase != phDone {
+			return nil, x.deadlock()
+		}
+		end = max(end, x.cold[i].finish)
+	}
+	return x.result(end), nil
+}
+
+// loop runs the events until the queue is empty.
+func (x *runner) loop() {
+	progress := x.m.Progress
 	for !x.q.empty() {
 		ev := x.q.pop()
 		x.now = ev.t
 		x.events++
-		if x.events&0xffff == 0 && m.Progress != nil {
-			m.Progress(x.slices, x.total)
+		if progress != nil && x.events&0xffff == 0 {
+			progress(x.slices, x.total)
 		}
 		switch ev.kind {
 		case evWake:
@@ -403,34 +562,25 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 				x.advance(owner)
 			}
 		case evTail:
-			c := &x.conns[ev.id]
+			c := &x.rc[ev.id]
 			if ev.val > c.tail {
 				c.tail = ev.val
 			}
 			x.wake(c.recver)
 		case evStarted:
-			c := &x.conns[ev.id]
+			c := &x.rc[ev.id]
 			if ev.val > c.started {
 				c.started = ev.val
 			}
 			x.wake(c.recver)
 		case evHead:
-			c := &x.conns[ev.id]
+			c := &x.sc[ev.id]
 			if ev.val > c.head {
 				c.head = ev.val
 			}
 			x.wake(c.sender)
 		}
 	}
-	var end Time
-	for i := range x.actors {
-		a := &x.actors[i]
-		if a.phase != phDone {
-			return nil, x.deadlock()
-		}
-		end = max(end, a.finish)
-	}
-	return x.result(end), nil
 }
 
 func (x *runner) wake(ai int32) {
@@ -444,12 +594,12 @@ func (x *runner) deadlock() error {
 	var b strings.Builder
 	n := 0
 	for i := range x.actors {
-		a := &x.actors[i]
+		a, ac := &x.actors[i], &x.cold[i]
 		if a.phase == phDone {
 			continue
 		}
 		if n < 4 {
-			fmt.Fprintf(&b, "; lane %d (rank %d channel %d) blocked at op %d slice %d", i, a.lane.Rank, a.lane.Channel, a.opBase+a.op, a.sl)
+			fmt.Fprintf(&b, "; lane %d (rank %d channel %d) blocked at op %d slice %d", i, ac.lane.Rank, ac.lane.Channel, ac.opBase+int(a.rep), a.sl)
 		}
 		n++
 	}
@@ -458,7 +608,7 @@ func (x *runner) deadlock() error {
 
 // wireBytes is what n data bytes occupy on the wire with the protocol.
 func (x *runner) wireBytes(n int64) int64 {
-	switch x.p.Proto {
+	switch x.proto {
 	case model.ProtoLL:
 		return (n + model.LLLineData - 1) / model.LLLineData * model.LLLineBytes
 	case model.ProtoLL128:
@@ -469,21 +619,20 @@ func (x *runner) wireBytes(n int64) int64 {
 
 // units is the memory traffic per data byte of a primitive call: its
 // loads and stores, plus the reduction's extra cost per extra source.
-func (x *runner) units(a *actor, k model.PrimKind, flags uint8) float64 {
-	l := a.lane
+func (x *runner) units(a *actor, ac *actorCold, k model.PrimKind, flags uint8) float64 {
 	srcs, dsts := 0, 0
 	hostSrcs, remoteSrcs := 0, 0
 	if k.Receives() {
-		srcs += len(l.Recv)
-		hostSrcs, remoteSrcs = a.hostRecvs, a.remoteRecvs
+		srcs += int(a.sb - a.rb)
+		hostSrcs, remoteSrcs = ac.hostRecvs, ac.remoteRecvs
 	}
 	if k.ReadsInput() || (k == model.PrimSend && flags&model.PrimFromOutput != 0) {
 		srcs++
 	}
 	remote, host := 0, 0
 	if k.Sends() {
-		dsts += len(l.Send) - a.remote - a.hostSends
-		remote, host = a.remote, a.hostSends
+		dsts += int(a.se-a.sb) - ac.remote - ac.hostSends
+		remote, host = ac.remote, ac.hostSends
 	}
 	if k.WritesOutput() {
 		dsts++
@@ -496,30 +645,62 @@ func (x *runner) units(a *actor, k model.PrimKind, flags uint8) float64 {
 	return max(u, 0.05)
 }
 
+// loadRun makes the actor's next run of calls its current one, at its
+// first call, and reports false when the lane has no more calls.
+func (x *runner) loadRun(ai int32, a *actor) bool {
+	ac := &x.cold[ai]
+	if a.reps > 0 { // the previous run
+		ac.op++
+		ac.opBase += int(a.reps)
+	}
+	if ac.op >= len(ac.ops) {
+		if ac.winEnd >= ac.nOps {
+			return false
+		}
+		x.slide(ac)
+	}
+	r := &ac.ops[ac.op]
+	a.rep, a.reps = 0, r.reps
+	a.kind = r.kind
+	a.recvs, a.sends = r.kind.Receives(), r.kind.Sends()
+	a.rate = x.copyBps * ac.frac / x.units(a, ac, r.kind, r.flags) // data bytes per ps
+	a.opR, a.opS = r.recvStep, r.sendStep
+	a.n = max(r.n, 0)
+	// Cut as model.Program.Slices does: Simple calls into SlicesPerChunk
+	// slices, LL and LL128 calls into one.
+	a.slice = int64(a.n)
+	if x.proto == model.ProtoSimple {
+		a.slice = max((int64(a.n)+16*x.spc-1)/(16*x.spc)*16, x.stepElems*x.sps/32)
+	}
+	if a.sends {
+		// What the run's slices will post to every send connection.
+		var bytes, wire int64
+		for s := int64(0); s < x.spc; s++ {
+			d := max(0, min(a.slice, int64(a.n)-s*a.slice)) * x.esize
+			bytes += d
+			wire += x.wireBytes(d)
+		}
+		k := int64(r.reps)
+		ac.sent.bytes += k * bytes
+		ac.sent.wire += k * wire
+		ac.sent.slices += k * x.spc
+	}
+	return true
+}
+
 // advance runs actor ai until it has to wait.
 func (x *runner) advance(ai int32) {
 	a := &x.actors[ai]
 	a.waiting = false
-	l := a.lane
+	need := uint64(x.sps)
 	for {
 		switch a.phase {
 		case phOpStart:
-			if a.op >= len(a.ops) {
-				if a.opBase+len(a.ops) < a.nOps {
-					x.slide(a)
-					continue
-				}
+			if a.rep == a.reps && !x.loadRun(ai, a) {
 				a.phase = phDone
-				a.finish = x.now
+				x.cold[ai].finish = x.now
 				return
 			}
-			a.cop = a.ops[a.op]
-			op := &a.cop
-			x.scratch = x.p.Slices(model.ProgOp{Kind: op.kind, N: op.n, RecvStep: op.recvStep, SendStep: op.sendStep}, x.scratch[:0])
-			a.nsl = len(x.scratch)
-			a.cur = x.scratch[0]
-			a.kind = op.kind
-			a.rate = x.copyBps * a.frac / x.units(a, op.kind, op.flags) // data bytes per ps
 			a.sl = 0
 			a.phase = phWait
 			if x.opOv > 0 {
@@ -527,32 +708,35 @@ func (x *runner) advance(ai int32) {
 				return
 			}
 		case phWait:
-			s := &a.cur
-			need := uint64(s.Steps)
-			if a.kind.Receives() {
-				for _, c := range l.Recv {
-					cs := &x.conns[c]
+			st := uint32(a.sl) * uint32(x.sps)
+			if a.recvs {
+				want := uint64(a.opR+st) + need
+				for _, c := range x.cids[a.rb:a.sb] {
+					cs := &x.rc[c]
 					if x.stream {
-						if cs.started < uint64(s.RecvStep)+need {
+						if cs.started < want {
 							a.waiting = true
 							return
 						}
-					} else if cs.tail < uint64(s.RecvStep)+need {
+					} else if cs.tail < want {
 						a.waiting = true
 						return
 					}
 				}
 			}
-			if a.kind.Sends() {
-				for _, c := range l.Send {
-					if x.conns[c].head+x.credits < uint64(s.SendStep)+need {
+			if a.sends {
+				want := uint64(a.opS+st) + need
+				for _, c := range x.cids[a.sb:a.se] {
+					if x.sc[c].head+x.credits < want {
 						a.waiting = true
 						return
 					}
 				}
 			}
 			a.phase = phData
-			a.start = x.now
+			if x.rec != nil {
+				x.cold[ai].start = x.now
+			}
 			if x.slOv > 0 {
 				x.q.push(x.now+x.slOv, evWake, ai, 0)
 				return
@@ -564,38 +748,40 @@ func (x *runner) advance(ai int32) {
 				return
 			}
 		case phFinish:
-			s := &a.cur
-			need := uint64(s.Steps)
-			if x.stream && a.kind.Receives() {
-				for _, c := range l.Recv {
-					if x.conns[c].tail < uint64(s.RecvStep)+need {
+			st := uint32(a.sl) * uint32(x.sps)
+			if x.stream && a.recvs {
+				want := uint64(a.opR+st) + need
+				for _, c := range x.cids[a.rb:a.sb] {
+					if x.rc[c].tail < want {
 						a.waiting = true
 						return
 					}
 				}
 			}
-			if x.fence > 0 && !a.fenced && a.remote > 0 && a.kind.Sends() && s.Elems > 0 {
+			if x.fence > 0 && !a.fenced && a.remote && a.sends && a.elems() > 0 {
 				// the fence waits for the slice's stores into the peers
 				a.fenced = true
 				x.q.push(x.now+x.fence, evWake, ai, 0)
 				return
 			}
 			a.fenced = false
-			x.post(a, s)
+			x.post(a, st)
 			if x.rec != nil {
-				x.record(a, a.kind, s)
+				x.record(ai, a)
 			}
 			x.slices++
 			a.sl++
-			if a.sl < a.nsl {
-				// The next slice of the call (recomputed: the actor keeps
-				// only the current one).
-				op := &a.cop
-				x.scratch = x.p.Slices(model.ProgOp{Kind: op.kind, N: op.n, RecvStep: op.recvStep, SendStep: op.sendStep}, x.scratch[:0])
-				a.cur = x.scratch[a.sl]
+			if int64(a.sl) < x.spc {
 				a.phase = phWait
 			} else {
-				a.op++
+				// the next call: of the same run, its steps follow
+				a.rep++
+				if a.recvs {
+					a.opR += x.per
+				}
+				if a.sends {
+					a.opS += x.per
+				}
 				a.phase = phOpStart
 			}
 		default:
@@ -605,45 +791,47 @@ func (x *runner) advance(ai int32) {
 }
 
 // slide moves the window of a streamed lane to its next calls.
-func (x *runner) slide(a *actor) {
-	l := a.lane
-	full := x.gen.Lane(int(l.Rank), int(l.Channel), a.li, x.genOps)
+func (x *runner) slide(ac *actorCold) {
+	l := ac.lane
+	full := x.gen.Lane(int(l.Rank), int(l.Channel), ac.li, x.genOps)
 	x.genOps = full.Ops
-	a.opBase += len(a.ops)
-	a.ops = compactOps(full.Ops[a.opBase:min(a.opBase+streamWindow, len(full.Ops))], a.ops[:0])
-	a.op = 0
+	var k int
+	ac.ops, k = compactOps(full.Ops[ac.winEnd:], x.per, ac.ops[:0], x.window)
+	ac.winEnd += k
+	ac.op = 0
 }
 
 // startSlice starts the transfers of the current slice of actor ai.
 func (x *runner) startSlice(ai int32, a *actor) {
-	l := a.lane
-	s := &a.cur
 	a.pending = 0
-	data := s.Elems * x.esize
-	sends := a.kind.Sends()
-	if sends && x.stream {
-		for _, c := range l.Send {
-			cs := &x.conns[c]
-			x.q.push(x.now+cs.lat, evStarted, c, uint64(s.SendStep)+uint64(s.Steps))
+	data := a.elems() * x.esize
+	if a.sends && x.stream {
+		st := uint64(a.opS+uint32(a.sl)*uint32(x.sps)) + uint64(x.sps)
+		for _, c := range x.cids[a.sb:a.se] {
+			x.q.push(x.now+x.sc[c].lat, evStarted, c, st)
 		}
 	}
 	if data <= 0 {
 		return
 	}
 	rate := a.rate
-	if sends {
+	if a.sends {
 		wire := x.wireBytes(data)
 		scale := float64(wire) / float64(data)
 		eff := x.pc.LinkEff
-		for _, c := range l.Send {
-			cs := &x.conns[c]
+		for _, c := range x.cids[a.sb:a.se] {
+			cs := &x.sc[c]
 			capW := rate * scale
 			if cs.capB > 0 {
 				capW = min(capW, cs.capB*scale)
 			}
+			if ib := cs.ib; ib != nil {
+				capW = min(capW, ib.msgCap(wire)) // RDMA message costs (ib.go)
+			}
 			// A protocol efficiency below one makes its wire bytes occupy
 			// the links longer; the links still account the true bytes.
-			x.fab.start(&x.q, x.now, cs.res, float64(wire)/eff, float64(wire), capW/eff, cs.w, ai)
+			res := x.resIDs[cs.res : cs.res+cs.nres : cs.res+cs.nres]
+			x.fab.start(&x.q, x.now, res, float64(wire)/eff, float64(wire), capW/eff, cs.w, ai)
 			a.pending++
 		}
 		return
@@ -654,34 +842,30 @@ func (x *runner) startSlice(ai int32, a *actor) {
 
 // post publishes the end of a slice: tails (and data) to the receivers,
 // heads (credits) back to the senders.
-func (x *runner) post(a *actor, s *model.ProgSlice) {
-	l := a.lane
-	need := uint64(s.Steps)
-	if a.kind.Sends() {
-		data := s.Elems * x.esize
-		for _, c := range l.Send {
-			cs := &x.conns[c]
-			cs.bytes += data
-			cs.wire += x.wireBytes(data)
-			cs.slices++
-			cs.steps += need
-			x.q.push(x.now+cs.lat, evTail, c, uint64(s.SendStep)+need)
+func (x *runner) post(a *actor, st uint32) {
+	need := uint64(x.sps)
+	if a.sends {
+		tail := uint64(a.opS+st) + need
+		for _, c := range x.cids[a.sb:a.se] {
+			x.q.push(x.now+x.sc[c].lat, evTail, c, tail)
 		}
 	}
-	if a.kind.Receives() {
-		for _, c := range l.Recv {
-			cs := &x.conns[c]
-			x.q.push(x.now+cs.lat, evHead, c, uint64(s.RecvStep)+need)
+	if a.recvs {
+		head := uint64(a.opR+st) + need
+		for _, c := range x.cids[a.rb:a.sb] {
+			x.q.push(x.now+x.rc[c].lat, evHead, c, head)
 		}
 	}
 }
 
 // record reports the slice that actor a just posted.
-func (x *runner) record(a *actor, kind model.PrimKind, s *model.ProgSlice) {
-	l := a.lane
+func (x *runner) record(ai int32, a *actor) {
+	ac := &x.cold[ai]
+	l := ac.lane
+	kind := a.kind
 	e := &x.ev
 	*e = SliceEvent{Rank: l.Rank, Channel: l.Channel, SendPeer: -1, RecvPeer: -1, Prim: kind, Proto: x.p.Proto,
-		Bytes: s.Elems * x.esize, Start: a.start, End: x.now}
+		Bytes: a.elems() * x.esize, Start: ac.start, End: x.now}
 	if kind.Sends() && len(l.Send) > 0 {
 		e.SendPeer = x.p.Conns[l.Send[0]].To
 	}
@@ -704,16 +888,25 @@ func (x *runner) result(end Time) *Result {
 	}
 	r.TimeUs = r.KernelUs + x.c.LaunchUs
 	r.RankKernelUs = make([]float64, x.p.NRanks)
+	for i := range x.cold {
+		ac := &x.cold[i]
+		if rk := int(ac.lane.Rank); rk >= 0 && rk < len(r.RankKernelUs) {
+			r.RankKernelUs[rk] = max(r.RankKernelUs[rk], float64(ac.finish)/psPerUs)
+		}
+	}
+	ct := make([]connTraffic, len(x.p.Conns))
 	for i := range x.actors {
-		a := &x.actors[i]
-		if rk := int(a.lane.Rank); rk >= 0 && rk < len(r.RankKernelUs) {
-			r.RankKernelUs[rk] = max(r.RankKernelUs[rk], float64(a.finish)/psPerUs)
+		a, s := &x.actors[i], &x.cold[i].sent
+		for _, c := range x.cids[a.sb:a.se] {
+			ct[c].bytes += s.bytes
+			ct[c].wire += s.wire
+			ct[c].slices += s.slices
 		}
 	}
 	for i, cn := range x.p.Conns {
-		cs := &x.conns[i]
+		t := &ct[i]
 		r.Conns = append(r.Conns, ConnStats{From: int(cn.From), To: int(cn.To), Channel: int(cn.Channel),
-			Transport: cs.rt.transport.String(), Bytes: cs.bytes, WireBytes: cs.wire, Slices: cs.slices, Steps: cs.steps})
+			Transport: x.rt[i].transport.String(), Bytes: t.bytes, WireBytes: t.wire, Slices: t.slices, Steps: uint64(t.slices) * uint64(x.sps)})
 	}
 	for i := range x.fab.res {
 		rs := &x.fab.res[i]

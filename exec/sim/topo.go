@@ -46,6 +46,9 @@ type route struct {
 	// w is the number of identical connections the route carries (the fast
 	// mode's merged channels); 1 otherwise.
 	w float64
+	// ib, on a NET route through ib NICs, are the RDMA costs of its
+	// messages (ib.go); nil otherwise.
+	ib *ibCost
 }
 
 // Machine is a Cluster and its Plan prepared for simulation: one resource
@@ -79,6 +82,9 @@ type Machine struct {
 	// proxyRes[r] the proxy thread of rank r.
 	memRes   []int32
 	proxyRes []int32
+	// streamRuns is the number of runs of calls a streamed lane keeps in
+	// memory (0: streamWindow); tests lower it to move the windows often.
+	streamRuns int
 }
 
 // Kinds of resources besides links.
@@ -354,6 +360,9 @@ func (m *Machine) netRoute(rt *route, sa *model.System, ga *model.Node, sb *mode
 		return nil, err
 	}
 	rt.lat += usToPs(m.calib.NetProxyUs)
+	if !socket {
+		m.applyIB(rt, true)
+	}
 	if !rt.gdr {
 		rt.lat += usToPs(m.calib.NoGDRPenaltyUs)
 	}
