@@ -16,6 +16,8 @@ import (
 
 	"github.com/twinccl/twinccl/exec/hw/bootstrap"
 	"github.com/twinccl/twinccl/exec/hw/hostdev"
+	"github.com/twinccl/twinccl/exec/hw/ib"
+	"github.com/twinccl/twinccl/exec/hw/transport"
 	"github.com/twinccl/twinccl/model"
 	"github.com/twinccl/twinccl/model/conformance"
 	"github.com/twinccl/twinccl/model/refexec"
@@ -42,6 +44,7 @@ type benchOpts struct {
 	timeout              time.Duration
 	baseline             bool
 	trace                string
+	net                  string
 
 	// Parsed.
 	coll   model.Collective
@@ -75,8 +78,9 @@ const benchHelp = `Usage: run -np N [flags]          (also: run bench -np N [fla
 
 Runs an nccl-tests-like sweep of one collective on the host device: ranks
 are processes, ranks of a host talk through shared memory, ranks of
-different hosts through TCP sockets (TWINCCL_HOSTID=split:K makes every K
-consecutive ranks a host of their own, to exercise sockets on one machine).
+different hosts through the net plugin of --net, TCP sockets by default
+(TWINCCL_HOSTID=split:K makes every K consecutive ranks a host of their
+own, to exercise the net transport on one machine).
 It prints one row per size: size, count, type, redop, root, time, algbw,
 busbw, #wrong (with -c 1), and the algorithm and protocol used.
 
@@ -93,6 +97,22 @@ their parts to a temporary directory and the launcher merges them into
 those two files; ranks of a Slurm, Open MPI or torchrun job each write
 OUT.rankR.parquet and OUT.rankR.events.parquet. Files appear whole or not
 at all: nothing is written when the run fails.
+
+--net chooses the net plugin that carries the connections between ranks
+of different hosts (with TWINCCL_HOSTID=split:K on one machine, or
+TWINCCL_TRANSPORT=net for every pair): socket (TCP, the default) or ib
+(NCCL's IB plugin: queue pairs, RDMA writes with immediate, a FIFO of
+posted receive buffers). ib runs over libibverbs when it finds an RDMA
+device with an active port; on a machine without one it runs over the
+software verbs provider (TCP underneath: it exercises the IB plugin's
+protocol, not RDMA hardware) and each rank says so in a log line.
+TWINCCL_IB_PROVIDER=rdma or soft forces the provider (rdma fails when
+there is no device). NCCL_IB_HCA, NCCL_IB_QPS_PER_CONNECTION,
+NCCL_IB_GID_INDEX, NCCL_IB_ADDR_FAMILY, NCCL_IB_ADDR_RANGE and
+NCCL_IB_ROCE_VERSION_NUM (or their TWINCCL_ names) apply as in NCCL:
+without a GID index, RoCE ports use the GID of the address family
+(IPv4-mapped by default) and RoCE version (2 by default), IB ports index 0
+(or NCCL_IB_ROUTABLE_FLID_GID_INDEX where that GID has a routable FLID).
 
 Flags:
 `
@@ -120,6 +140,7 @@ func runBench(e *env, args []string) error {
 	fs.IntVar(&o.root, "root", 0, "root of broadcast and reduce")
 	fs.StringVar(&o.trace, "trace", "", "write the call trace to `OUT.parquet` and the event trace to OUT.events.parquet")
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "bound of every wait (a lost or stuck peer ends the run)")
+	fs.StringVar(&o.net, "net", "socket", "net plugin between ranks of different hosts: socket or ib (see above)")
 	fs.BoolVar(&o.baseline, "baseline", false, "measure memcpy and raw TCP loopback bandwidth, then 64 MiB AllReduce over shm and over sockets, and print busbw/memcpy and busbw/TCP (-np ranks, 4 by default)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -156,6 +177,19 @@ func runBench(e *env, args []string) error {
 	if err := o.parse(); err != nil {
 		return err
 	}
+	if o.net == "ib" && os.Getenv(envUID) == "" {
+		// A provider forced to rdma on a machine without a device fails
+		// here, once, rather than in every rank.
+		if c, _ := ib.ParseProviderChoice(os.Getenv(ib.ProviderEnv)); c == ib.ProviderRDMA {
+			devs, err := ib.RDMADevices(ib.HCAFromEnv())
+			if err == nil && len(devs) == 0 {
+				err = errors.New("libibverbs finds no RDMA device with an active port")
+			}
+			if err != nil {
+				return fmt.Errorf("--net ib with %s=rdma: %w", ib.ProviderEnv, err)
+			}
+		}
+	}
 	if os.Getenv(envUID) == "" && o.baseline {
 		_, err := runBaseline(e, o)
 		return err
@@ -189,7 +223,50 @@ func (o *benchOpts) parse() error {
 			return &usageError{err.Error()}
 		}
 	}
+	switch o.net {
+	case "socket":
+	case "ib":
+		if _, err := ib.ParseProviderChoice(os.Getenv(ib.ProviderEnv)); err != nil {
+			return &usageError{err.Error()}
+		}
+		if _, err := ib.OptionsFromEnv(nil); err != nil {
+			return &usageError{err.Error()}
+		}
+	default:
+		return &usageError{fmt.Sprintf("--net %q: want socket or ib", o.net)}
+	}
 	return nil
+}
+
+// netPlugin is the net plugin of --net for a rank listening on host ("":
+// the address bootstrap.ListenAddr picks), its name for the table
+// header, and what releases it after the rank closed.
+func netPlugin(e *env, name, host string) (transport.Plugin, string, func(), error) {
+	nop := func() {}
+	if name != "ib" {
+		return transport.NewSocket(transport.SocketOptionsFromEnv()), "Socket", nop, nil
+	}
+	if host == "" {
+		var err error
+		if host, err = bootstrap.ListenAddr(""); err != nil {
+			return nil, "", nop, err
+		}
+	}
+	pv, note, err := ib.OpenProvider(os.Getenv(ib.ProviderEnv), host, ib.HCAFromEnv())
+	if err != nil {
+		return nil, "", nop, err
+	}
+	release := nop
+	if c, ok := pv.(io.Closer); ok {
+		release = func() { c.Close() }
+	}
+	opt, err := ib.OptionsFromEnv(pv)
+	if err != nil {
+		release()
+		return nil, "", nop, err
+	}
+	e.log.Info("net plugin IB", "provider", pv.Name(), "why", note)
+	return ib.New(opt), "IB/" + pv.Name(), release, nil
 }
 
 // jobEnv reads the rank, size and root address of a job started by Slurm,
@@ -225,23 +302,6 @@ func jobEnv() (rank, n int, id bootstrap.UniqueID, ok bool, err error) {
 	return 0, 0, id, false, nil
 }
 
-// hostID is the rank's host identity: TWINCCL_HOSTID, or the host name.
-// TWINCCL_HOSTID=split:K puts every K consecutive ranks on a "host" of
-// their own, so that one machine exercises the net transport.
-func hostID(rank int) string {
-	h, _ := os.Hostname()
-	v := os.Getenv("TWINCCL_HOSTID")
-	if k, ok := strings.CutPrefix(v, "split:"); ok {
-		if per, err := strconv.Atoi(k); err == nil && per > 0 {
-			return fmt.Sprintf("%s/%d", h, rank/per)
-		}
-	}
-	if v != "" {
-		return v
-	}
-	return h
-}
-
 // benchRank is one rank of the sweep.
 func benchRank(e *env, o benchOpts) error {
 	rank, n, id, ok, err := jobEnv()
@@ -266,8 +326,13 @@ func benchRank(e *env, o benchOpts) error {
 	} else if os.Getenv(envUID) != "" {
 		host = "127.0.0.1"
 	}
+	plugin, netName, releaseNet, err := netPlugin(e, o.net, host)
+	if err != nil {
+		return fmt.Errorf("rank %d: --net %s: %w", rank, o.net, err)
+	}
+	defer releaseNet()
 	r, err := hostdev.Join(hostdev.RankConfig{Boot: bootstrap.Config{Rank: rank, NRanks: n, ID: id, Host: host, Timeout: o.timeout},
-		HostID: hostID(rank), ForceNet: os.Getenv("TWINCCL_TRANSPORT") == "net", Log: e.log})
+		HostID: transport.HostID(rank), ForceNet: os.Getenv("TWINCCL_TRANSPORT") == "net", Net: plugin, Log: e.log})
 	if err != nil {
 		return err
 	}
@@ -276,7 +341,7 @@ func benchRank(e *env, o benchOpts) error {
 		sink = &traceSink{job: "run " + o.op, comm: id.Magic, host: r.Hosts[rank]}
 	}
 	dev := newHostBench(r, sink != nil)
-	b := &bencher{e: e, o: o, comm: r.Comm, dev: dev, sink: sink}
+	b := &bencher{e: e, o: o, comm: r.Comm, dev: dev, sink: sink, net: netName}
 	runErr := b.setup(r.Hosts)
 	for size := o.minB; size <= o.maxB && runErr == nil; size *= o.factor {
 		runErr = b.size(size)
@@ -304,6 +369,7 @@ type bencher struct {
 	sink *traceSink
 	plan *model.Plan
 	tune *search.Result // nil: no tuner (the hand-built plan)
+	net  string         // the net plugin's name
 }
 
 // setup makes the job's plan: the search's on the CPU topology of the
@@ -328,7 +394,7 @@ func (b *bencher) setup(hosts []string) error {
 		if b.o.algo != "" || b.o.proto != "" || b.tune == nil {
 			src = "flags"
 		}
-		fmt.Fprintf(b.e.stdout, "# twinccl %s device: %d ranks, %s, algorithm/protocol from the %s, %d iters, %d warmup\n", b.dev.Name(), n, b.o.coll, src, b.o.iters, b.o.warmup)
+		fmt.Fprintf(b.e.stdout, "# twinccl %s device: %d ranks, %s, net %s, algorithm/protocol from the %s, %d iters, %d warmup\n", b.dev.Name(), n, b.o.coll, b.net, src, b.o.iters, b.o.warmup)
 		fmt.Fprintf(b.e.stdout, "#%11s %12s %8s %6s %6s %10s %9s %9s %7s %6s %6s %3s\n", "size", "count", "type", "redop", "root", "time(us)", "algbw", "busbw", "#wrong", "algo", "proto", "nch")
 		fmt.Fprintf(b.e.stdout, "#%11s %12s %8s %6s %6s %10s %9s %9s %7s %6s %6s %3s\n", "(B)", "(elements)", "", "", "", "", "(GB/s)", "(GB/s)", "", "", "", "")
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/twinccl/twinccl/exec/hw/ib"
 	"github.com/twinccl/twinccl/exec/hw/transport"
 	"github.com/twinccl/twinccl/model"
 	"github.com/twinccl/twinccl/traces"
@@ -58,6 +59,84 @@ func TestBenchLocal(t *testing.T) {
 	if m, _ := filepath.Glob("/dev/shm/" + transport.ShmPrefix + "*"); len(m) > 0 {
 		t.Errorf("shm segments left: %v", m)
 	}
+}
+
+// TestBenchNet runs `run -np 4 --net ib` and `--net socket` with two
+// ranks per host (TWINCCL_HOSTID=split:2), data checked: the header names
+// the plugin, and with --net ib on a machine without an RDMA device every
+// rank says that the software verbs provider stands in.
+func TestBenchNet(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process")
+	}
+	devs, derr := ib.RDMADevices(ib.HCAFromEnv())
+	for _, c := range []struct {
+		net, header string
+		args        []string
+	}{
+		{"ib", "net IB/", []string{"--op", "allreduce", "-b", "8", "-e", "1M", "-f", "32"}},
+		{"ib", "net IB/", []string{"--op", "allgather", "--proto", "ll128", "-b", "1K", "-e", "256K", "-f", "16"}},
+		{"socket", "net Socket,", []string{"--op", "allreduce", "-b", "8", "-e", "1M", "-f", "32"}},
+	} {
+		t.Run(c.net+"-"+c.args[1], func(t *testing.T) {
+			t.Setenv("TWINCCL_HOSTID", "split:2")
+			args := append([]string{"-np", "4", "--net", c.net, "-n", "2", "-w", "1", "-c", "1"}, c.args...)
+			var out, errb bytes.Buffer
+			if rc := run(args, &out, &errb); rc != 0 {
+				t.Fatalf("exit %d\n%s\n%s", rc, out.String(), errb.String())
+			}
+			rows := 0
+			for _, l := range strings.Split(out.String(), "\n") {
+				f := strings.Fields(l)
+				if len(f) == benchCols && !strings.HasPrefix(l, "#") {
+					rows++
+					if f[8] != "0" {
+						t.Errorf("wrong elements: %s", l)
+					}
+				}
+			}
+			if rows == 0 || !strings.Contains(out.String(), c.header) {
+				t.Fatalf("want rows and a header naming %q:\n%s\n%s", c.header, out.String(), errb.String())
+			}
+			if c.net == "ib" && (derr != nil || len(devs) == 0) {
+				if n := strings.Count(errb.String(), "the software verbs provider stands in"); n != 4 || !strings.Contains(out.String(), "net IB/soft") {
+					t.Errorf("%d ranks said the software provider stands in, want 4:\n%s\n%s", n, out.String(), errb.String())
+				}
+			}
+			t.Log("\n" + out.String())
+		})
+	}
+}
+
+// TestBenchNetErrors: a bad --net or TWINCCL_IB_PROVIDER is a usage
+// error; TWINCCL_IB_PROVIDER=rdma without an RDMA device fails before
+// any rank starts, saying so.
+func TestBenchNetErrors(t *testing.T) {
+	code, _, errOut := runArgs("-np", "2", "--net", "rdma")
+	if code != 2 || !strings.Contains(errOut, `--net "rdma": want socket or ib`) {
+		t.Errorf("--net rdma: exit %d, stderr %q", code, errOut)
+	}
+	t.Setenv(ib.ProviderEnv, "hw")
+	code, _, errOut = runArgs("-np", "2", "--net", "ib")
+	if code != 2 || !strings.Contains(errOut, `TWINCCL_IB_PROVIDER="hw": want rdma, soft or auto`) {
+		t.Errorf("TWINCCL_IB_PROVIDER=hw: exit %d, stderr %q", code, errOut)
+	}
+	t.Setenv(ib.ProviderEnv, "")
+	t.Setenv("NCCL_IB_GID_INDEX", "three")
+	code, _, errOut = runArgs("-np", "2", "--net", "ib")
+	if code != 2 || !strings.Contains(errOut, `NCCL_IB_GID_INDEX="three"`) {
+		t.Errorf("NCCL_IB_GID_INDEX=three: exit %d, stderr %q", code, errOut)
+	}
+	t.Setenv("NCCL_IB_GID_INDEX", "")
+	if devs, err := ib.RDMADevices(ib.HCAFromEnv()); err == nil && len(devs) > 0 {
+		t.Skipf("RDMA devices %v present", devs)
+	}
+	t.Setenv(ib.ProviderEnv, "rdma")
+	code, out, errOut := runArgs("-np", "2", "--net", "ib", "-b", "8", "-e", "8")
+	if code != 1 || out != "" || !strings.Contains(errOut, "--net ib with TWINCCL_IB_PROVIDER=rdma: ") || strings.Count(errOut, "\n") != 1 {
+		t.Errorf("TWINCCL_IB_PROVIDER=rdma without a device: exit %d, stdout %q, stderr %q; want one line saying there is no device", code, out, errOut)
+	}
+	t.Log(errOut)
 }
 
 // TestBenchBaseline runs `run bench --baseline` once, briefly: every

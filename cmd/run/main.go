@@ -35,7 +35,7 @@ type command struct {
 // Add new ones here.
 var commands = []command{
 	{name: "topo", summary: "discover this machine's topology and print or dump it as NCCL topology XML", run: runTopo},
-	{name: "bench", summary: "run collectives on the host device over shm and sockets and print an nccl-tests-like table", run: runBench},
+	{name: "bench", summary: "run collectives on the host device over shm and the net plugin (sockets or ib) and print an nccl-tests-like table", run: runBench},
 	{name: "gpu", summary: "run an nccl-tests-like sweep on GPUs, one process per GPU, optionally side by side with NCCL", run: runGPU},
 }
 
@@ -60,9 +60,14 @@ func usage(w io.Writer) {
 Usage:
   run [-v] -np N [--op allreduce] [-b 8] [-e 128M] [-f 2] [-n iters] [-w warmup]
          [-c check] [--dtype T] [--redop OP] [--algo A] [--proto P] [--trace OUT.parquet]
+         [--net socket|ib]
   run [-v] <command> [flags]
 
 The first form is "run bench": a sweep on the host device (see run bench -h).
+--net picks the net plugin between ranks of different hosts: socket (TCP)
+or ib (libibverbs where an RDMA device is found, else the software verbs
+provider, which says so in a log line; TWINCCL_IB_PROVIDER=rdma|soft
+forces one).
 
 Commands:
 `)

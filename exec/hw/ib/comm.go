@@ -29,13 +29,14 @@ type endpoint struct {
 	readers sync.WaitGroup
 
 	qps    []verbs.QP
-	qpIdx  map[uint32]int
-	cqs    []verbs.CQ // per local device, nil where unused
-	fifo   []byte     // sender: entries the receiver writes; receiver: entries it writes from
+	qpIdx  map[qpKey]int // QP index by local device and QPN
+	cqs    []verbs.CQ    // per local device, nil where unused
+	fifo   []byte        // sender: entries the receiver writes; receiver: entries it writes from
 	fifoMR verbs.MR
 	hdrs   []byte // sender: headers it writes from; receiver: headers landing
 	hdrMR  verbs.MR
 	remote *metadata
+	mrs    *mrCache // data buffers' registrations
 
 	mu     sync.Mutex
 	err    error
@@ -55,8 +56,16 @@ type endpoint struct {
 	slots           [fifoDepth]*request
 }
 
+// qpKey names a queue pair of an endpoint: QPNs are unique per device
+// only, and a device's completion queue reports its own QPs.
+type qpKey struct {
+	dev int
+	qpn uint32
+}
+
 func newEndpoint(p *Plugin, peer int, sender bool) *endpoint {
-	return &endpoint{p: p, peer: peer, sender: sender, frames: make(chan []byte, 4), qpIdx: map[uint32]int{}, wrs: map[uint64]*request{}}
+	return &endpoint{p: p, peer: peer, sender: sender, frames: make(chan []byte, 4), qpIdx: map[qpKey]int{}, wrs: map[uint64]*request{},
+		mrs: newMRCache(p.devs)}
 }
 
 // attach starts reading control frames from c. The reader outlives the
@@ -134,7 +143,7 @@ func (e *endpoint) setup(peerDevs int) error {
 			return fmt.Errorf("ib plugin: %s: create QP: %w", devs[d].ctx.Name(), err)
 		}
 		e.qps = append(e.qps, qp)
-		e.qpIdx[qp.QPN()] = i
+		e.qpIdx[qpKey{d, qp.QPN()}] = i
 		if err := qp.Modify(verbs.QPAttr{State: verbs.QPSInit, Port: 1, Access: verbs.AccessLocalWrite | verbs.AccessRemoteWrite | verbs.AccessRemoteRead}); err != nil {
 			return fmt.Errorf("ib plugin: QP %d to INIT: %w", i, err)
 		}
@@ -159,7 +168,7 @@ func (e *endpoint) localMeta() ctlMsg {
 		m.QPN = append(m.QPN, qp.QPN())
 		m.Dev = append(m.Dev, i%len(e.p.devs))
 		m.LID = append(m.LID, d.port.LID)
-		m.GID = append(m.GID, d.port.GID)
+		m.GID = append(m.GID, d.gid)
 		m.MTU = append(m.MTU, d.port.MTU)
 	}
 	if e.sender {
@@ -182,8 +191,13 @@ func (e *endpoint) connectQPs(m *ctlMsg) error {
 	}
 	e.remote = r
 	for i, qp := range e.qps {
-		mtu := min(r.MTU[i], e.p.devs[i%len(e.p.devs)].port.MTU)
-		if err := qp.Modify(verbs.QPAttr{State: verbs.QPSRTR, DestQPN: r.QPN[i], DestLID: r.LID[i], DestGID: r.GID[i], PathMTU: mtu}); err != nil {
+		d := e.p.devs[i%len(e.p.devs)]
+		mtu := min(r.MTU[i], d.port.MTU)
+		// As NCCL: RoCE always routes by GID, InfiniBand only to a GID
+		// with a routable FLID (else by LID).
+		global := d.port.LinkLayer == verbs.LinkEthernet || gidFLID(r.GID[i]) != 0
+		if err := qp.Modify(verbs.QPAttr{State: verbs.QPSRTR, DestQPN: r.QPN[i], DestLID: r.LID[i], DestGID: r.GID[i],
+			Global: global, SGIDIndex: d.gidIndex, PathMTU: mtu}); err != nil {
 			return fmt.Errorf("ib plugin: QP %d to RTR (rank %d): %w", i, e.peer, err)
 		}
 		if err := qp.Modify(verbs.QPAttr{State: verbs.QPSRTS, Timeout: 20, RetryCount: 7, RNRRetry: 7}); err != nil {
@@ -228,6 +242,7 @@ func (e *endpoint) close() error {
 	for _, r := range e.wrs {
 		r.release()
 	}
+	errs = append(errs, e.mrs.close())
 	e.mu.Unlock()
 	for _, mr := range []verbs.MR{e.fifoMR, e.hdrMR} {
 		if mr != nil {
@@ -253,7 +268,7 @@ type request struct {
 	pending int // sender: send completions outstanding
 	got     int // receiver: data chunks arrived
 	need    int
-	mrs     []verbs.MR // per local device
+	mrs     []*mrEntry // per local device, from the endpoint's cache
 	done    bool
 }
 
@@ -291,7 +306,7 @@ func (e *endpoint) progress() error {
 		return e.failLocked(fmt.Errorf("ib plugin: connection with rank %d closed", e.peer))
 	}
 	var wcs [32]verbs.WC
-	for _, cq := range e.cqs {
+	for d, cq := range e.cqs {
 		if cq == nil {
 			continue
 		}
@@ -301,7 +316,7 @@ func (e *endpoint) progress() error {
 				return e.failLocked(fmt.Errorf("ib plugin: connection with rank %d: %w", e.peer, err))
 			}
 			for _, wc := range wcs[:n] {
-				if err := e.complete(wc); err != nil {
+				if err := e.complete(d, wc); err != nil {
 					return e.failLocked(err)
 				}
 			}
@@ -323,7 +338,7 @@ func (e *endpoint) progress() error {
 }
 
 // complete handles one work completion.
-func (e *endpoint) complete(wc verbs.WC) error {
+func (e *endpoint) complete(dev int, wc verbs.WC) error {
 	if wc.Status != verbs.WCSuccess {
 		return fmt.Errorf("ib plugin: connection with rank %d: QP %#x: %s (opcode %d)", e.peer, wc.QPN, wc.Status, wc.Op)
 	}
@@ -337,7 +352,7 @@ func (e *endpoint) complete(wc verbs.WC) error {
 		}
 		return nil
 	}
-	qi, ok := e.qpIdx[wc.QPN]
+	qi, ok := e.qpIdx[qpKey{dev, wc.QPN}]
 	if !ok {
 		return fmt.Errorf("ib plugin: completion of unknown QP %#x", wc.QPN)
 	}
@@ -380,22 +395,24 @@ func (e *endpoint) finish(r *request) {
 	r.release()
 }
 
-// release deregisters the request's buffer.
+// release lets go of the request's registrations (they stay cached).
 func (r *request) release() {
 	for _, m := range r.mrs {
-		m.Close()
+		r.e.mrs.put(m)
 	}
 	r.mrs = nil
 }
 
-// register registers b on every local device.
+// register gets b registered on every local device, from the cache.
 func (e *endpoint) register(r *request, b []byte, access verbs.Access) error {
-	for _, d := range e.p.devs {
-		m, err := d.pd.RegMR(b, access)
-		if err != nil {
-			return fmt.Errorf("ib plugin: register %d bytes on %s: %w", len(b), d.ctx.Name(), err)
+	for d := range e.p.devs {
+		m, err := e.mrs.get(d, b, access)
+		if m != nil {
+			r.mrs = append(r.mrs, m)
 		}
-		r.mrs = append(r.mrs, m)
+		if err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -454,7 +471,7 @@ func (e *endpoint) postSends() error {
 				for i := 0; i < k; i++ {
 					lo, hi := i*c, min((i+1)*c, len(r.data))
 					qi := int((r.msg + uint64(i)) % uint64(len(e.qps)))
-					lkey := r.mrs[qi%len(e.p.devs)].LKey()
+					lkey := r.mrs[qi%len(e.p.devs)].mr.LKey()
 					if err := e.write(qi, r, r.data[lo:hi], lkey, addr+uint64(lo), rkeys[e.remote.Dev[qi]], kindData<<16|uint32(f)); err != nil {
 						return err
 					}
@@ -595,7 +612,7 @@ func (c *recvComm) Irecv(data []byte) (transport.Request, error) {
 	r.need = e.nchunks(len(data))
 	var rkeys []uint32
 	for _, m := range r.mrs {
-		rkeys = append(rkeys, m.RKey())
+		rkeys = append(rkeys, m.mr.RKey())
 	}
 	if err := e.post(r, kindData, addrOf(data), rkeys, len(data)); err != nil {
 		return nil, e.failLocked(err)

@@ -13,6 +13,7 @@ import (
 	"github.com/twinccl/twinccl/exec/hw/hostdev"
 	"github.com/twinccl/twinccl/exec/hw/ib"
 	"github.com/twinccl/twinccl/exec/hw/ib/soft"
+	"github.com/twinccl/twinccl/exec/hw/ib/verbs"
 	"github.com/twinccl/twinccl/exec/hw/transport"
 	"github.com/twinccl/twinccl/model"
 	"github.com/twinccl/twinccl/model/conformance"
@@ -22,9 +23,11 @@ import (
 // their own host (every connection is a net one) and their own soft
 // provider with devs(rank) devices.
 type executor struct {
-	t     *testing.T
-	qps   int
-	devs  func(rank int) int
+	t    *testing.T
+	qps  int
+	devs func(rank int) int
+	// wrap, when set, wraps rank r's plugin.
+	wrap  func(rank int, p transport.Plugin) transport.Plugin
 	jobs  map[int]*hostdev.LocalJob
 	mu    sync.Mutex // Net runs on every rank's goroutine
 	provs []*soft.Provider
@@ -47,7 +50,11 @@ func (e *executor) Execute(p *model.Program, in [][]byte) ([][]byte, error) {
 				e.mu.Lock()
 				e.provs = append(e.provs, pv)
 				e.mu.Unlock()
-				return ib.New(ib.Options{Provider: pv, QPsPerConn: e.qps})
+				var pl transport.Plugin = ib.New(ib.Options{Provider: pv, QPsPerConn: e.qps})
+				if e.wrap != nil {
+					pl = e.wrap(r, pl)
+				}
+				return pl
 			},
 		})
 		if err != nil {
@@ -115,6 +122,23 @@ type pair struct {
 
 func newPair(t *testing.T, devs [2]int, qps int) *pair {
 	t.Helper()
+	return newPairWith(t, pairOpt{devs: devs, qps: qps})
+}
+
+// pairOpt shapes newPairWith: wrap, when set, wraps rank r's provider;
+// gid is both plugins' GID configuration.
+type pairOpt struct {
+	devs [2]int
+	qps  int
+	wrap func(r int, p *soft.Provider) verbs.Provider
+	gid  ib.GIDConfig
+	// qpnBase is every soft device's first QPN (0: random).
+	qpnBase uint32
+}
+
+func newPairWith(t *testing.T, o pairOpt) *pair {
+	t.Helper()
+	devs, qps := o.devs, o.qps
 	root, err := bootstrap.StartRoot("127.0.0.1", bootstrap.RandomMagic(), 2, 5*time.Second, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -134,10 +158,14 @@ func newPair(t *testing.T, devs [2]int, qps int) *pair {
 		t.Fatal(err)
 	}
 	for r := 0; r < 2; r++ {
-		if p.provs[r], err = soft.New(soft.Options{Devices: devs[r], Prefix: fmt.Sprintf("r%d_", r)}); err != nil {
+		if p.provs[r], err = soft.New(soft.Options{Devices: devs[r], Prefix: fmt.Sprintf("r%d_", r), QPNBase: o.qpnBase}); err != nil {
 			t.Fatal(err)
 		}
-		p.plug[r] = ib.New(ib.Options{Provider: p.provs[r], QPsPerConn: qps})
+		var pv verbs.Provider = p.provs[r]
+		if o.wrap != nil {
+			pv = o.wrap(r, p.provs[r])
+		}
+		p.plug[r] = ib.New(ib.Options{Provider: pv, QPsPerConn: qps, GID: o.gid})
 		if err := p.plug[r].Init(p.comms[r]); err != nil {
 			t.Fatal(err)
 		}
@@ -250,6 +278,26 @@ func TestTransfers(t *testing.T) {
 		if !bytes.Equal(buf, data) {
 			t.Fatalf("message %d of %d bytes corrupted", i, n)
 		}
+	}
+}
+
+// TestSameQPNsOnTwoDevices: QPNs are unique per device only. With every
+// device numbering its QPs from the same base, the QPs of one connection
+// on two devices share QPNs, and completions must still go to the QP of
+// the device whose queue reported them (keyed by QPN alone, receives were
+// reposted on the wrong QP, whose queue overflowed).
+func TestSameQPNsOnTwoDevices(t *testing.T) {
+	p := newPairWith(t, pairOpt{devs: [2]int{2, 2}, qps: 2, qpnBase: 0x500})
+	sc, rc := p.connect(t)
+	defer sc.Close()
+	defer rc.Close()
+	data, buf := make([]byte, 256<<10), make([]byte, 256<<10)
+	for i := range data {
+		data[i] = byte(i * 31)
+	}
+	// More messages than a QP's receive queue holds.
+	for i := 0; i < 100; i++ {
+		message(t, sc, rc, data, buf)
 	}
 }
 

@@ -13,9 +13,19 @@
 // of its buffers into the sender's FIFO (an RDMA write with immediate);
 // the sender writes the header, then the payload striped over the QPs,
 // by RDMA write with immediate; both sides poll their completion queues
-// in Test. Connect and accept are non-blocking state machines. The
-// control socket of the setup stays open: its loss is how a dead peer is
-// noticed even when no work request is outstanding.
+// in Test. Connect and accept are non-blocking state machines that the
+// proxy advances poll by poll. The control socket of the setup stays
+// open: its loss is how a dead peer is noticed even when no work request
+// is outstanding.
+//
+// Each port's GID index is chosen as NCCL chooses it (SelectGID:
+// NCCL_IB_GID_INDEX, else the GID of the configured address family and
+// RoCE version on RoCE, index 0 on InfiniBand), and the queue pairs use
+// it as their source GID. Data buffers are registered through a cache
+// per connection (NCCL's MR cache): a buffer inside a region already
+// registered with the access it needs reuses it, so the proxy's repeated
+// transfers from and into the same connection memory register it once;
+// the regions are deregistered when the connection closes.
 package ib
 
 import (
@@ -48,25 +58,35 @@ type Options struct {
 	// list of name prefixes, each optionally ":port"; a leading "="
 	// makes them exact names, a leading "^" excludes them.
 	HCA string
+	// GID chooses each port's GID index; the zero value stands for
+	// DefaultGIDConfig, and a zero Family or RoCEVersion for its
+	// default.
+	GID GIDConfig
 }
 
-// OptionsFromEnv reads TWINCCL_IB_QPS_PER_CONNECTION and TWINCCL_IB_HCA
-// (the NCCL_* names when ours are unset) for provider p.
-func OptionsFromEnv(p verbs.Provider) Options {
-	o := Options{Provider: p, QPsPerConn: 1}
-	for _, n := range []string{"TWINCCL_IB_QPS_PER_CONNECTION", "NCCL_IB_QPS_PER_CONNECTION"} {
-		if v, err := strconv.Atoi(os.Getenv(n)); err == nil && v > 0 {
-			o.QPsPerConn = min(v, 128)
-			break
+// OptionsFromEnv reads TWINCCL_IB_QPS_PER_CONNECTION, TWINCCL_IB_HCA and
+// the GID variables (GIDConfigFromEnv; the NCCL_* names when ours are
+// unset) for provider p; a value that does not parse is an error naming
+// the variable.
+func OptionsFromEnv(p verbs.Provider) (Options, error) {
+	o := Options{Provider: p, QPsPerConn: 1, HCA: HCAFromEnv()}
+	if v, name, ok := envLookup(os.LookupEnv, "IB_QPS_PER_CONNECTION"); ok {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return o, fmt.Errorf("ib plugin: %s=%q is not a positive count", name, v)
 		}
+		o.QPsPerConn = min(n, 128)
 	}
-	for _, n := range []string{"TWINCCL_IB_HCA", "NCCL_IB_HCA"} {
-		if v, ok := os.LookupEnv(n); ok {
-			o.HCA = v
-			break
-		}
-	}
-	return o
+	var err error
+	o.GID, err = GIDConfigFromEnv(nil)
+	return o, err
+}
+
+// HCAFromEnv is the device filter TWINCCL_IB_HCA, or NCCL_IB_HCA when
+// ours is unset (see SelectHCA).
+func HCAFromEnv() string {
+	v, _, _ := envLookup(os.LookupEnv, "IB_HCA")
+	return v
 }
 
 // SelectHCA filters device names by an NCCL_IB_HCA-style spec.
@@ -107,6 +127,9 @@ type device struct {
 	ctx  verbs.Context
 	pd   verbs.PD
 	port verbs.PortAttr
+	// gidIndex is the chosen entry of port 1's GID table, gid its GID.
+	gidIndex int
+	gid      [16]byte
 }
 
 // Plugin is the ib net plugin.
@@ -125,6 +148,16 @@ func New(opt Options) *Plugin {
 	if opt.QPsPerConn <= 0 {
 		opt.QPsPerConn = 1
 	}
+	def := DefaultGIDConfig()
+	if opt.GID == (GIDConfig{}) {
+		opt.GID = def
+	}
+	if opt.GID.Family == 0 {
+		opt.GID.Family = def.Family
+	}
+	if opt.GID.RoCEVersion == 0 {
+		opt.GID.RoCEVersion = def.RoCEVersion
+	}
 	return &Plugin{opt: opt, pending: map[uint64]*listener{}}
 }
 
@@ -140,8 +173,9 @@ func (p *Plugin) Devices() []string {
 	return n
 }
 
-// Init opens the selected devices with an active port 1 and registers
-// the plugin's handler on the bootstrap listener.
+// Init opens the selected devices with an active port 1, chooses the
+// GID index of each (SelectGID) and registers the plugin's handler on the
+// bootstrap listener.
 func (p *Plugin) Init(comm *bootstrap.Comm) error {
 	if p.opt.Provider == nil {
 		return errors.New("ib plugin: no verbs provider")
@@ -161,13 +195,23 @@ func (p *Plugin) Init(comm *bootstrap.Comm) error {
 			ctx.Close()
 			continue
 		}
-		pd, err := ctx.AllocPD()
+		d := &device{ctx: ctx, port: pa}
+		table, err := readGIDTable(ctx, 1, pa.GIDTableLen)
+		if err == nil {
+			d.gidIndex, err = SelectGID(pa.LinkLayer, table, p.opt.GID)
+		}
+		if err == nil {
+			d.gid = table[d.gidIndex].GID
+			d.pd, err = ctx.AllocPD()
+		}
 		if err != nil {
 			ctx.Close()
 			p.Close()
-			return fmt.Errorf("ib plugin: %s: %w", n, err)
+			return fmt.Errorf("ib plugin: %s port 1: %w", n, err)
 		}
-		p.devs = append(p.devs, &device{ctx: ctx, pd: pd, port: pa})
+		slog.Default().Debug("ib plugin: device", "name", n, "link", pa.LinkLayer, "gid_index", d.gidIndex,
+			"gid", net.IP(d.gid[:]).String(), "gid_type", table[d.gidIndex].Type)
+		p.devs = append(p.devs, d)
 		if len(p.devs) == maxDevs {
 			break
 		}
@@ -223,33 +267,14 @@ func (p *Plugin) Listen(peer int) ([]byte, transport.Listener, error) {
 	return binary.LittleEndian.AppendUint64(nil, l.key), l, nil
 }
 
-// Connect opens the send side, driving the non-blocking connect state
-// machine until it is done.
-func (p *Plugin) Connect(peer int, handle []byte) (transport.SendComm, error) {
-	c, err := p.StartConnect(peer, handle)
-	if err != nil {
-		return nil, err
-	}
-	deadline := time.Now().Add(p.comm.Timeout())
-	for {
-		sc, err := c.TryConnect()
-		if err != nil || sc != nil {
-			return sc, err
-		}
-		if time.Now().After(deadline) {
-			c.Close()
-			return nil, fmt.Errorf("ib plugin: connect to rank %d: timed out", peer)
-		}
-		time.Sleep(50 * time.Microsecond)
-	}
-}
-
-// StartConnect begins a connection to peer; TryConnect advances it.
-func (p *Plugin) StartConnect(peer int, handle []byte) (*Connector, error) {
+// StartConnect begins a connection to peer: it dials the peer's
+// listener in a helper goroutine and returns at once; TryConnect advances
+// the handshake.
+func (p *Plugin) StartConnect(peer int, handle []byte) (transport.Connector, error) {
 	if len(handle) != 8 {
 		return nil, fmt.Errorf("ib plugin: handle of %d bytes from rank %d", len(handle), peer)
 	}
-	c := &Connector{ep: newEndpoint(p, peer, true), dialed: make(chan dialResult, 1)}
+	c := &connector{ep: newEndpoint(p, peer, true), dialed: make(chan dialResult, 1)}
 	key := append([]byte(nil), handle...)
 	go func() {
 		nc, err := p.comm.Dial(peer, bootstrap.TypeNet)
@@ -268,11 +293,12 @@ type dialResult struct {
 	err error
 }
 
-// Connector is the sender's connect state machine.
-type Connector struct {
-	ep     *endpoint
-	dialed chan dialResult
-	state  int
+// connector is the sender's connect state machine.
+type connector struct {
+	ep       *endpoint
+	dialed   chan dialResult
+	state    int
+	returned bool
 }
 
 // Sender states.
@@ -285,20 +311,20 @@ const (
 
 // TryConnect advances the connection: nil and no error while it is in
 // progress, the SendComm once it is ready.
-func (c *Connector) TryConnect() (transport.SendComm, error) {
+func (c *connector) TryConnect() (transport.SendComm, error) {
 	ep := c.ep
 	switch c.state {
 	case cDial:
 		select {
 		case r := <-c.dialed:
+			c.state = cHello // the dial is consumed: Close need not wait for it
 			if r.err != nil {
-				return nil, fmt.Errorf("ib plugin: connect to rank %d: %w", ep.peer, r.err)
+				return nil, c.fail(fmt.Errorf("ib plugin: connect to rank %d: %w", ep.peer, r.err))
 			}
 			ep.attach(r.c)
 			if err := ep.sendCtl(ctlMsg{NDev: len(ep.p.devs)}); err != nil {
 				return nil, c.fail(err)
 			}
-			c.state = cHello
 		default:
 			return nil, nil
 		}
@@ -327,13 +353,13 @@ func (c *Connector) TryConnect() (transport.SendComm, error) {
 		if err := ep.sendCtl(ctlMsg{Ready: true}); err != nil {
 			return nil, c.fail(err)
 		}
-		c.state = cDone
+		c.state, c.returned = cDone, true
 		return &sendComm{ep}, nil
 	}
-	return nil, fmt.Errorf("ib plugin: connect to rank %d: already done", ep.peer)
+	return nil, fmt.Errorf("ib plugin: connect to rank %d: already returned, failed or closed", ep.peer)
 }
 
-func (c *Connector) fail(err error) error {
+func (c *connector) fail(err error) error {
 	if err == nil {
 		return nil
 	}
@@ -341,8 +367,12 @@ func (c *Connector) fail(err error) error {
 	return err
 }
 
-// Close abandons the connection.
-func (c *Connector) Close() error {
+// Close abandons the connection (once TryConnect returned it, the
+// SendComm owns it and Close does nothing).
+func (c *connector) Close() error {
+	if c.returned {
+		return nil
+	}
 	if c.state == cDial {
 		go func() {
 			if r := <-c.dialed; r.c != nil {
@@ -497,8 +527,9 @@ const (
 
 // Compile-time checks.
 var (
-	_ transport.Plugin   = (*Plugin)(nil)
-	_ transport.Listener = (*listener)(nil)
+	_ transport.Plugin    = (*Plugin)(nil)
+	_ transport.Listener  = (*listener)(nil)
+	_ transport.Connector = (*connector)(nil)
 )
 
 func encodeCtl(m ctlMsg) []byte {

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -36,9 +37,12 @@ func (c *Conn) netInit(sc SendComm, rc RecvComm) error {
 
 // Plugin is the network plugin interface of the net transport (a reduced
 // form of NCCL's ncclNet_t: listen/connect/accept, and asynchronous
-// transfers isend/irecv completed by test). The proxy's progress loop
-// calls it from one goroutine; transfers complete in the plugin's own
-// helpers.
+// transfers isend/irecv completed by test). Nothing in it blocks: as in
+// NCCL, connect and accept report "in progress" and the proxy's service
+// loop calls them again on its next poll, so that one slow or silent
+// peer holds up neither the loop nor the other connections. The proxy's
+// progress loop drives transfers from one goroutine; they complete in the
+// plugin's own helpers.
 type Plugin interface {
 	Name() string
 	// Init binds the plugin to the rank's bootstrap (its listener carries
@@ -47,15 +51,29 @@ type Plugin interface {
 	// Listen prepares to accept one connection from rank peer and returns
 	// the handle the peer connects with.
 	Listen(peer int) (handle []byte, l Listener, err error)
-	// Connect opens the send side of a connection to rank peer.
-	Connect(peer int, handle []byte) (SendComm, error)
+	// StartConnect begins opening the send side of a connection to rank
+	// peer with the handle of the peer's Listen; the Connector finishes
+	// it.
+	StartConnect(peer int, handle []byte) (Connector, error)
+	Close() error
+}
+
+// Connector is the send side of a connection being opened (NCCL's
+// connect, called again while it returns no comm).
+type Connector interface {
+	// TryConnect advances the connection without blocking: nil (and no
+	// error) while it is in progress, the SendComm once it is up. After
+	// an error the connector is spent.
+	TryConnect() (SendComm, error)
+	// Close abandons a connection that TryConnect has not returned; it
+	// does not block.
 	Close() error
 }
 
 // Listener accepts the connection a Listen handle announced.
 type Listener interface {
-	// TryAccept returns the receive side once the peer connected, or nil
-	// (and no error) while it has not yet: the proxy polls it.
+	// TryAccept advances the accept without blocking: the receive side
+	// once the peer connected, nil (and no error) while it has not yet.
 	TryAccept() (RecvComm, error)
 	Close() error
 }
@@ -152,7 +170,8 @@ func (s *Socket) Init(comm *bootstrap.Comm) error {
 }
 
 // handle takes a data socket: {key u64, index u32} then it belongs to the
-// listener of that key; anything else is refused.
+// listener of that key, which acknowledges it with one byte; anything
+// else is refused (closed without the byte).
 func (s *Socket) handle(h bootstrap.Hello, c net.Conn) {
 	var b [12]byte
 	_ = c.SetReadDeadline(time.Now().Add(s.comm.Timeout()))
@@ -162,13 +181,20 @@ func (s *Socket) handle(h bootstrap.Hello, c net.Conn) {
 	s.mu.Lock()
 	l := s.pending[key]
 	s.mu.Unlock()
-	if err != nil || l == nil || l.peer != int(h.Rank) || idx >= len(l.socks) {
+	if err != nil || l == nil || l.peer != int(h.Rank) || idx >= len(l.socks) || !l.deliver(idx, c) {
 		slog.Default().Debug("socket plugin: refused data connection", "from", h.Rank, "key", key, "err", err)
 		c.Close()
 		return
 	}
-	l.deliver(idx, c)
+	_ = c.SetWriteDeadline(time.Now().Add(s.comm.Timeout()))
+	if _, err := c.Write([]byte{sockAck}); err != nil {
+		slog.Default().Debug("socket plugin: acknowledgement not sent", "to", h.Rank, "err", err)
+	}
+	_ = c.SetWriteDeadline(time.Time{})
 }
+
+// sockAck is the byte a listener answers each data socket with.
+const sockAck = 0x5a
 
 // Listen registers a listener for one connection from peer.
 func (s *Socket) Listen(peer int) ([]byte, Listener, error) {
@@ -183,8 +209,10 @@ func (s *Socket) Listen(peer int) ([]byte, Listener, error) {
 	return h, l, nil
 }
 
-// Connect dials the peer's sockets of a Listen handle.
-func (s *Socket) Connect(peer int, handle []byte) (SendComm, error) {
+// StartConnect dials the peer's sockets of a Listen handle, each in a
+// helper goroutine: dial, send {key, index}, wait for the listener's
+// acknowledgement; TryConnect collects them.
+func (s *Socket) StartConnect(peer int, handle []byte) (Connector, error) {
 	if len(handle) != 12 {
 		return nil, fmt.Errorf("socket plugin: handle of %d bytes from rank %d", len(handle), peer)
 	}
@@ -192,27 +220,125 @@ func (s *Socket) Connect(peer int, handle []byte) (SendComm, error) {
 	if n < 1 || n > 256 {
 		return nil, fmt.Errorf("socket plugin: rank %d asks for %d sockets", peer, n)
 	}
-	socks := make([]net.Conn, n)
-	for i := range socks {
-		c, err := s.comm.Dial(peer, bootstrap.TypeNet)
-		if err == nil {
-			var b [12]byte
-			copy(b[:8], handle[:8])
-			binary.LittleEndian.PutUint32(b[8:], uint32(i))
-			_, err = c.Write(b[:])
-			if err != nil {
-				c.Close()
-			}
-		}
-		if err != nil {
-			for _, x := range socks[:i] {
-				x.Close()
-			}
-			return nil, fmt.Errorf("socket plugin: socket %d to rank %d: %w", i, peer, err)
-		}
-		socks[i] = c
+	c := &sockConnector{s: s, peer: peer, socks: make([]net.Conn, n), dialed: make(chan sockDialed, n), live: map[net.Conn]bool{}}
+	for i := range n {
+		var hello [12]byte
+		copy(hello[:8], handle[:8])
+		binary.LittleEndian.PutUint32(hello[8:], uint32(i))
+		go c.dial(i, hello)
 	}
-	return newSockComm(socks, s.opt, peer), nil
+	return c, nil
+}
+
+// sockConnector is the send side of a socket connection being opened.
+type sockConnector struct {
+	s      *Socket
+	peer   int
+	socks  []net.Conn
+	got    int
+	dialed chan sockDialed
+
+	mu    sync.Mutex // guards live and spent against the helpers
+	live  map[net.Conn]bool
+	spent bool // returned, failed or closed
+}
+
+type sockDialed struct {
+	i   int
+	c   net.Conn
+	err error
+}
+
+// dial opens socket i: connection, hello, acknowledgement (all bounded by
+// the comm's timeout; Close interrupts the wait for the acknowledgement).
+func (c *sockConnector) dial(i int, hello [12]byte) {
+	conn, err := c.s.comm.Dial(c.peer, bootstrap.TypeNet)
+	if err != nil {
+		c.dialed <- sockDialed{i: i, err: err}
+		return
+	}
+	c.mu.Lock()
+	if c.spent {
+		c.mu.Unlock()
+		conn.Close()
+		c.dialed <- sockDialed{i: i, err: errors.New("abandoned")}
+		return
+	}
+	c.live[conn] = true
+	c.mu.Unlock()
+	_ = conn.SetDeadline(time.Now().Add(c.s.comm.Timeout()))
+	_, err = conn.Write(hello[:])
+	var ack [1]byte
+	if err == nil {
+		_, err = io.ReadFull(conn, ack[:])
+		switch {
+		case err == io.EOF:
+			err = fmt.Errorf("rank %d refused it (no listener for this handle)", c.peer)
+		case bootstrap.IsTimeout(err):
+			err = fmt.Errorf("rank %d never answered within %v: %w", c.peer, c.s.comm.Timeout(), err)
+		case err == nil && ack[0] != sockAck:
+			err = fmt.Errorf("rank %d acknowledged with %#x", c.peer, ack[0])
+		}
+	}
+	_ = conn.SetDeadline(time.Time{})
+	c.mu.Lock()
+	delete(c.live, conn)
+	if err == nil && c.spent {
+		err = errors.New("abandoned")
+	}
+	if err != nil {
+		conn.Close()
+		conn = nil
+	}
+	c.mu.Unlock()
+	c.dialed <- sockDialed{i: i, c: conn, err: err}
+}
+
+// TryConnect collects the sockets dialled so far: the connection once
+// every one is up.
+func (c *sockConnector) TryConnect() (SendComm, error) {
+	if c.spent {
+		return nil, fmt.Errorf("socket plugin: connection to rank %d already returned, failed or closed", c.peer)
+	}
+	for c.got < len(c.socks) {
+		select {
+		case d := <-c.dialed:
+			if d.err != nil {
+				c.Close()
+				return nil, fmt.Errorf("socket plugin: socket %d to rank %d: %w", d.i, c.peer, d.err)
+			}
+			c.socks[d.i] = d.c
+			c.got++
+		default:
+			return nil, nil
+		}
+	}
+	c.mu.Lock()
+	c.spent = true
+	c.mu.Unlock()
+	return newSockComm(c.socks, c.s.opt, c.peer), nil
+}
+
+// Close abandons the connection: sockets up or waiting for their
+// acknowledgement close now, helpers still dialling close theirs when
+// they get them.
+func (c *sockConnector) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.spent && c.got == len(c.socks) {
+		return nil // returned: the comm owns the sockets
+	}
+	c.spent = true
+	for conn := range c.live {
+		conn.Close()
+	}
+	for i, conn := range c.socks {
+		if conn != nil {
+			conn.Close()
+			c.socks[i] = nil
+		}
+	}
+	return nil
 }
 
 // Close releases pending listeners.
@@ -237,18 +363,19 @@ type sockListener struct {
 	taken bool
 }
 
-func (l *sockListener) deliver(i int, c net.Conn) {
+// deliver gives socket i to the listener; false when it cannot take it.
+func (l *sockListener) deliver(i int, c net.Conn) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.taken || l.socks[i] != nil {
-		c.Close()
-		return
+		return false
 	}
 	l.socks[i] = c
 	l.got++
 	if l.got == len(l.socks) {
 		close(l.ready)
 	}
+	return true
 }
 
 // TryAccept returns the connection once every socket of it arrived.

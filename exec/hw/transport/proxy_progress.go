@@ -90,6 +90,9 @@ type progress struct {
 	done   chan struct{}
 	wg     sync.WaitGroup // failure reports
 	conns  []*Conn        // owned by the loop
+	// polled is set when a device moves the counters without calling
+	// Conn.Notify (see ProxyService.PollCounters).
+	polled atomic.Bool
 }
 
 func newProgress(comm *bootstrap.Comm, log *slog.Logger, flush FlushFunc) *progress {
@@ -171,6 +174,8 @@ func (p *progress) loop() {
 	idle := 0
 	timer := time.NewTimer(progressSleep)
 	timer.Stop()
+	var bo Backoff
+	var quiet time.Time // when the connections last stopped moving (polled mode)
 	for {
 		select {
 		case <-p.stopCh:
@@ -215,6 +220,8 @@ func (p *progress) loop() {
 		p.conns = keep
 		if moved {
 			idle = 0
+			quiet = time.Time{}
+			bo.Reset()
 			continue
 		}
 		// Every event that lets a connection move wakes the loop: the
@@ -224,9 +231,23 @@ func (p *progress) loop() {
 		if idle++; idle < progressSpin {
 			continue
 		}
+		if p.polled.Load() {
+			// A device that moves counters without Notify: keep polling
+			// (spin, yield, then brief sleeps) for a while after the last
+			// movement or wake-up, then block.
+			if quiet.IsZero() {
+				quiet = time.Now()
+			}
+			if time.Since(quiet) < PolledIdle {
+				bo.Wait()
+				continue
+			}
+		}
 		timer.Reset(progressSleep)
 		select {
 		case <-p.kick:
+			quiet = time.Time{}
+			bo.Reset()
 		case <-p.stopCh:
 		case <-timer.C:
 		}
@@ -257,7 +278,8 @@ func (p *progress) goodbye() {
 	deadline := time.Now().Add(time.Second)
 	for _, r := range reqs {
 		for time.Now().Before(deadline) {
-			if done, _ := r.Test(); done {
+			// An error: the peer is gone already, nobody to tell.
+			if done, err := r.Test(); done || err != nil {
 				break
 			}
 			time.Sleep(20 * time.Microsecond)

@@ -96,7 +96,7 @@ type ProxyService struct {
 	events chan proxyEvent
 	stopCh chan struct{}
 	done   chan struct{}
-	wg     sync.WaitGroup // acceptor, readers, connect helpers
+	wg     sync.WaitGroup // acceptor and readers
 
 	// Owned by the service goroutine.
 	net     Plugin
@@ -142,14 +142,17 @@ type proxyEvent struct {
 }
 
 // asyncOp is an operation in progress; poll is called by the service
-// loop until it reports done.
+// loop until it reports done, or until the comm's timeout, when it fails
+// with what and stalled ("net connect ch0 0->1 #0 to rank 1", "rank 1
+// never answered").
 type asyncOp struct {
-	cl       *svcClient
-	opID     uint64
-	pc       *proxyConn
-	deadline time.Time
-	poll     func() (resp []byte, done bool, err error)
-	cancel   func()
+	cl            *svcClient
+	opID          uint64
+	pc            *proxyConn
+	deadline      time.Time
+	what, stalled string
+	poll          func() (resp []byte, done bool, err error)
+	cancel        func()
 }
 
 // NewProxyService starts the proxy of the rank comm belongs to: its Unix
@@ -430,6 +433,20 @@ func (s *ProxyService) release(pc *proxyConn) {
 	s.mu.Lock()
 	delete(s.conns, pc.id)
 	s.mu.Unlock()
+	// An operation still in progress on it ends here.
+	keep := s.async[:0]
+	for _, op := range s.async {
+		if op.pc != pc {
+			keep = append(keep, op)
+			continue
+		}
+		if op.cancel != nil {
+			op.cancel()
+		}
+		s.respond(op.cl, op.opID, nil, -1, fmt.Errorf("proxy rank %d: %s: closed while in progress", s.comm.Rank(), op.what))
+	}
+	clear(s.async[len(keep):])
+	s.async = keep
 	if pc.c.net != nil {
 		s.prog.detach(pc.c)
 		_ = pc.c.net.close()
@@ -451,7 +468,7 @@ func (s *ProxyService) progressAsync() {
 	for _, op := range s.async {
 		resp, done, err := op.poll()
 		if !done && err == nil && time.Now().After(op.deadline) {
-			err = fmt.Errorf("proxy rank %d: %v with rank %d: timed out after %v", s.comm.Rank(), op.pc.key, op.pc.peer, s.comm.Timeout())
+			err = fmt.Errorf("proxy rank %d: %s: %s within %v", s.comm.Rank(), op.what, op.stalled, s.comm.Timeout())
 		}
 		if !done && err == nil {
 			keep = append(keep, op)
@@ -599,20 +616,22 @@ func (s *ProxyService) exec(cl *svcClient, ev proxyEvent) (resp []byte, fd int, 
 		if pc.kind != KindNet {
 			return nil, fd, nil, fmt.Errorf("proxy rank %d: connect of a %v connection", me, pc.kind)
 		}
-		return nil, fd, s.connectOp(pc, p[8:]), nil
+		op, err := s.connectOp(pc, p[8:])
+		return nil, fd, op, err
 	}
 	return nil, fd, nil, fmt.Errorf("proxy rank %d: unexpected %s", me, ev.typ)
 }
 
-// connectOp is the asynchronous connect of a net proxy connection: the
-// receiver polls its listener, the sender dials in a helper goroutine.
-// Once connected the connection gets its memory and joins the progress
-// loop.
-func (s *ProxyService) connectOp(pc *proxyConn, info []byte) *asyncOp {
-	op := &asyncOp{pc: pc}
+// connectOp is the asynchronous connect of a net proxy connection, as
+// NCCL's proxy drives it: the receiver's TryAccept and the sender's
+// TryConnect are called on every poll of the service loop until the
+// connection is up (neither blocks), or until the comm's timeout. Once
+// connected the connection gets its memory and joins the progress loop.
+func (s *ProxyService) connectOp(pc *proxyConn, info []byte) (*asyncOp, error) {
+	me := s.comm.Rank()
 	finish := func(sc SendComm, rc RecvComm) ([]byte, bool, error) {
 		if err := pc.c.netInit(sc, rc); err != nil {
-			return nil, true, err
+			return nil, true, fmt.Errorf("proxy rank %d: connect %v with rank %d: %w", me, pc.key, pc.peer, err)
 		}
 		s.prog.attach(pc.c)
 		s.mu.Lock()
@@ -621,58 +640,44 @@ func (s *ProxyService) connectOp(pc *proxyConn, info []byte) *asyncOp {
 		return nil, true, nil
 	}
 	if !pc.send {
+		if pc.ln == nil {
+			return nil, fmt.Errorf("proxy rank %d: connect %v before setup", me, pc.key)
+		}
+		op := &asyncOp{pc: pc, what: fmt.Sprintf("net accept of %v from rank %d", pc.key, pc.peer), stalled: fmt.Sprintf("rank %d never connected", pc.peer)}
 		op.poll = func() ([]byte, bool, error) {
 			if pc.ln == nil {
-				return nil, true, fmt.Errorf("proxy rank %d: connect %v before setup", s.comm.Rank(), pc.key)
+				return nil, true, fmt.Errorf("proxy rank %d: net accept of %v from rank %d: listener closed", me, pc.key, pc.peer)
 			}
 			rc, err := pc.ln.TryAccept()
-			if err != nil || rc == nil {
-				return nil, false, err
+			if err != nil {
+				return nil, true, fmt.Errorf("proxy rank %d: net accept of %v from rank %d: %w", me, pc.key, pc.peer, err)
+			}
+			if rc == nil {
+				return nil, false, nil
 			}
 			pc.ln.Close()
 			pc.ln = nil
 			return finish(nil, rc)
 		}
-		return op
+		return op, nil
 	}
-	type result struct {
-		sc  SendComm
-		err error
+	c, err := s.net.StartConnect(pc.peer, append([]byte(nil), info...))
+	if err != nil {
+		return nil, fmt.Errorf("proxy rank %d: net connect %v to rank %d: %w", me, pc.key, pc.peer, err)
 	}
-	res := make(chan result, 1)
-	var cancelled atomic.Bool
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		sc, err := s.net.Connect(pc.peer, append([]byte(nil), info...))
-		if err == nil && cancelled.Load() {
-			sc.Close()
-			return
-		}
-		res <- result{sc, err}
-	}()
-	op.cancel = func() {
-		cancelled.Store(true)
-		select {
-		case r := <-res:
-			if r.sc != nil {
-				r.sc.Close()
-			}
-		default:
-		}
-	}
+	op := &asyncOp{pc: pc, what: fmt.Sprintf("net connect %v to rank %d", pc.key, pc.peer), stalled: fmt.Sprintf("rank %d never answered", pc.peer),
+		cancel: func() { c.Close() }}
 	op.poll = func() ([]byte, bool, error) {
-		select {
-		case r := <-res:
-			if r.err != nil {
-				return nil, true, r.err
-			}
-			return finish(r.sc, nil)
-		default:
+		sc, err := c.TryConnect()
+		if err != nil {
+			return nil, true, fmt.Errorf("proxy rank %d: net connect %v to rank %d: %w", me, pc.key, pc.peer, err)
+		}
+		if sc == nil {
 			return nil, false, nil
 		}
+		return finish(sc, nil)
 	}
-	return op
+	return op, nil
 }
 
 // shmCreate creates a segment file and unlinks it at once: it lives as
@@ -764,9 +769,12 @@ func (c *ProxyClient) CallAsync(t ProxyMsg, req []byte) (uint64, error) {
 }
 
 // Wait returns the response of op id: its payload and the descriptor
-// that came with it (-1 when none; the caller owns it).
+// that came with it (-1 when none; the caller owns it). The proxy bounds
+// its asynchronous operations by the timeout and answers with an error
+// that names what stalled; Wait gives up on the proxy itself only after
+// twice that.
 func (c *ProxyClient) Wait(id uint64) ([]byte, int, error) {
-	deadline := time.Now().Add(c.timeout)
+	deadline := time.Now().Add(2 * c.timeout)
 	for {
 		if r, ok := c.queued[id]; ok {
 			delete(c.queued, id)

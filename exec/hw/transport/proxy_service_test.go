@@ -43,7 +43,25 @@ func checkGoroutines(t *testing.T) {
 // that connections go through the net transport), with a shared log.
 func startSets(t *testing.T, n int, log *slog.Logger, flush FlushFunc) []*Set {
 	t.Helper()
-	root, err := bootstrap.StartRoot("127.0.0.1", bootstrap.RandomMagic(), n, 5*time.Second, log)
+	return startSetsWith(t, n, setsOpt{log: log, flush: flush})
+}
+
+// setsOpt shapes startSetsWith: timeout bounds every operation (5 s when
+// 0), net gives rank r's plugin (the socket plugin when nil).
+type setsOpt struct {
+	log     *slog.Logger
+	flush   FlushFunc
+	timeout time.Duration
+	net     func(r int) Plugin
+}
+
+func startSetsWith(t *testing.T, n int, o setsOpt) []*Set {
+	t.Helper()
+	log, flush := o.log, o.flush
+	if o.timeout == 0 {
+		o.timeout = 5 * time.Second
+	}
+	root, err := bootstrap.StartRoot("127.0.0.1", bootstrap.RandomMagic(), n, o.timeout, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,12 +77,16 @@ func startSets(t *testing.T, n int, log *slog.Logger, flush FlushFunc) []*Set {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			comm, err := bootstrap.Init(bootstrap.Config{Rank: r, NRanks: n, ID: root.ID(), Host: "127.0.0.1", Timeout: 5 * time.Second, Log: log})
+			comm, err := bootstrap.Init(bootstrap.Config{Rank: r, NRanks: n, ID: root.ID(), Host: "127.0.0.1", Timeout: o.timeout, Log: log})
 			if err != nil {
 				errs[r] = err
 				return
 			}
-			sets[r], errs[r] = NewSet(comm, Config{HostIDs: hosts, Log: log, Flush: flush})
+			var plugin Plugin
+			if o.net != nil {
+				plugin = o.net(r)
+			}
+			sets[r], errs[r] = NewSet(comm, Config{HostIDs: hosts, Log: log, Flush: flush, Net: plugin})
 			if errs[r] != nil {
 				comm.Abort()
 			}

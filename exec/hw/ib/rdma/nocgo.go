@@ -3,12 +3,12 @@
 package rdma
 
 import (
-	"errors"
+	"fmt"
 
 	"github.com/twinccl/twinccl/exec/hw/ib/verbs"
 )
 
-// New fails: the real provider needs cgo and libibverbs.
+// New fails: the real provider needs cgo (and, at run time, libibverbs).
 func New() (verbs.Provider, error) {
-	return nil, errors.New("rdma: the libibverbs provider needs a cgo build (CGO_ENABLED=1 with libibverbs-dev)")
+	return nil, fmt.Errorf("rdma: the libibverbs provider needs a cgo build (CGO_ENABLED=1 with libibverbs-dev): %w", verbs.ErrNoDevice)
 }

@@ -3,23 +3,9 @@
 package rdma
 
 /*
-#cgo LDFLAGS: -libverbs
+#cgo LDFLAGS: -ldl
 #include <stdlib.h>
-#include <string.h>
-#include <arpa/inet.h>
-#include <infiniband/verbs.h>
-
-static int tw_query_port(struct ibv_context *c, int port, struct ibv_port_attr *a) { return ibv_query_port(c, port, a); }
-static int tw_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr) { struct ibv_send_wr *bad; return ibv_post_send(qp, wr, &bad); }
-static int tw_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr) { struct ibv_recv_wr *bad; return ibv_post_recv(qp, wr, &bad); }
-static int tw_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc) { return ibv_poll_cq(cq, n, wc); }
-static struct ibv_device *tw_dev(struct ibv_device **l, int i) { return l[i]; }
-static void tw_set_fetch_add(struct ibv_send_wr *wr, uint64_t raddr, uint32_t rkey, uint64_t add) {
-	wr->wr.atomic.remote_addr = raddr; wr->wr.atomic.rkey = rkey; wr->wr.atomic.compare_add = add;
-}
-static void tw_set_rdma(struct ibv_send_wr *wr, uint64_t raddr, uint32_t rkey) { wr->wr.rdma.remote_addr = raddr; wr->wr.rdma.rkey = rkey; }
-static void tw_set_imm(struct ibv_send_wr *wr, uint32_t imm) { wr->imm_data = htonl(imm); }
-static uint32_t tw_imm(struct ibv_wc *wc) { return ntohl(wc->imm_data); }
+#include "twibv.h"
 */
 import "C"
 
@@ -31,11 +17,55 @@ import (
 	"github.com/twinccl/twinccl/exec/hw/ib/verbs"
 )
 
+// libNames are the names dlopen tries, in order.
+var libNames = []string{"libibverbs.so.1", "libibverbs.so"}
+
+var (
+	loadMu  sync.Mutex
+	loaded  bool
+	loadErr error
+)
+
+// load opens libibverbs once.
+func load() error {
+	loadMu.Lock()
+	defer loadMu.Unlock()
+	if loaded {
+		return nil
+	}
+	var buf [512]C.char
+	var errs []string
+	for _, n := range libNames {
+		cn := C.CString(n)
+		rc := C.twibvOpen(cn, &buf[0], C.int(len(buf)))
+		C.free(unsafe.Pointer(cn))
+		switch rc {
+		case 0:
+			loaded, loadErr = true, nil
+			return nil
+		case 2:
+			// The library is there but lacks an entry point: do not try
+			// another name.
+			loadErr = fmt.Errorf("rdma: %s: %w", C.GoString(&buf[0]), verbs.ErrNoDevice)
+			return loadErr
+		}
+		errs = append(errs, C.GoString(&buf[0]))
+	}
+	loadErr = fmt.Errorf("rdma: load libibverbs (%v): %w", errs, verbs.ErrNoDevice)
+	return loadErr
+}
+
 // Provider is libibverbs.
 type Provider struct{}
 
-// New returns the provider.
-func New() (verbs.Provider, error) { return Provider{}, nil }
+// New loads libibverbs and returns the provider; without the library it
+// fails with an error wrapping verbs.ErrNoDevice.
+func New() (verbs.Provider, error) {
+	if err := load(); err != nil {
+		return nil, err
+	}
+	return Provider{}, nil
+}
 
 // Name is "rdma".
 func (Provider) Name() string { return "rdma" }
@@ -43,14 +73,14 @@ func (Provider) Name() string { return "rdma" }
 // Devices lists ibv_get_device_list's devices.
 func (Provider) Devices() ([]string, error) {
 	var n C.int
-	l := C.ibv_get_device_list(&n)
+	l := C.twibvGetDeviceList(&n)
 	if l == nil {
 		return nil, nil // no RDMA subsystem: no device
 	}
-	defer C.ibv_free_device_list(l)
+	defer C.twibvFreeDeviceList(l)
 	var out []string
 	for i := 0; i < int(n); i++ {
-		out = append(out, C.GoString(C.ibv_get_device_name(C.tw_dev(l, C.int(i)))))
+		out = append(out, C.GoString(C.twibvDeviceName(l, C.int(i))))
 	}
 	return out, nil
 }
@@ -58,15 +88,14 @@ func (Provider) Devices() ([]string, error) {
 // Open opens the named device.
 func (Provider) Open(name string) (verbs.Context, error) {
 	var n C.int
-	l := C.ibv_get_device_list(&n)
+	l := C.twibvGetDeviceList(&n)
 	if l == nil {
 		return nil, fmt.Errorf("rdma: %s: %w", name, verbs.ErrNoDevice)
 	}
-	defer C.ibv_free_device_list(l)
+	defer C.twibvFreeDeviceList(l)
 	for i := 0; i < int(n); i++ {
-		d := C.tw_dev(l, C.int(i))
-		if C.GoString(C.ibv_get_device_name(d)) == name {
-			c := C.ibv_open_device(d)
+		if C.GoString(C.twibvDeviceName(l, C.int(i))) == name {
+			c := C.twibvOpenDevice(l, C.int(i))
 			if c == nil {
 				return nil, fmt.Errorf("rdma: open %s failed", name)
 			}
@@ -88,7 +117,7 @@ func (c *Context) Name() string { return c.name }
 // Ports reads the port count.
 func (c *Context) Ports() int {
 	var a C.struct_ibv_device_attr
-	if C.ibv_query_device(c.c, &a) != 0 {
+	if C.twibvQueryDevice(c.c, &a) != 0 {
 		return 0
 	}
 	return int(a.phys_port_cnt)
@@ -96,26 +125,34 @@ func (c *Context) Ports() int {
 
 var mtuBytes = map[C.enum_ibv_mtu]int{C.IBV_MTU_256: 256, C.IBV_MTU_512: 512, C.IBV_MTU_1024: 1024, C.IBV_MTU_2048: 2048, C.IBV_MTU_4096: 4096}
 
-// QueryPort reads a port and its GID at index 0.
+// QueryPort reads a port.
 func (c *Context) QueryPort(port int) (verbs.PortAttr, error) {
 	var a C.struct_ibv_port_attr
-	if rc := C.tw_query_port(c.c, C.int(port), &a); rc != 0 {
+	if rc := C.twibvQueryPort(c.c, C.int(port), &a); rc != 0 {
 		return verbs.PortAttr{}, fmt.Errorf("rdma: %s port %d: ibv_query_port: errno %d", c.name, port, int(rc))
 	}
-	pa := verbs.PortAttr{Active: a.state == C.IBV_PORT_ACTIVE, LID: uint16(a.lid), MTU: mtuBytes[a.active_mtu], LinkLayer: verbs.LinkIB}
+	pa := verbs.PortAttr{Active: a.state == C.IBV_PORT_ACTIVE, LID: uint16(a.lid), MTU: mtuBytes[a.active_mtu], LinkLayer: verbs.LinkIB,
+		GIDTableLen: int(a.gid_tbl_len), Gbps: portGbps(int(a.active_width), int(a.active_speed))}
 	if a.link_layer == C.IBV_LINK_LAYER_ETHERNET {
 		pa.LinkLayer = verbs.LinkEthernet
-	}
-	var g C.union_ibv_gid
-	if C.ibv_query_gid(c.c, C.uint8_t(port), 0, &g) == 0 {
-		C.memcpy(unsafe.Pointer(&pa.GID[0]), unsafe.Pointer(&g), 16)
 	}
 	return pa, nil
 }
 
+// QueryGID reads a GID table entry; its type comes from sysfs, as NCCL
+// reads it.
+func (c *Context) QueryGID(port, index int) (verbs.GIDEntry, error) {
+	var e verbs.GIDEntry
+	if rc := C.twibvQueryGID(c.c, C.int(port), C.int(index), (*C.uint8_t)(unsafe.Pointer(&e.GID[0]))); rc != 0 {
+		return e, fmt.Errorf("rdma: %s port %d: ibv_query_gid(%d): errno %d", c.name, port, index, int(rc))
+	}
+	e.Type = GIDTypeFromSysfs(SysfsRoot, c.name, port, index)
+	return e, nil
+}
+
 // AllocPD allocates a protection domain.
 func (c *Context) AllocPD() (verbs.PD, error) {
-	p := C.ibv_alloc_pd(c.c)
+	p := C.twibvAllocPD(c.c)
 	if p == nil {
 		return nil, fmt.Errorf("rdma: %s: ibv_alloc_pd failed", c.name)
 	}
@@ -124,7 +161,7 @@ func (c *Context) AllocPD() (verbs.PD, error) {
 
 // CreateCQ creates a completion queue.
 func (c *Context) CreateCQ(depth int) (verbs.CQ, error) {
-	q := C.ibv_create_cq(c.c, C.int(depth), nil, nil, 0)
+	q := C.twibvCreateCQ(c.c, C.int(depth))
 	if q == nil {
 		return nil, fmt.Errorf("rdma: %s: ibv_create_cq(%d) failed", c.name, depth)
 	}
@@ -132,7 +169,7 @@ func (c *Context) CreateCQ(depth int) (verbs.CQ, error) {
 }
 
 // Close closes the device.
-func (c *Context) Close() error { C.ibv_close_device(c.c); return nil }
+func (c *Context) Close() error { C.twibvCloseDevice(c.c); return nil }
 
 // PD is a protection domain.
 type PD struct{ p *C.struct_ibv_pd }
@@ -142,7 +179,7 @@ func (p *PD) RegMR(buf []byte, access verbs.Access) (verbs.MR, error) {
 	if len(buf) == 0 {
 		return nil, fmt.Errorf("rdma: register an empty buffer")
 	}
-	m := C.ibv_reg_mr(p.p, unsafe.Pointer(&buf[0]), C.size_t(len(buf)), C.int(access))
+	m := C.twibvRegMR(p.p, unsafe.Pointer(&buf[0]), C.size_t(len(buf)), C.int(access))
 	if m == nil {
 		return nil, fmt.Errorf("rdma: ibv_reg_mr of %d bytes failed", len(buf))
 	}
@@ -159,7 +196,7 @@ func (p *PD) CreateQP(init verbs.QPInit) (verbs.QP, error) {
 	var a C.struct_ibv_qp_init_attr
 	a.send_cq, a.recv_cq, a.qp_type = s.q, r.q, C.IBV_QPT_RC
 	a.cap.max_send_wr, a.cap.max_recv_wr, a.cap.max_send_sge, a.cap.max_recv_sge = C.uint32_t(init.MaxSend), C.uint32_t(init.MaxRecv), 1, 1
-	q := C.ibv_create_qp(p.p, &a)
+	q := C.twibvCreateQP(p.p, &a)
 	if q == nil {
 		return nil, fmt.Errorf("rdma: ibv_create_qp failed")
 	}
@@ -167,7 +204,7 @@ func (p *PD) CreateQP(init verbs.QPInit) (verbs.QP, error) {
 }
 
 // Close deallocates the PD.
-func (p *PD) Close() error { C.ibv_dealloc_pd(p.p); return nil }
+func (p *PD) Close() error { C.twibvDeallocPD(p.p); return nil }
 
 // MR is a memory region.
 type MR struct {
@@ -175,11 +212,20 @@ type MR struct {
 	n int
 }
 
+// Addr is the region's address.
 func (m *MR) Addr() uint64 { return uint64(uintptr(m.m.addr)) }
-func (m *MR) Len() int     { return m.n }
+
+// Len is its length.
+func (m *MR) Len() int { return m.n }
+
+// LKey is its local key.
 func (m *MR) LKey() uint32 { return uint32(m.m.lkey) }
+
+// RKey is its remote key.
 func (m *MR) RKey() uint32 { return uint32(m.m.rkey) }
-func (m *MR) Close() error { C.ibv_dereg_mr(m.m); return nil }
+
+// Close deregisters it.
+func (m *MR) Close() error { C.twibvDeregMR(m.m); return nil }
 
 // CQ is a completion queue.
 type CQ struct {
@@ -197,7 +243,7 @@ func (q *CQ) Poll(wc []verbs.WC) (int, error) {
 	n := min(len(wc), 64)
 	buf := (*[64]C.struct_ibv_wc)(C.calloc(64, C.size_t(unsafe.Sizeof(C.struct_ibv_wc{}))))
 	defer C.free(unsafe.Pointer(buf))
-	got := int(C.tw_poll_cq(q.q, C.int(n), &buf[0]))
+	got := int(C.twibvPollCQ(q.q, C.int(n), &buf[0]))
 	if got < 0 {
 		return 0, fmt.Errorf("rdma: ibv_poll_cq failed")
 	}
@@ -205,14 +251,14 @@ func (q *CQ) Poll(wc []verbs.WC) (int, error) {
 		w := &buf[i]
 		wc[i] = verbs.WC{ID: uint64(w.wr_id), Status: verbs.WCStatus(w.status), Op: verbs.WCOpcode(w.opcode), Len: uint32(w.byte_len), QPN: uint32(w.qp_num)}
 		if w.wc_flags&C.IBV_WC_WITH_IMM != 0 {
-			wc[i].HasImm, wc[i].Imm = true, uint32(C.tw_imm(w))
+			wc[i].HasImm, wc[i].Imm = true, uint32(C.twibvImm(w))
 		}
 	}
 	return got, nil
 }
 
 // Close destroys the queue.
-func (q *CQ) Close() error { C.ibv_destroy_cq(q.q); return nil }
+func (q *CQ) Close() error { C.twibvDestroyCQ(q.q); return nil }
 
 // QP is an RC queue pair.
 type QP struct{ q *C.struct_ibv_qp }
@@ -222,12 +268,11 @@ func (q *QP) QPN() uint32 { return uint32(q.q.qp_num) }
 
 // State queries the state.
 func (q *QP) State() verbs.QPState {
-	var a C.struct_ibv_qp_attr
-	var i C.struct_ibv_qp_init_attr
-	if C.ibv_query_qp(q.q, &a, C.IBV_QP_STATE, &i) != 0 {
+	var s C.int
+	if C.twibvQueryQPState(q.q, &s) != 0 {
 		return verbs.QPSErr
 	}
-	return verbs.QPState(a.qp_state)
+	return verbs.QPState(s)
 }
 
 var mtuEnum = map[int]C.enum_ibv_mtu{256: C.IBV_MTU_256, 512: C.IBV_MTU_512, 1024: C.IBV_MTU_1024, 2048: C.IBV_MTU_2048, 4096: C.IBV_MTU_4096}
@@ -248,9 +293,10 @@ func (q *QP) Modify(v verbs.QPAttr) error {
 		}
 		a.path_mtu, a.dest_qp_num, a.rq_psn, a.max_dest_rd_atomic, a.min_rnr_timer = mtu, C.uint32_t(v.DestQPN), C.uint32_t(v.RQPSN), 1, 12
 		a.ah_attr.dlid, a.ah_attr.port_num = C.uint16_t(v.DestLID), 1
-		if v.DestGID != ([16]byte{}) {
+		if v.Global {
 			a.ah_attr.is_global = 1
-			C.memcpy(unsafe.Pointer(&a.ah_attr.grh.dgid), unsafe.Pointer(&v.DestGID[0]), 16)
+			C.twibvSetDGID(&a, (*C.uint8_t)(unsafe.Pointer(&v.DestGID[0])))
+			a.ah_attr.grh.sgid_index = C.uint8_t(v.SGIDIndex)
 			a.ah_attr.grh.hop_limit = 255
 		}
 		mask |= C.IBV_QP_AV | C.IBV_QP_PATH_MTU | C.IBV_QP_DEST_QPN | C.IBV_QP_RQ_PSN | C.IBV_QP_MAX_DEST_RD_ATOMIC | C.IBV_QP_MIN_RNR_TIMER
@@ -258,7 +304,7 @@ func (q *QP) Modify(v verbs.QPAttr) error {
 		a.sq_psn, a.timeout, a.retry_cnt, a.rnr_retry, a.max_rd_atomic = C.uint32_t(v.SQPSN), C.uint8_t(v.Timeout), C.uint8_t(v.RetryCount), C.uint8_t(v.RNRRetry), 1
 		mask |= C.IBV_QP_SQ_PSN | C.IBV_QP_TIMEOUT | C.IBV_QP_RETRY_CNT | C.IBV_QP_RNR_RETRY | C.IBV_QP_MAX_QP_RD_ATOMIC
 	}
-	if rc := C.ibv_modify_qp(q.q, &a, mask); rc != 0 {
+	if rc := C.twibvModifyQP(q.q, &a, mask); rc != 0 {
 		return fmt.Errorf("rdma: QP %#x to %v: errno %d", q.QPN(), v.State, int(rc))
 	}
 	return nil
@@ -282,14 +328,14 @@ func (q *QP) PostSend(w verbs.SendWR) error {
 		wr.send_flags = C.IBV_SEND_SIGNALED
 	}
 	if w.Op == verbs.OpAtomicFetchAdd {
-		C.tw_set_fetch_add(wr, C.uint64_t(w.RemoteAddr), C.uint32_t(w.RKey), C.uint64_t(w.Add))
+		C.twibvSetFetchAdd(wr, C.uint64_t(w.RemoteAddr), C.uint32_t(w.RKey), C.uint64_t(w.Add))
 	} else {
-		C.tw_set_rdma(wr, C.uint64_t(w.RemoteAddr), C.uint32_t(w.RKey))
+		C.twibvSetRDMA(wr, C.uint64_t(w.RemoteAddr), C.uint32_t(w.RKey))
 	}
 	if w.Op == verbs.OpWriteImm {
-		C.tw_set_imm(wr, C.uint32_t(w.Imm))
+		C.twibvSetImm(wr, C.uint32_t(w.Imm))
 	}
-	if rc := C.tw_post_send(q.q, wr); rc != 0 {
+	if rc := C.twibvPostSend(q.q, wr); rc != 0 {
 		return fmt.Errorf("rdma: QP %#x: ibv_post_send: errno %d", q.QPN(), int(rc))
 	}
 	return nil
@@ -309,11 +355,19 @@ func (q *QP) PostRecv(w verbs.RecvWR) error {
 		sge.addr, sge.length, sge.lkey = C.uint64_t(w.SGE[0].Addr), C.uint32_t(w.SGE[0].Len), C.uint32_t(w.SGE[0].LKey)
 		wr.sg_list, wr.num_sge = sge, 1
 	}
-	if rc := C.tw_post_recv(q.q, wr); rc != 0 {
+	if rc := C.twibvPostRecv(q.q, wr); rc != 0 {
 		return fmt.Errorf("rdma: QP %#x: ibv_post_recv: errno %d", q.QPN(), int(rc))
 	}
 	return nil
 }
 
 // Close destroys the queue pair.
-func (q *QP) Close() error { C.ibv_destroy_qp(q.q); return nil }
+func (q *QP) Close() error { C.twibvDestroyQP(q.q); return nil }
+
+// portGbps is a port's speed from ibv_port_attr's active_width and
+// active_speed codes (0 when a code is unknown).
+func portGbps(width, speed int) float64 {
+	widths := map[int]float64{1: 1, 2: 4, 4: 8, 8: 12, 16: 2}
+	speeds := map[int]float64{1: 2.5, 2: 5, 4: 10, 8: 10, 16: 14, 32: 25, 64: 50, 128: 100, 256: 200}
+	return widths[width] * speeds[speed]
+}

@@ -5,22 +5,28 @@
 // transport to deploy: it moves bytes over TCP and has none of an HCA's
 // performance.
 //
-// Each device listens on a TCP socket (loopback by default); its port's
-// GID is the IPv4-mapped listening address and its LID the TCP port, so a
-// queue pair moved to RTR with a peer's GID/LID and QPN reaches that peer
-// across processes. What a real HCA enforces is enforced here, at the
-// same place: posting sends before RTS or receives in RESET fails at
-// once; a local key that is unknown, from another protection domain, out
-// of bounds or without local write access for an inbound transfer gives a
-// local protection error completion; a remote key that is unknown, from
-// another protection domain, out of bounds or without the remote access
-// the operation needs (or a queue pair that does not grant it) gives the
-// requester a remote access (or invalid request) error and moves both
-// queue pairs to ERROR; a peer that vanished gives a retry-exceeded
-// error. Queue pairs in ERROR flush their work requests with
-// work-request-flushed completions. Send completions come in post order,
-// receive completions in arrival order. RNR is modelled as infinite
-// retry: a write with immediate waits for a receive to be posted.
+// Each device listens on a TCP socket (loopback by default) and has one
+// port, modelled as a RoCE port: its GID table holds, as a RoCE NIC's
+// does, a link-local GID and the IPv4-mapped listening address, each as a
+// RoCE v1 and a RoCE v2 entry (indexes 0 to 3), and its LID is the TCP
+// port. A queue pair moved to RTR with a global route (RoCE needs one) to
+// a peer's IPv4-mapped GID, LID and QPN reaches that peer across
+// processes; a link-local GID reaches nobody, so the requester's retries
+// run out, as on a fabric where the wrong GID index was chosen.
+//
+// What a real HCA enforces is enforced here, at the same place: posting
+// sends before RTS or receives in RESET fails at once; a local key that is
+// unknown, from another protection domain, out of bounds or without local
+// write access for an inbound transfer gives a local protection error
+// completion; a remote key that is unknown, from another protection
+// domain, out of bounds or without the remote access the operation needs
+// (or a queue pair that does not grant it) gives the requester a remote
+// access (or invalid request) error and moves both queue pairs to ERROR; a
+// peer that vanished gives a retry-exceeded error. Queue pairs in ERROR
+// flush their work requests with work-request-flushed completions. Send
+// completions come in post order, receive completions in arrival order.
+// RNR is modelled as infinite retry: a write with immediate waits for a
+// receive to be posted.
 package soft
 
 import (
@@ -46,6 +52,10 @@ type Options struct {
 	Prefix string
 	// Host is the address the devices listen on (default 127.0.0.1).
 	Host string
+	// QPNBase, when not 0, is the first QPN of every device (by default
+	// each device starts at a random one). QPNs are unique per device
+	// only, as on HCAs; a shared base makes devices reuse each other's.
+	QPNBase uint32
 }
 
 // Provider is a set of software devices.
@@ -66,7 +76,7 @@ func New(o Options) (*Provider, error) {
 	}
 	p := &Provider{}
 	for i := 0; i < o.Devices; i++ {
-		d, err := newDevice(fmt.Sprintf("%s%d", o.Prefix, i), o.Host)
+		d, err := newDevice(fmt.Sprintf("%s%d", o.Prefix, i), o.Host, o.QPNBase)
 		if err != nil {
 			p.Close()
 			return nil, err
@@ -117,7 +127,7 @@ func (p *Provider) Close() error {
 type Device struct {
 	name string
 	ln   net.Listener
-	gid  [16]byte
+	gids []verbs.GIDEntry
 	lid  uint16
 
 	mu      sync.Mutex
@@ -131,7 +141,7 @@ type Device struct {
 	wg      sync.WaitGroup
 }
 
-func newDevice(name, host string) (*Device, error) {
+func newDevice(name, host string, qpnBase uint32) (*Device, error) {
 	ln, err := net.Listen("tcp4", net.JoinHostPort(host, "0"))
 	if err != nil {
 		return nil, fmt.Errorf("soft verbs: device %s: %w", name, err)
@@ -139,7 +149,10 @@ func newDevice(name, host string) (*Device, error) {
 	a := ln.Addr().(*net.TCPAddr)
 	d := &Device{name: name, ln: ln, lid: uint16(a.Port), qps: map[uint32]*QP{}, mrs: map[uint32]*MR{},
 		nextQPN: 0x100 + uint32(rand.IntN(0x1000)), nextKey: 1 + uint32(rand.IntN(1<<16)), conns: map[net.Conn]struct{}{}}
-	copy(d.gid[:], a.IP.To16())
+	if qpnBase != 0 {
+		d.nextQPN = qpnBase - 1
+	}
+	d.gids = gidTable(a.IP, d.lid)
 	d.wg.Add(1)
 	go d.accept()
 	return d, nil
@@ -151,14 +164,38 @@ func (d *Device) Name() string { return d.name }
 // Ports is 1.
 func (d *Device) Ports() int { return 1 }
 
-// QueryPort describes port 1.
+// gidTable is a RoCE port's GID table: the link-local GID (made from the
+// LID, as a NIC makes it from its MAC) and the IPv4-mapped address ip,
+// each as a RoCE v1 then a RoCE v2 entry.
+func gidTable(ip net.IP, lid uint16) []verbs.GIDEntry {
+	var ll, v4 [16]byte
+	ll[0], ll[1] = 0xfe, 0x80
+	ll[8], ll[11], ll[12] = 0x02, 0xff, 0xfe
+	binary.BigEndian.PutUint16(ll[14:], lid)
+	copy(v4[:], ip.To16())
+	return []verbs.GIDEntry{{GID: ll, Type: verbs.GIDTypeRoCEv1}, {GID: ll, Type: verbs.GIDTypeRoCEv2},
+		{GID: v4, Type: verbs.GIDTypeRoCEv1}, {GID: v4, Type: verbs.GIDTypeRoCEv2}}
+}
+
+// QueryPort describes port 1, a RoCE port.
 func (d *Device) QueryPort(port int) (verbs.PortAttr, error) {
 	if port != 1 {
 		return verbs.PortAttr{}, fmt.Errorf("soft verbs: %s has no port %d", d.name, port)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return verbs.PortAttr{Active: !d.closed, LID: d.lid, GID: d.gid, MTU: 4096, LinkLayer: verbs.LinkIB, Gbps: 100}, nil
+	return verbs.PortAttr{Active: !d.closed, LID: d.lid, MTU: 4096, LinkLayer: verbs.LinkEthernet, GIDTableLen: len(d.gids), Gbps: 100}, nil
+}
+
+// QueryGID reads entry index of port 1's GID table.
+func (d *Device) QueryGID(port, index int) (verbs.GIDEntry, error) {
+	if port != 1 {
+		return verbs.GIDEntry{}, fmt.Errorf("soft verbs: %s has no port %d", d.name, port)
+	}
+	if index < 0 || index >= len(d.gids) {
+		return verbs.GIDEntry{}, fmt.Errorf("soft verbs: %s port 1: GID index %d out of the table of %d", d.name, index, len(d.gids))
+	}
+	return d.gids[index], nil
 }
 
 // Close of the context is a no-op: the provider owns its devices.
@@ -408,11 +445,21 @@ func (q *QP) Modify(a verbs.QPAttr) error {
 		}
 		q.attr.Port, q.attr.Access = a.Port, a.Access
 	case verbs.QPSRTR:
-		if a.DestQPN == 0 || a.PathMTU <= 0 {
+		var why string
+		switch {
+		case a.DestQPN == 0 || a.PathMTU <= 0:
+			why = "RTR needs the destination QPN and path MTU"
+		case !a.Global:
+			why = "RTR on a RoCE port needs a global route (GRH)"
+		case a.SGIDIndex < 0 || a.SGIDIndex >= len(q.dev.gids):
+			why = fmt.Sprintf("source GID index %d out of the table of %d", a.SGIDIndex, len(q.dev.gids))
+		}
+		if why != "" {
 			q.mu.Unlock()
-			return fmt.Errorf("soft verbs: QP %#x: RTR needs the destination QPN and path MTU", q.qpn)
+			return fmt.Errorf("soft verbs: QP %#x: %s", q.qpn, why)
 		}
 		q.attr.DestQPN, q.attr.DestLID, q.attr.DestGID, q.attr.PathMTU = a.DestQPN, a.DestLID, a.DestGID, a.PathMTU
+		q.attr.Global, q.attr.SGIDIndex = a.Global, a.SGIDIndex
 	case verbs.QPSReset:
 		q.sq, q.rq = nil, nil
 		q.attr = verbs.QPAttr{}
@@ -707,7 +754,12 @@ func (q *QP) conn() (net.Conn, error) {
 	if q.out != nil {
 		return q.out, nil
 	}
-	addr := net.JoinHostPort(net.IP(q.attr.DestGID[:]).String(), strconv.Itoa(int(q.attr.DestLID)))
+	ip := net.IP(q.attr.DestGID[:]).To4()
+	if ip == nil {
+		// Only IPv4-mapped GIDs route in this fabric.
+		return nil, fmt.Errorf("GID %v is not reachable", net.IP(q.attr.DestGID[:]))
+	}
+	addr := net.JoinHostPort(ip.String(), strconv.Itoa(int(q.attr.DestLID)))
 	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
 	if err != nil {
 		return nil, err

@@ -2,6 +2,7 @@ package soft
 
 import (
 	"encoding/binary"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -19,8 +20,15 @@ type side struct {
 func addr(b []byte) uint64 { return uint64(uintptr(unsafe.Pointer(&b[0]))) }
 
 // connected returns two queue pairs in RTS, each on its own provider (as
-// two processes would be), granting access.
+// two processes would be), granting access, addressed by the IPv4-mapped
+// RoCE v2 GID (index 3).
 func connected(t *testing.T, access verbs.Access) (a, b side) {
+	t.Helper()
+	return connectedVia(t, access, 3)
+}
+
+// connectedVia is connected with the GID index gi on both sides.
+func connectedVia(t *testing.T, access verbs.Access, gi int) (a, b side) {
 	t.Helper()
 	var s [2]side
 	var ctxs [2]verbs.Context
@@ -42,7 +50,11 @@ func connected(t *testing.T, access verbs.Access) (a, b side) {
 	}
 	for i := range s {
 		pa, _ := ctxs[1-i].QueryPort(1)
-		if err := s[i].qp.Modify(verbs.QPAttr{State: verbs.QPSRTR, DestQPN: s[1-i].qp.QPN(), DestGID: pa.GID, DestLID: pa.LID, PathMTU: 4096}); err != nil {
+		g, err := ctxs[1-i].QueryGID(1, gi)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s[i].qp.Modify(verbs.QPAttr{State: verbs.QPSRTR, DestQPN: s[1-i].qp.QPN(), DestGID: g.GID, DestLID: pa.LID, Global: true, SGIDIndex: gi, PathMTU: 4096}); err != nil {
 			t.Fatal(err)
 		}
 		if err := s[i].qp.Modify(verbs.QPAttr{State: verbs.QPSRTS}); err != nil {
@@ -241,5 +253,58 @@ func TestPeerGone(t *testing.T) {
 	a.qp.PostSend(verbs.SendWR{ID: 1, Op: verbs.OpWrite, Signaled: true, RemoteAddr: 1, RKey: 1, SGE: []verbs.SGE{{Addr: mr.Addr(), Len: 8, LKey: mr.LKey()}}})
 	if wc := poll(t, a.cq); wc.Status != verbs.WCRetryExcErr {
 		t.Fatalf("%+v", wc)
+	}
+}
+
+// TestGIDTable: the port is a RoCE port with a RoCE NIC's table
+// (link-local and IPv4-mapped, v1 and v2); RTR needs a global route from
+// an existing source GID; a QP addressed by the link-local GID reaches
+// nobody (retries run out), by the IPv4-mapped one it works.
+func TestGIDTable(t *testing.T) {
+	p, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx, _ := p.Open("soft0")
+	pa, err := ctx.QueryPort(1)
+	if err != nil || pa.LinkLayer != verbs.LinkEthernet || pa.GIDTableLen != 4 {
+		t.Fatalf("port %+v, %v", pa, err)
+	}
+	want := []struct {
+		prefix string
+		typ    verbs.GIDType
+	}{{"fe80::", verbs.GIDTypeRoCEv1}, {"fe80::", verbs.GIDTypeRoCEv2}, {"127.0.0.1", verbs.GIDTypeRoCEv1}, {"127.0.0.1", verbs.GIDTypeRoCEv2}}
+	for i, w := range want {
+		g, err := ctx.QueryGID(1, i)
+		if err != nil || !strings.HasPrefix(net.IP(g.GID[:]).String(), w.prefix) || g.Type != w.typ {
+			t.Errorf("GID %d: %v %v, %v; want %s... %v", i, net.IP(g.GID[:]), g.Type, err, w.prefix, w.typ)
+		}
+	}
+	if _, err := ctx.QueryGID(1, 4); err == nil {
+		t.Error("GID index 4 of a 4-entry table answered")
+	}
+	pd, _ := ctx.AllocPD()
+	cq, _ := ctx.CreateCQ(8)
+	qp, _ := pd.CreateQP(verbs.QPInit{SendCQ: cq, RecvCQ: cq, MaxSend: 4, MaxRecv: 4})
+	if err := qp.Modify(verbs.QPAttr{State: verbs.QPSInit, Port: 1}); err != nil {
+		t.Fatal(err)
+	}
+	g, _ := ctx.QueryGID(1, 3)
+	for _, a := range []verbs.QPAttr{
+		{State: verbs.QPSRTR, DestQPN: 1, DestGID: g.GID, PathMTU: 4096, SGIDIndex: 3},
+		{State: verbs.QPSRTR, DestQPN: 1, DestGID: g.GID, PathMTU: 4096, Global: true, SGIDIndex: 4},
+	} {
+		if err := qp.Modify(a); err == nil {
+			t.Errorf("RTR with %+v accepted", a)
+		}
+	}
+
+	a, _ := connectedVia(t, all, 0)
+	buf := make([]byte, 8)
+	mr, _ := a.pd.RegMR(buf, 0)
+	a.qp.PostSend(verbs.SendWR{ID: 1, Op: verbs.OpWrite, Signaled: true, RemoteAddr: 1, RKey: 1, SGE: []verbs.SGE{{Addr: mr.Addr(), Len: 8, LKey: mr.LKey()}}})
+	if wc := poll(t, a.cq); wc.Status != verbs.WCRetryExcErr {
+		t.Fatalf("write to a link-local GID: %+v", wc)
 	}
 }

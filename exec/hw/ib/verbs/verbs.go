@@ -135,11 +135,45 @@ const (
 type PortAttr struct {
 	Active    bool
 	LID       uint16
-	GID       [16]byte // at the chosen GID index
-	MTU       int      // active MTU in bytes
+	MTU       int // active MTU in bytes
 	LinkLayer LinkLayer
+	// GIDTableLen is the number of entries of the port's GID table
+	// (Context.QueryGID reads them).
+	GIDTableLen int
 	// Gbps is the port's speed (width × lane rate).
 	Gbps float64
+}
+
+// GIDType is the kind of a GID table entry (ibv_gid_type, and what
+// /sys/class/infiniband/<dev>/ports/<port>/gid_attrs/types/<index> says).
+type GIDType int
+
+// GID types.
+const (
+	// GIDTypeUnknown: the provider could not tell (NCCL treats the
+	// entry's RoCE version as unknown).
+	GIDTypeUnknown GIDType = -1
+	GIDTypeIB      GIDType = 0 // "IB/RoCE v1" on an InfiniBand port
+	GIDTypeRoCEv1  GIDType = 1
+	GIDTypeRoCEv2  GIDType = 2
+)
+
+func (t GIDType) String() string {
+	switch t {
+	case GIDTypeIB:
+		return "IB"
+	case GIDTypeRoCEv1:
+		return "RoCE v1"
+	case GIDTypeRoCEv2:
+		return "RoCE v2"
+	}
+	return "unknown"
+}
+
+// GIDEntry is one entry of a port's GID table.
+type GIDEntry struct {
+	GID  [16]byte
+	Type GIDType
 }
 
 // SGE is a scatter/gather element: Len bytes at virtual address Addr of
@@ -192,8 +226,12 @@ type QPAttr struct {
 	DestQPN uint32
 	DestLID uint16
 	DestGID [16]byte
-	PathMTU int
-	RQPSN   uint32
+	// Global routes by GID (a GRH: is_global in ibv_ah_attr), from the
+	// local GID at SGIDIndex; RoCE ports always need it.
+	Global    bool
+	SGIDIndex int
+	PathMTU   int
+	RQPSN     uint32
 	// RTS.
 	SQPSN      uint32
 	Timeout    int
@@ -224,6 +262,9 @@ type Context interface {
 	// Ports is the number of ports (numbered from 1).
 	Ports() int
 	QueryPort(port int) (PortAttr, error)
+	// QueryGID reads entry index (0 ≤ index < GIDTableLen) of a port's
+	// GID table.
+	QueryGID(port, index int) (GIDEntry, error)
 	AllocPD() (PD, error)
 	CreateCQ(depth int) (CQ, error)
 	Close() error
