@@ -19,7 +19,15 @@
 //     Simple raw bytes, LL lines {d0, flag, d1, flag} with flag = step+1 (32
 //     bits), LL128 lines of 15 data words and a 64-bit flag step+1;
 //   - receivers release slots by advancing the sender's head, Simple
-//     senders publish by advancing the receiver's tail.
+//     senders publish by advancing the receiver's tail;
+//   - a send end with a connFifo (the net transport: its ring, counters
+//     and fifo are host memory that the rank's proxy moves over the
+//     network) also writes the fifo entry of every step (bytes, wire
+//     bytes, step, steps, protocol) and then publishes the step with its
+//     tail, LL included, as NCCL's kernels do when a proxy is in the path.
+// Slot i of a ring starts i protocol steps (NCCL's conn->stepSize,
+// model.ProtoStepBytes) into it, whatever the Program's step size, so that
+// the proxy finds a step where the kernel put it.
 // Every connection end keeps its step base in device memory, so graph
 // replays of the same launch keep counting; at the end of a launch the
 // base moves to the next multiple of NCCL_STEPS past the steps the Program
@@ -47,6 +55,17 @@ typedef long long i64;
 #define TW_UNROLL 8
 #endif
 #define TW_OPBATCH 32
+// Slot strides of the three protocols: buffSize/NCCL_STEPS of the 512 KiB
+// LL, 4800 KiB LL128 and 4 MiB Simple buffers (exec/hw/transport.SlotStride).
+#ifndef TW_SLOT_LL
+#define TW_SLOT_LL 65536
+#endif
+#ifndef TW_SLOT_LL128
+#define TW_SLOT_LL128 614400
+#endif
+#ifndef TW_SLOT_SIMPLE
+#define TW_SLOT_SIMPLE 524288
+#endif
 
 enum { PROTO_LL = 0, PROTO_LL128 = 1, PROTO_SIMPLE = 2 };
 enum {
@@ -64,6 +83,16 @@ enum { F_POSTOP = 1, F_DIRECT = 2, F_FROM_OUTPUT = 4 };
 // Status codes written to the status word (code << 24 | lane).
 enum { ST_TIMEOUT = 1, ST_ABORT = 2 };
 
+// One connFifo entry (exec/hw/transport.FifoEntry in a net connection's
+// memory, 32 bytes).
+struct TwFifo {
+  i64 size;  // data bytes
+  i64 wire;  // bytes on the wire (LL lines)
+  i64 step;  // absolute step
+  u32 steps; // steps the slice spans
+  u32 proto;
+};
+
 // One end of a connection, persistent across launches.
 struct TwConn {
   // Slot rings: LL, LL128 and Simple in the receiver's memory (written
@@ -73,6 +102,7 @@ struct TwConn {
   volatile u64* tail; // Simple steps posted (the receiver's memory)
   volatile u64* head; // steps released (the sender's memory)
   u64 step;           // base step of the next launch
+  TwFifo* fifo;       // net send end: the proxy's connFifo; else null
 };
 
 // One primitive call, as in the binary Program encoding (32 bytes).
@@ -336,6 +366,7 @@ struct Shared {
   volatile u64* recvHead[TW_MAXPEERS]; // this rank releases slots here
   volatile u64* sendTail[TW_MAXPEERS]; // this rank publishes Simple steps here
   volatile u64* sendHead[TW_MAXPEERS]; // written by the receiver
+  TwFifo* sendFifo[TW_MAXPEERS];       // net send ends' connFifo, else null
   int nsrc, ndst;
   int abort;
 };
@@ -352,6 +383,7 @@ struct Ctx {
   u64* trace;     // the lane's slice stamps, or null
   int nRecv, nSend;
   u64 credits;
+  bool netSend; // some send end has a connFifo (a proxy reads it)
 };
 
 __device__ __noinline__ void fail(Ctx& c, u32 code) {
@@ -425,16 +457,35 @@ __device__ bool waitPeers(Ctx& c, bool recv, bool send, u64 rs, u64 ss, int step
   return !*(volatile int*)&c.sh->abort;
 }
 
+// postFifo writes the connFifo entries of a send step for the net
+// proxies (by the publishing thread, before the fence that precedes the
+// tails).
+__device__ __forceinline__ void postFifo(Ctx& c, u64 ss, int steps, i64 nb, i64 wire, int proto) {
+  for (int i = 0; i < c.nSend; i++) {
+    TwFifo* f = c.sh->sendFifo[i];
+    if (f == nullptr) continue;
+    const u64 step = c.sh->sendBase[i] + ss;
+    TwFifo* e = f + step % TW_SLOTS;
+    e->size = nb;
+    e->wire = wire;
+    e->step = (i64)step;
+    e->steps = (u32)steps;
+    e->proto = (u32)proto;
+  }
+}
+
 // postPeers: after the block's data is written, release receive slots
 // and publish Simple send steps. Simple data went to the peers' slots with
 // plain stores, so one system-scope fence orders them before the tails
-// (as in NCCL, an empty slice stored nothing and needs no fence);
+// (as in NCCL, an empty slice stored nothing and needs no fence, unless
+// fifo entries for a proxy were written: the fence orders them too);
 // releasing a slot only needs the block's reads done (the barrier).
-__device__ void postPeers(Ctx& c, bool recv, bool send, u64 rs, u64 ss, int steps, bool stored) {
+__device__ void postPeers(Ctx& c, bool recv, bool send, u64 rs, u64 ss, int steps, bool stored, i64 nb) {
   __syncthreads();
   if (c.tid == 0) {
     if (send) {
-      if (stored) fenceAcqRelSys();
+      if (c.netSend) postFifo(c, ss, steps, nb, nb, PROTO_SIMPLE);
+      if (stored || c.netSend) fenceAcqRelSys();
       for (int i = 0; i < c.nSend; i++) stRelaxed(c.sh->sendTail[i], c.sh->sendBase[i] + ss + steps);
     }
     if (recv)
@@ -578,6 +629,7 @@ extern "C" __global__ void __launch_bounds__(TW_NTHREADS, 1)
   const int es = (int)sizeof(T);
   const int proto = prog->proto;
   const i64 stepBytes = prog->stepBytes;
+  const i64 slotBytes = proto == PROTO_LL ? TW_SLOT_LL : proto == PROTO_LL128 ? TW_SLOT_LL128 : TW_SLOT_SIMPLE;
   const int ring = proto == PROTO_SIMPLE ? (prog->simpleRead ? 3 : PROTO_SIMPLE) : proto;
   c.trace = l->trace;
   c.nRecv = l->nRecv;
@@ -598,6 +650,7 @@ extern "C" __global__ void __launch_bounds__(TW_NTHREADS, 1)
     sh.sendRing[c.tid - 32] = cn->buf[ring];
     sh.sendTail[c.tid - 32] = cn->tail;
     sh.sendHead[c.tid - 32] = cn->head;
+    sh.sendFifo[c.tid - 32] = cn->fifo;
     sh.head[c.tid - 32] = ldAcquire(cn->head);
   }
   // The first batch of calls loads alongside the connection state.
@@ -609,6 +662,8 @@ extern "C" __global__ void __launch_bounds__(TW_NTHREADS, 1)
     dst[1] = src[1];
   }
   __syncthreads();
+  c.netSend = false;
+  for (int i = 0; i < c.nSend; i++) c.netSend = c.netSend || sh.sendFifo[i] != nullptr;
 
   i64 sliceNo = 0;
   for (i64 oi = 0; oi < l->nOps; oi++) {
@@ -671,13 +726,13 @@ extern "C" __global__ void __launch_bounds__(TW_NTHREADS, 1)
           int ns = 0, nd = 0;
           if (recv)
             for (int i = 0; i < c.nRecv; i++)
-              sh.src[ns++] = sh.recvRing[i] + ((sh.recvBase[i] + rs) % TW_SLOTS) * stepBytes;
+              sh.src[ns++] = sh.recvRing[i] + ((sh.recvBase[i] + rs) % TW_SLOTS) * slotBytes;
           if (reduceIn || readsIn) sh.src[ns++] = in + inOff;
           if (fromOut) sh.src[ns++] = out + outOff;
           if (writesOut) sh.dst[nd++] = out + outOff;
           if (send)
             for (int i = 0; i < c.nSend; i++)
-              sh.dst[nd++] = sh.sendRing[i] + ((sh.sendBase[i] + ss) % TW_SLOTS) * stepBytes;
+              sh.dst[nd++] = sh.sendRing[i] + ((sh.sendBase[i] + ss) % TW_SLOTS) * slotBytes;
           sh.nsrc = ns;
           sh.ndst = nd;
         }
@@ -686,7 +741,7 @@ extern "C" __global__ void __launch_bounds__(TW_NTHREADS, 1)
         if (c.trace && c.tid == 0) t1 = globalTimer();
         const bool stored = nb > 0 && sh.ndst > 0 && sh.nsrc > 0;
         if (stored) copyReduce(c, nb, postOp);
-        postPeers(c, recv, send, rs, ss, steps, stored);
+        postPeers(c, recv, send, rs, ss, steps, stored, nb);
         traceSlice(c, sliceNo, oi, s, t0, t1);
         sliceNo++;
         off += e;
@@ -713,7 +768,7 @@ extern "C" __global__ void __launch_bounds__(TW_NTHREADS, 1)
           if (recv) {
             for (int i = 0; i < c.nRecv; i++) {
               const u32 flag = (u32)(sh.recvBase[i] + rs + 1);
-              const char* p = sh.recvRing[i] + ((sh.recvBase[i] + rs) % TW_SLOTS) * stepBytes + ln * 16;
+              const char* p = sh.recvRing[i] + ((sh.recvBase[i] + rs) % TW_SLOTS) * slotBytes + ln * 16;
               uint4 w;
               u32 spins = 0;
               c.deadline = 0;
@@ -733,7 +788,7 @@ extern "C" __global__ void __launch_bounds__(TW_NTHREADS, 1)
           if (send) {
             for (int i = 0; i < c.nSend; i++) {
               const u32 flag = (u32)(sh.sendBase[i] + ss + 1);
-              char* p = sh.sendRing[i] + ((sh.sendBase[i] + ss) % TW_SLOTS) * stepBytes + ln * 16;
+              char* p = sh.sendRing[i] + ((sh.sendBase[i] + ss) % TW_SLOTS) * slotBytes + ln * 16;
               stVolatile16(p, make_uint4((u32)v, flag, (u32)(v >> 32), flag));
             }
           }
@@ -759,7 +814,7 @@ extern "C" __global__ void __launch_bounds__(TW_NTHREADS, 1)
           if (recv) {
             for (int i = 0; i < c.nRecv; i++) {
               const u64 flag = sh.recvBase[i] + rs + 1;
-              const char* p = sh.recvRing[i] + ((sh.recvBase[i] + rs) % TW_SLOTS) * stepBytes + ln * 128 + 16 * t;
+              const char* p = sh.recvRing[i] + ((sh.recvBase[i] + rs) % TW_SLOTS) * slotBytes + ln * 128 + 16 * t;
               u64 a = 0, b = 0;
               u32 spins = 0;
               c.deadline = 0;
@@ -794,7 +849,7 @@ extern "C" __global__ void __launch_bounds__(TW_NTHREADS, 1)
             if (send) {
               for (int i = 0; i < c.nSend; i++) {
                 const u64 flag = sh.sendBase[i] + ss + 1;
-                char* p = sh.sendRing[i] + ((sh.sendBase[i] + ss) % TW_SLOTS) * stepBytes + ln * 128 + 16 * t;
+                char* p = sh.sendRing[i] + ((sh.sendBase[i] + ss) % TW_SLOTS) * slotBytes + ln * 128 + 16 * t;
                 stVolatile2x64(p, v0, flagThread ? flag : v1);
               }
             }
@@ -802,12 +857,24 @@ extern "C" __global__ void __launch_bounds__(TW_NTHREADS, 1)
         }
       }
       // Once every thread is done with its lines, release the slots (a
-      // send-only call has nothing to release and needs no barrier).
-      if (recv) {
+      // send-only call has nothing to release and needs no barrier, unless
+      // a proxy reads its sends: then the fifo entries, a system fence and
+      // the tails publish the step, as for Simple).
+      const bool netPost = send && c.netSend;
+      if (recv || netPost) {
         __syncthreads();
         if (*(volatile int*)&sh.abort) return;
-        if (c.tid == 0)
-          for (int i = 0; i < c.nRecv; i++) stRelaxed(sh.recvHead[i], sh.recvBase[i] + rs + 1);
+        if (c.tid == 0) {
+          if (netPost) {
+            const i64 wire = proto == PROTO_LL ? (nb + 7) / 8 * 16 : (nb + 119) / 120 * 128;
+            postFifo(c, ss, 1, nb, wire, proto);
+            fenceAcqRelSys();
+            for (int i = 0; i < c.nSend; i++)
+              if (sh.sendFifo[i] != nullptr) stRelaxed(sh.sendTail[i], sh.sendBase[i] + ss + 1);
+          }
+          if (recv)
+            for (int i = 0; i < c.nRecv; i++) stRelaxed(sh.recvHead[i], sh.recvBase[i] + rs + 1);
+        }
       } else if (*(volatile int*)&sh.abort) {
         return;
       }

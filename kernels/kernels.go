@@ -22,12 +22,22 @@ const (
 	// MaxPeers bounds a lane's receive and send peers (TW_MAXPEERS).
 	MaxPeers = 8
 	// ConnSize is sizeof(TwConn): buf[4] (LL, LL128, Simple written by
-	// the sender, Simple read by the receiver), tail, head pointers, step.
-	ConnSize = 56
+	// the sender, Simple read by the receiver), tail, head pointers, step,
+	// and the connFifo pointer of a net send end (0 otherwise).
+	ConnSize = 64
 	// ConnRings is the number of slot rings of a connection (TwConn.buf).
 	ConnRings = 4
 	// ConnStepOffset is offsetof(TwConn, step).
 	ConnStepOffset = 48
+	// ConnFifoOffset is offsetof(TwConn, fifo): a net send end's connFifo
+	// (exec/hw/transport's layout), which the kernel fills before it moves
+	// the tail of every step, LL included, for the proxy.
+	ConnFifoOffset = 56
+	// SlotLL, SlotLL128 and SlotSimple are the kernel's slot strides
+	// (TW_SLOT_*): model.ProtoStepBytes, whatever a Program's step size.
+	SlotLL     = 65536
+	SlotLL128  = 614400
+	SlotSimple = 524288
 	// LaneSize is sizeof(TwLane).
 	LaneSize = 8 + 4*8*MaxPeers + 3*8
 	// ProgHeaderSize is offsetof(TwProg, lanes).

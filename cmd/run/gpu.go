@@ -21,6 +21,7 @@ import (
 	"github.com/twinccl/twinccl/exec/hw/gin"
 	"github.com/twinccl/twinccl/exec/hw/gpudev"
 	"github.com/twinccl/twinccl/exec/hw/nccl"
+	"github.com/twinccl/twinccl/exec/hw/transport"
 	"github.com/twinccl/twinccl/internal/atomicfile"
 	"github.com/twinccl/twinccl/model"
 	"github.com/twinccl/twinccl/search"
@@ -529,8 +530,29 @@ func (j *gpuJob) plan() (string, error) {
 	if err != nil {
 		return "", err
 	}
+	// Ranks on different hosts (several machines, or TWINCCL_HOSTID=split:K
+	// on one) are planned as that many nodes of the topology, as the
+	// device connects them: over the net transport.
+	hosts, err := j.hostCount()
+	if err != nil {
+		return "", err
+	}
 	local := cl.NRanks
-	if local != j.n {
+	if hosts > 1 {
+		if j.n%hosts != 0 {
+			return "", fmt.Errorf("%d ranks on %d hosts: want the same number of ranks on every host", j.n, hosts)
+		}
+		if per := j.n / hosts; per < local {
+			keepRanks(root, per)
+		}
+		cl, err = model.LoadCluster(root, file, model.LoadOptions{Nodes: hosts, Params: params})
+		if err == nil && cl.NRanks != j.n {
+			err = fmt.Errorf("%s: planned %d ranks for %d hosts of %d ranks", file, cl.NRanks, hosts, j.n/hosts)
+		}
+		if err != nil {
+			return "", fmt.Errorf("%w (give --topo FILE describing one host)", err)
+		}
+	} else if local != j.n {
 		switch {
 		case j.n > local && j.n%local == 0:
 			// A job over several hosts like this one.
@@ -556,6 +578,20 @@ func (j *gpuJob) plan() (string, error) {
 		return "", err
 	}
 	return file, nil
+}
+
+// hostCount is the number of distinct hosts of the job's ranks
+// (transport.HostID, as the device decides transports).
+func (j *gpuJob) hostCount() (int, error) {
+	all, err := j.comm.AllGather([]byte(transport.HostID(j.rank)))
+	if err != nil {
+		return 0, fmt.Errorf("rank %d: host ids: %w", j.rank, err)
+	}
+	seen := map[string]bool{}
+	for _, h := range all {
+		seen[string(h)] = true
+	}
+	return len(seen), nil
 }
 
 // keepRanks removes from a topology the PCI devices of GPUs ranked n and

@@ -29,7 +29,8 @@ func TestGPUUsageErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"--op", "bogus"}, "unknown collective"},
-		{[]string{"--op", "alltoall"}, "run gpu runs"},
+		{[]string{"--op", "sendrecv"}, "run gpu runs"},
+		{[]string{"--op", "alltoall", "--proto", "ll"}, "GIN all-to-all kernel"},
 		{[]string{"-f", "1"}, "-f must be at least 2"},
 		{[]string{"-b", "1M", "-e", "1K"}, "larger than -e"},
 		{[]string{"-b", "x"}, "bad size"},

@@ -159,6 +159,10 @@ type window struct {
 // not completed.
 const maxInFlight = 64
 
+// idleSpins is how many empty polls (tens of nanoseconds each) the proxy
+// makes before it starts sleeping between polls.
+const idleSpins = 1 << 18
+
 // New creates the rank's GIN communicator on ctx. Every rank of bc calls
 // it (it exchanges the signal tables).
 func New(bc *bootstrap.Comm, ctx *cuda.Context, opts Options) (c *Comm, err error) {
@@ -500,11 +504,11 @@ func (c *Comm) proxy() {
 			idle = 0
 			continue
 		}
-		// Spin while work is likely, then poll gently.
+		// Spin while work is likely (the thread is the proxy's own: a
+		// yield would cost a scheduler round trip per poll, several
+		// microseconds of every put's latency), then poll gently.
 		idle++
-		if idle < 20000 {
-			runtime.Gosched()
-		} else {
+		if idle > idleSpins {
 			time.Sleep(20 * time.Microsecond)
 		}
 	}

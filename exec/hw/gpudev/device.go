@@ -7,7 +7,10 @@
 // over the link: P2P write mode) or through the sender's (read over the
 // link: read mode), chosen per Program (see SimpleRead). Each side maps
 // the other's memory through CUDA IPC (ranks in other processes) or peer
-// access (ranks of this process).
+// access (ranks of this process). Without P2P, connections go through
+// host memory: SHM (shm.go) between ranks of one host, the net transport
+// (net.go: the rank's proxy and the socket plugin) between hosts or when
+// SHM is disabled too.
 //
 // The kernel's semantics are model/refexec's; the conformance suite checks
 // them. Connection step counters live in GPU memory, so a launch captured
@@ -59,12 +62,16 @@ type Device struct {
 	Timeout time.Duration
 
 	mu      sync.Mutex
-	ends    map[endKey]cuda.DevicePtr // TwConn of each connection end
-	allocs  []cuda.DevicePtr          // own regions and TwConn arrays
-	opened  []cuda.DevicePtr          // peers' regions opened through IPC
-	shm     []*shmRegion              // host-memory regions (SHM connections)
-	batches map[int]uint32            // exchanges with each peer so far
-	ctrl    *cuda.HostMem             // status word at 0, abort flag at 64
+	ends    map[endKey]cuda.DevicePtr  // TwConn of each connection end
+	allocs  []cuda.DevicePtr           // own regions and TwConn arrays
+	opened  []cuda.DevicePtr           // peers' regions opened through IPC
+	shm     []*shmRegion               // host-memory regions (SHM connections)
+	hosts   []string                   // every rank's host id (transport.HostID)
+	set     *transport.Set             // the proxy and the net connections; nil until needed
+	netMem  []*cuda.HostMem            // net connections' memory registered with CUDA
+	netConn map[endKey]*transport.Conn // net connection ends
+	batches map[int]uint32             // exchanges with each peer so far
+	ctrl    *cuda.HostMem              // status word at 0, abort flag at 64
 	stop    chan struct{}
 	closed  bool
 }
@@ -76,6 +83,9 @@ type endKey struct {
 
 // New opens the device of comm's rank on ctx, with its own stream. Ranks
 // of one process may share a context (one GPU) or use different ones.
+// Every rank of the job calls it (it gathers the ranks' host ids) and,
+// when some peer is reached through the net transport, it starts the
+// rank's proxy.
 func New(comm *bootstrap.Comm, ctx *cuda.Context) (*Device, error) {
 	me := comm.Rank()
 	s, err := ctx.NewStream(cuda.StreamNonBlocking)
@@ -89,7 +99,12 @@ func New(comm *bootstrap.Comm, ctx *cuda.Context) (*Device, error) {
 	}
 	clear(ctrl.Bytes())
 	d := &Device{comm: comm, ctx: ctx, stream: s, ends: map[endKey]cuda.DevicePtr{},
-		batches: map[int]uint32{}, ctrl: ctrl, stop: make(chan struct{})}
+		batches: map[int]uint32{}, ctrl: ctrl, stop: make(chan struct{}), netConn: map[endKey]*transport.Conn{}}
+	if err := d.startNet(); err != nil {
+		_ = s.Destroy()
+		_ = ctrl.Free()
+		return nil, err
+	}
 	go d.watchLost()
 	return d, nil
 }
@@ -118,7 +133,8 @@ func (d *Device) Abort() {
 
 func (d *Device) statusWord() *uint32 { return (*uint32)(d.ctrl.Ptr()) }
 
-// Close releases every connection buffer, mapping and the stream.
+// Close releases every connection buffer, mapping and the stream, and
+// stops the proxy (its net connections say goodbye to their peers).
 func (d *Device) Close() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -138,6 +154,7 @@ func (d *Device) Close() error {
 	for _, r := range d.shm {
 		errs = append(errs, r.release())
 	}
+	errs = append(errs, d.closeNet())
 	errs = append(errs, d.stream.Destroy(), d.ctrl.Free())
 	d.opened, d.allocs, d.ends, d.shm = nil, nil, nil, nil
 	return errors.Join(errs...)
@@ -292,8 +309,12 @@ func (d *Device) connect(keys []transport.Key, used []bool) error {
 
 func (d *Device) connectPeer(peer int, keys []transport.Key) error {
 	me := d.comm.Rank()
+	link := d.Link(me, peer)
+	if link == LinkNet {
+		return d.connectNet(peer, keys)
+	}
 	mine := layoutFor(me, keys)
-	shm := peer != me && useSHM()
+	shm := link == LinkSHM
 	seq := d.batches[peer]
 	d.batches[peer]++
 	tag := uint32(gpuTag | seq&0xfffffff)
@@ -405,6 +426,7 @@ func (d *Device) connectPeer(peer int, keys []transport.Key) error {
 		buf = le.AppendUint64(buf, tail)
 		buf = le.AppendUint64(buf, head)
 		buf = le.AppendUint64(buf, 0) // step
+		buf = le.AppendUint64(buf, 0) // fifo: no proxy in the path
 		d.ends[endKey{e.k, e.send}] = arr.Add(uint64(i * kernels.ConnSize))
 	}
 	if err := d.ctx.MemcpyHtoD(arr, buf); err != nil {

@@ -279,11 +279,11 @@ func childMain() int {
 	}
 	defer d.Close()
 	for _, proto := range []model.Protocol{model.ProtoLL, model.ProtoLL128, model.ProtoSimple} {
-		if proto == model.ProtoLL128 && useSHM() {
-			continue
-		}
 		c := allReduceCase(proto, n, 1<<20+3)
 		p, _ := c.Program()
+		if proto == model.ProtoLL128 && d.checkTransport(p) != nil {
+			continue // refused over SHM and NET
+		}
 		out, err := d.RunHost(p, conformance.Inputs(c, p)[rank])
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "ERROR:", err)
@@ -293,6 +293,27 @@ func childMain() int {
 		if !bytes.Equal(out, want[rank]) {
 			fmt.Fprintf(os.Stderr, "ERROR: %s AllReduce: wrong result\n", proto)
 			return 4
+		}
+	}
+	if os.Getenv("TEST_OPS") != "" {
+		for _, c := range processCases(n) {
+			p, err := c.Program()
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "ERROR:", c, err)
+				return 6
+			}
+			if d.checkTransport(p) != nil {
+				continue
+			}
+			out, err := d.RunHost(p, conformance.Inputs(c, p)[rank])
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "ERROR:", c, err)
+				return 3
+			}
+			if want, defined := conformance.Expected(c, p); defined[rank] && !bytes.Equal(out, want[rank]) {
+				fmt.Fprintf(os.Stderr, "ERROR: %s: wrong result\n", c)
+				return 4
+			}
 		}
 	}
 	fmt.Println("ok")
@@ -314,6 +335,18 @@ func childMain() int {
 			fmt.Println("running")
 		}
 	}
+}
+
+// processCases are the cases rank processes run with TEST_OPS set: every
+// collective, algorithm and protocol of Programs and of the p2p path
+// (LL128 is skipped where the transport refuses it).
+func processCases(n int) []conformance.Case {
+	var out []conformance.Case
+	for k, cb := range append(conformance.Combos(), conformance.P2PCombos()...) {
+		out = append(out, conformance.Case{Coll: model.Collective(cb[0]), Algo: model.Algorithm(cb[1]), Proto: model.Protocol(cb[2]),
+			Dtype: model.DtypeFP32, Op: model.RedSum, NRanks: n, NChannels: 2, Count: 65_537 + int64(k)*1001, Root: k % n})
+	}
+	return out
 }
 
 func startChildren(t *testing.T, n int, loop bool) ([]*exec.Cmd, []*bytes.Buffer, []*bytes.Buffer, *bootstrap.Root) {
@@ -398,7 +431,13 @@ func TestSHM(t *testing.T) {
 // the other must fail within its timeout, naming the lost rank.
 func TestKilledPeer(t *testing.T) {
 	ctxs := gpus(t)
-	n := max(2, len(ctxs))
+	killedPeer(t, max(2, len(ctxs)))
+}
+
+// killedPeer starts n looping rank processes, kills rank 1 once it runs
+// and checks that rank 0 fails within its timeout naming rank 1.
+func killedPeer(t *testing.T, n int) {
+	t.Helper()
 	cmds, outs, errs, root := startChildren(t, n, true)
 	defer root.Close()
 	deadline := time.Now().Add(30 * time.Second)

@@ -32,6 +32,8 @@ type Launch struct {
 	trace   cuda.DevicePtr
 	traceAt []int
 	slices  []int
+	// net are the launch's net connection ends: Enqueue wakes their proxy.
+	net []*transport.Conn
 }
 
 // Prepare uploads this rank's part of p: it sets up any connections the
@@ -53,7 +55,7 @@ func (d *Device) Prepare(p *model.Program, trace bool) (*Launch, error) {
 	if p.Proto == model.ProtoSimple && model.ProgSlots%(p.SlicesPerChunk*p.StepsPerSlice) != 0 {
 		return nil, fmt.Errorf("gpudev rank %d: %d slices x %d steps per call do not divide the %d slots", me, p.SlicesPerChunk, p.StepsPerSlice, model.ProgSlots)
 	}
-	if err := checkTransport(p); err != nil {
+	if err := d.checkTransport(p); err != nil {
 		return nil, fmt.Errorf("gpudev rank %d: %w", me, err)
 	}
 	keys := transport.ProgramKeys(p)
@@ -99,6 +101,7 @@ func (d *Device) Prepare(p *model.Program, trace bool) (*Launch, error) {
 	if l.nLanes == 0 {
 		return l, nil
 	}
+	l.net = d.launchNetConns(p, keys, l.lanes)
 	l.threads = blockThreads(p, l.lanes)
 	ops, err := l.upload(opsBytes)
 	if err != nil {
@@ -298,6 +301,9 @@ func (l *Launch) Enqueue(s *cuda.Stream, in, out cuda.DevicePtr) error {
 		uint64(l.desc), uint64(in), uint64(out), uint64(ctrl)+64, uint64(ctrl), uint64(timeout.Nanoseconds()))
 	if err != nil {
 		return fmt.Errorf("gpudev rank %d: launch: %w", l.d.comm.Rank(), err)
+	}
+	for _, c := range l.net {
+		c.Notify()
 	}
 	return nil
 }

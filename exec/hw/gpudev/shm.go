@@ -13,10 +13,10 @@ import (
 )
 
 // SHM connections: when P2P between the GPUs is disabled (NCCL_P2P_DISABLE=1
-// or TWINCCL_P2P_DISABLE=1), a rank's connection region lives in host
-// memory: a /dev/shm file that both processes map and register with CUDA
-// (device-mapped, portable), so the kernel reads and writes it over PCIe
-// with the same code as GPU memory. The file is unlinked once the peer has
+// or TWINCCL_P2P_DISABLE=1) and SHM is not, the connection region of two
+// ranks of one host lives in host memory: a /dev/shm file that both
+// processes map and register with CUDA (device-mapped, portable), so the
+// kernel reads and writes it over PCIe with the same code as GPU memory. The file is unlinked once the peer has
 // mapped it, so a killed process leaves nothing behind.
 
 // shmDir is where SHM regions are created (a variable for tests).
@@ -29,23 +29,35 @@ type shmRegion struct {
 	path string // non-empty until unlinked
 }
 
-// useSHM reports whether connections to other ranks go through host memory.
-func useSHM() bool {
+// p2pDisabled reports whether P2P between GPUs is off (NCCL_P2P_DISABLE=1
+// or TWINCCL_P2P_DISABLE=1): same-host connections go through SHM, or
+// through the net transport when SHM is off too.
+func p2pDisabled() bool {
 	return os.Getenv("NCCL_P2P_DISABLE") == "1" || os.Getenv("TWINCCL_P2P_DISABLE") == "1"
 }
 
-// checkTransport refuses what the GPU device cannot do: no transport at
-// all, or LL128 through host memory (NCCL enables LL128 only over NVLink:
-// a 128-byte line is not delivered whole over PCIe).
-func checkTransport(p *model.Program) error {
-	if !useSHM() {
+// shmDisabled reports whether the SHM transport is off (NCCL_SHM_DISABLE=1
+// or TWINCCL_SHM_DISABLE=1).
+func shmDisabled() bool {
+	return os.Getenv("NCCL_SHM_DISABLE") == "1" || os.Getenv("TWINCCL_SHM_DISABLE") == "1"
+}
+
+// checkTransport refuses what the GPU device cannot do: LL128 through host
+// memory, over SHM or the net transport (NCCL enables LL128 only over
+// NVLink: a 128-byte line is not delivered whole over PCIe, and the proxy
+// would have to check every line's flag). It looks at every connection of
+// p, not only this rank's, so that all ranks refuse the same Programs.
+func (d *Device) checkTransport(p *model.Program) error {
+	if p.Proto != model.ProtoLL128 {
 		return nil
 	}
-	if os.Getenv("NCCL_SHM_DISABLE") == "1" || os.Getenv("TWINCCL_SHM_DISABLE") == "1" {
-		return errors.New("P2P and SHM are both disabled and the GPU device has no net transport yet")
-	}
-	if p.Proto == model.ProtoLL128 {
-		return errors.New("LL128 needs P2P over NVLink; with P2P disabled use LL or Simple (NCCL does not run LL128 over SHM either)")
+	for _, c := range p.Conns {
+		switch d.Link(int(c.From), int(c.To)) {
+		case LinkSHM:
+			return errors.New("LL128 needs P2P over NVLink; with P2P disabled use LL or Simple (NCCL does not run LL128 over SHM either)")
+		case LinkNet:
+			return fmt.Errorf("LL128 over the net transport (rank %d to rank %d): use LL or Simple (the GPU device's proxy carries LL and Simple only)", c.From, c.To)
+		}
 	}
 	return nil
 }
