@@ -25,10 +25,12 @@ or testdata/nccl-timings/*.tsv ('#' comments, then "coll bytes mean_us [best_us 
 line; nccl-tests sizes; float32, sum). A header comment "settings: K=V ..." gives the
 NCCL_* environment the table was recorded under (NCCL_PROTO, NCCL_P2P_DISABLE,
 NCCL_SHM_DISABLE, NCCL_SOCKET_IFNAME, ...), and a header naming PyTorch its timing
-harness; KEY=VALUE pairs add or override settings (harness=nccl-tests|pytorch), and
-colls=all_reduce+broadcast keeps only those collectives' rows. Every row is simulated
-with the search, tuner and transports its settings give, on the topology the
-measurements come from (--topo, default the embedded %s).
+harness; KEY=VALUE pairs add or override settings (harness=nccl-tests|pytorch),
+colls=all_reduce+broadcast keeps only those collectives' rows, and topo=FILE.xml
+gives the table a topology of its own (to fit measurements of several machines at
+once). Every row is simulated with the search, tuner and transports its settings
+give, on the topology the measurements come from (topo=, else --topo, default the
+embedded %s).
 
 A TABLE may also be a hardware recording (FILE.json written by "run gpu --json", or a
 call trace FILE.parquet written by "run gpu --trace"; see "replay compare"): its rows
@@ -119,7 +121,11 @@ func runCalibrate(args []string, stdout, stderr io.Writer) error {
 			if err != nil {
 				return nil, nil, err
 			}
-			res, err := searchTable(tpos, *nodes, tb)
+			pos := tpos
+			if tb.Topo != "" {
+				pos = []string{tb.Topo}
+			}
+			res, err := searchTable(pos, *nodes, tb)
 			if err != nil {
 				return nil, nil, err
 			}

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -222,5 +224,59 @@ func TestSimFastMode(t *testing.T) {
 	}
 	if !strings.Contains(se.String(), "%") {
 		t.Errorf("--progress drew nothing on stderr: %q", se.String())
+	}
+}
+
+// TestCalibrateTableTopology: topo= in a table argument simulates that
+// table on its own topology (here our 4-H200 dump), which must give the
+// times "replay sim" gives there, not the default topology's; a missing
+// file is an error naming it.
+func TestCalibrateTableTopology(t *testing.T) {
+	dir := t.TempDir()
+	tab := filepath.Join(dir, "t.tsv")
+	os.WriteFile(tab, []byte("# settings: NCCL_NVLS_ENABLE=0\nbroadcast 8388608 38.09\n"), 0o644)
+	x4 := filepath.Join("..", "..", "testdata", "nccl-env", "h200x4", "topo-twinccl.xml")
+	simUs := func(args []string) float64 {
+		t.Helper()
+		var so, se bytes.Buffer
+		if err := runCalibrate(append([]string{"--evaluate"}, args...), &so, &se); err != nil {
+			t.Fatalf("calibrate %v: %v\n%s", args, err, se.String())
+		}
+		for _, line := range strings.Split(so.String(), "\n") {
+			f := strings.Fields(line)
+			if len(f) >= 8 && f[1] == "Broadcast" && f[2] == "8388608" {
+				v, err := strconv.ParseFloat(f[7], 64)
+				if err != nil {
+					t.Fatalf("row %q: %v", line, err)
+				}
+				return v
+			}
+		}
+		t.Fatalf("no Broadcast row in:\n%s", so.String())
+		return 0
+	}
+	onX4 := simUs([]string{tab + ",topo=" + x4})
+	onDefault := simUs([]string{tab})
+	var so, se bytes.Buffer
+	t.Setenv("NCCL_NVLS_ENABLE", "0")
+	if err := runSim([]string{"--topo", x4, "--op", "broadcast", "--minbytes", "8M", "--maxbytes", "8M", "--json", "-"}, &so, &se); err != nil {
+		t.Fatalf("sim: %v\n%s", err, se.String())
+	}
+	var rows []struct {
+		TimeUs float64 `json:"time_us"`
+	}
+	if err := json.Unmarshal(so.Bytes(), &rows); err != nil || len(rows) != 1 {
+		t.Fatalf("sim --json: %v (%d rows)\n%s", err, len(rows), so.String())
+	}
+	if math.Abs(onX4-rows[0].TimeUs) > 0.01 {
+		t.Errorf("topo=%s: calibrate simulated %.2f us, replay sim --topo %.2f us", x4, onX4, rows[0].TimeUs)
+	}
+	if math.Abs(onX4-onDefault) < 1 {
+		t.Errorf("topo= made no difference: %.2f us on 4 GPUs, %.2f us on the default 2", onX4, onDefault)
+	}
+	missing := filepath.Join(dir, "nope.xml")
+	err := runCalibrate([]string{"--evaluate", tab + ",topo=" + missing}, &so, &se)
+	if err == nil || !strings.Contains(err.Error(), "nope.xml") {
+		t.Errorf("missing topo=: want an error naming nope.xml, got %v", err)
 	}
 }

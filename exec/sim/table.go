@@ -39,7 +39,10 @@ type Table struct {
 	Env map[string]string
 	// Harness is HarnessNCCLTests or HarnessPyTorch.
 	Harness string
-	Rows    []Measurement
+	// Topo is the topology file the table was measured on ("topo=" in
+	// the table argument; "": the caller's default topology).
+	Topo string
+	Rows []Measurement
 }
 
 // settingsRE finds "settings: K=V K=V ..." in a header comment.
@@ -108,7 +111,7 @@ func ParseTableSpec(spec string) (*Table, error) {
 }
 
 // ApplySpec applies the KEY=VALUE words of a table argument (see
-// ParseTableSpec) to t: NCCL_* settings, harness=, colls=.
+// ParseTableSpec) to t: NCCL_* settings, harness=, colls=, topo=.
 func (t *Table) ApplySpec(kvs []string) error {
 	for _, p := range kvs {
 		k, v, ok := strings.Cut(p, "=")
@@ -135,6 +138,10 @@ func (t *Table) ApplySpec(kvs []string) error {
 			}
 			t.Rows = rows
 			t.Name += "[" + v + "]"
+			continue
+		}
+		if k == "topo" {
+			t.Topo = v
 			continue
 		}
 		if k == "harness" {
