@@ -82,19 +82,9 @@ func runGin(args []string, stdout, stderr io.Writer) error {
 		}
 		pos = []string{*topo}
 	}
-	lo, err := parseSize(*minBytes)
+	lo, hi, err := parseSweep("-b", *minBytes, "-e", *maxBytes, "-f", *factor)
 	if err != nil {
-		return fmt.Errorf("%w: -b: %v", errUsage, err)
-	}
-	hi, err := parseSize(*maxBytes)
-	if err != nil {
-		return fmt.Errorf("%w: -e: %v", errUsage, err)
-	}
-	if lo < 1 || hi < lo {
-		return fmt.Errorf("%w: sizes must satisfy 1 <= -b (%d) <= -e (%d)", errUsage, lo, hi)
-	}
-	if *factor < 2 {
-		return fmt.Errorf("%w: -f %d: must be at least 2", errUsage, *factor)
+		return err
 	}
 	if *contexts < 1 || *contexts > 64 {
 		return fmt.Errorf("%w: --contexts %d: want 1..64", errUsage, *contexts)

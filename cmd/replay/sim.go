@@ -233,19 +233,9 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	lo, err := parseSize(*minBytes)
+	lo, hi, err := parseSweep("--minbytes", *minBytes, "--maxbytes", *maxBytes, "--factor", *factor)
 	if err != nil {
-		return fmt.Errorf("%w: --minbytes: %v", errUsage, err)
-	}
-	hi, err := parseSize(*maxBytes)
-	if err != nil {
-		return fmt.Errorf("%w: --maxbytes: %v", errUsage, err)
-	}
-	if lo < 1 || hi < lo {
-		return fmt.Errorf("%w: sizes must satisfy 1 <= --minbytes (%d) <= --maxbytes (%d)", errUsage, lo, hi)
-	}
-	if *factor < 2 {
-		return fmt.Errorf("%w: --factor %d: must be at least 2", errUsage, *factor)
+		return err
 	}
 	if *nch < 0 {
 		return fmt.Errorf("%w: --nchannels %d: must not be negative", errUsage, *nch)

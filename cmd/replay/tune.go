@@ -98,6 +98,26 @@ func runTune(args []string, stdout, stderr io.Writer) error {
 	return printChoice(stdout, res, coll, nBytes, count, d.name, d.size, ch)
 }
 
+// parseSweep reads the smallest size, largest size and factor of a size
+// sweep, each error naming its flag (loFlag, hiFlag, fFlag).
+func parseSweep(loFlag, lo, hiFlag, hi, fFlag string, factor int64) (int64, int64, error) {
+	l, err := parseSize(lo)
+	if err != nil {
+		return 0, 0, fmt.Errorf("%w: %s: %v", errUsage, loFlag, err)
+	}
+	h, err := parseSize(hi)
+	if err != nil {
+		return 0, 0, fmt.Errorf("%w: %s: %v", errUsage, hiFlag, err)
+	}
+	if l < 1 || h < l {
+		return 0, 0, fmt.Errorf("%w: sizes must satisfy 1 <= %s (%d) <= %s (%d)", errUsage, loFlag, l, hiFlag, h)
+	}
+	if factor < 2 {
+		return 0, 0, fmt.Errorf("%w: %s %d: must be at least 2", errUsage, fFlag, factor)
+	}
+	return l, h, nil
+}
+
 // parseSize reads a byte count with an optional K, M or G suffix (powers
 // of 1024; "KB", "KiB" and "B" are accepted too).
 func parseSize(s string) (int64, error) {

@@ -105,8 +105,13 @@ func allReduceCase(proto model.Protocol, n int, count int64) conformance.Case {
 // and replays it with new inputs each time: the step counters live in GPU
 // memory, so replays must not see the flags or tails of earlier ones.
 func TestGraphReplay(t *testing.T) {
-	ctxs := gpus(t)
-	for _, proto := range []model.Protocol{model.ProtoLL, model.ProtoLL128, model.ProtoSimple} {
+	graphReplay(t, gpus(t), model.ProtoLL, model.ProtoLL128, model.ProtoSimple)
+}
+
+// graphReplay runs replayRank on both ranks of a 2-rank job, once per
+// protocol, on a 100,003-element AllReduce.
+func graphReplay(t *testing.T, ctxs []*cuda.Context, protos ...model.Protocol) {
+	for _, proto := range protos {
 		t.Run(proto.String(), func(t *testing.T) {
 			j, err := NewLocalJob(2, ctxs, 20*time.Second, nil)
 			if err != nil {

@@ -517,36 +517,7 @@ func TestNetGraphReplay(t *testing.T) {
 	ctxs := gpus(t)
 	t.Setenv("NCCL_P2P_DISABLE", "1")
 	t.Setenv("NCCL_SHM_DISABLE", "1")
-	for _, proto := range []model.Protocol{model.ProtoLL, model.ProtoSimple} {
-		t.Run(proto.String(), func(t *testing.T) {
-			j, err := NewLocalJob(2, ctxs, 20*time.Second, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer j.Close()
-			c := allReduceCase(proto, 2, 100_003)
-			p, err := c.Program()
-			if err != nil {
-				t.Fatal(err)
-			}
-			nb := uint64(p.InCount * 4)
-			var wg sync.WaitGroup
-			errs := make([]error, 2)
-			for r := 0; r < 2; r++ {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					errs[r] = replayRank(j.Devices[r], p, nb, r)
-				}()
-			}
-			wg.Wait()
-			for _, err := range errs {
-				if err != nil {
-					t.Error(err)
-				}
-			}
-		})
-	}
+	graphReplay(t, ctxs, model.ProtoLL, model.ProtoSimple)
 }
 
 // TestNetKilledPeer kills a rank process in the middle of a collective
