@@ -72,15 +72,9 @@ func runGin(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, ginHelp, twinccl.DefaultTopology, sim.DefaultCalibName)
 		fs.PrintDefaults()
 	}
-	pos, err := parseInterspersed(fs, args)
+	pos, err := parseTopologyArgs(fs, args, topo)
 	if err != nil {
 		return err
-	}
-	if *topo != "" {
-		if len(pos) > 0 {
-			return fmt.Errorf("%w: give the topology either with --topo or as an argument, not both", errUsage)
-		}
-		pos = []string{*topo}
 	}
 	lo, hi, err := parseSweep("-b", *minBytes, "-e", *maxBytes, "-f", *factor)
 	if err != nil {

@@ -209,15 +209,9 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, simHelp, twinccl.DefaultTopology, sim.DefaultCalibName, sim.AutoFastSlices)
 		fs.PrintDefaults()
 	}
-	pos, err := parseInterspersed(fs, args)
+	pos, err := parseTopologyArgs(fs, args, topo)
 	if err != nil {
 		return err
-	}
-	if *topo != "" {
-		if len(pos) > 0 {
-			return fmt.Errorf("%w: give the topology either with --topo or as an argument, not both", errUsage)
-		}
-		pos = []string{*topo}
 	}
 	mode, err := sim.ParseMode(*modeName)
 	if err != nil {
@@ -371,4 +365,23 @@ func round3(v float64) float64 {
 		return -round3(-v)
 	}
 	return float64(int64(v*1000+0.5)) / 1000
+}
+
+// parseTopologyArgs parses fs's flags among args and returns the topology
+// file the command runs on, as a one-element list (nil: the embedded
+// default): the --topo value (*topoFlag, read after parsing) or the one
+// positional argument, not
+// both.
+func parseTopologyArgs(fs *flag.FlagSet, args []string, topoFlag *string) ([]string, error) {
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return nil, err
+	}
+	if *topoFlag != "" {
+		if len(pos) > 0 {
+			return nil, fmt.Errorf("%w: give the topology either with --topo or as an argument, not both", errUsage)
+		}
+		pos = []string{*topoFlag}
+	}
+	return pos, nil
 }
