@@ -369,9 +369,8 @@ func round3(v float64) float64 {
 
 // parseTopologyArgs parses fs's flags among args and returns the topology
 // file the command runs on, as a one-element list (nil: the embedded
-// default): the --topo value (*topoFlag, read after parsing) or the one
-// positional argument, not
-// both.
+// default): the --topo value (*topoFlag, read after parsing) or the
+// positional argument, not both.
 func parseTopologyArgs(fs *flag.FlagSet, args []string, topoFlag *string) ([]string, error) {
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
