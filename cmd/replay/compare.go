@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -146,11 +145,7 @@ func runCompare(args []string, stdout, stderr io.Writer) error {
 	}
 	if *jsonOut != "" {
 		doc := compareDoc(rep, steps)
-		err := writeOutput(*jsonOut, stdout, func(w io.Writer) error {
-			enc := json.NewEncoder(w)
-			enc.SetIndent("", " ")
-			return enc.Encode(doc)
-		})
+		err := writeJSON(*jsonOut, stdout, doc)
 		if err != nil {
 			return fmt.Errorf("--json: %w", err)
 		}

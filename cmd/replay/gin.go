@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -128,11 +127,7 @@ func runGin(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	if *jsonOut != "" {
-		return writeOutput(*jsonOut, stdout, func(w io.Writer) error {
-			enc := json.NewEncoder(w)
-			enc.SetIndent("", " ")
-			return enc.Encode(rows)
-		})
+		return writeJSON(*jsonOut, stdout, rows)
 	}
 	return nil
 }

@@ -16,6 +16,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -145,4 +146,13 @@ func writeOutput(path string, stdout io.Writer, fill func(io.Writer) error) erro
 		return fill(stdout)
 	}
 	return atomicfile.Write(path, fill)
+}
+
+// writeJSON writes v as indented JSON to path as writeOutput does.
+func writeJSON(path string, stdout io.Writer, v any) error {
+	return writeOutput(path, stdout, func(w io.Writer) error {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", " ")
+		return enc.Encode(v)
+	})
 }

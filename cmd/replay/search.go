@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -58,11 +57,7 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		err = writeOutput(*jsonOut, stdout, func(w io.Writer) error {
-			enc := json.NewEncoder(w)
-			enc.SetIndent("", " ")
-			return enc.Encode(doc)
-		})
+		err = writeJSON(*jsonOut, stdout, doc)
 		if err != nil {
 			return err
 		}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -57,11 +56,7 @@ func runTopo(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if *jsonOut != "" {
-		err := writeOutput(*jsonOut, stdout, func(w io.Writer) error {
-			enc := json.NewEncoder(w)
-			enc.SetIndent("", " ")
-			return enc.Encode(cl.Doc())
-		})
+		err := writeJSON(*jsonOut, stdout, cl.Doc())
 		if err != nil {
 			return err
 		}

@@ -408,17 +408,7 @@ func TestSHM(t *testing.T) {
 	t.Logf("%d conformance cases over SHM", len(cases))
 	conformance.Run(t, e, cases...)
 	e.close(t)
-	c := allReduceCase(model.ProtoLL128, 2, 100)
-	p, _ := c.Program()
-	j, err := NewLocalJob(2, ctxs, 5*time.Second, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = j.Execute(p, conformance.Inputs(c, p))
-	j.Close()
-	if err == nil || !strings.Contains(err.Error(), "LL128") {
-		t.Errorf("LL128 over SHM: got %v, want a refusal naming LL128", err)
-	}
+	checkLL128Refused(t, ctxs, "SHM")
 	cmds, outs, errs, root := startChildren(t, 2, false)
 	defer root.Close()
 	for r, cmd := range cmds {
@@ -559,4 +549,23 @@ func TestDeviceTrace(t *testing.T) {
 			}
 		}
 	}
+}
+
+// checkLL128Refused runs a 2-rank LL128 AllReduce, which the transports of
+// the environment (over, for the message) must refuse naming LL128, and
+// returns the job's Close error.
+func checkLL128Refused(t *testing.T, ctxs []*cuda.Context, over string) error {
+	t.Helper()
+	c := allReduceCase(model.ProtoLL128, 2, 100)
+	p, _ := c.Program()
+	j, err := NewLocalJob(2, ctxs, 5*time.Second, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = j.Execute(p, conformance.Inputs(c, p))
+	cerr := j.Close()
+	if err == nil || !strings.Contains(err.Error(), "LL128") {
+		t.Errorf("LL128 over %s: got %v, want a refusal naming LL128", over, err)
+	}
+	return cerr
 }

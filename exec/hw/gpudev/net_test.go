@@ -432,18 +432,8 @@ func runNetJob(t *testing.T, cases []conformance.Case) {
 		}
 	}
 	e.close(t)
-	c := allReduceCase(model.ProtoLL128, 2, 100)
-	p, _ := c.Program()
-	j, err := NewLocalJob(2, ctxs, 5*time.Second, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = j.Execute(p, conformance.Inputs(c, p))
-	if cerr := j.Close(); cerr != nil {
-		t.Error(cerr)
-	}
-	if err == nil || !strings.Contains(err.Error(), "LL128") {
-		t.Errorf("LL128 over NET: got %v, want a refusal naming LL128", err)
+	if err := checkLL128Refused(t, ctxs, "NET"); err != nil {
+		t.Error(err)
 	}
 	t.Setenv("TEST_OPS", "1")
 	cmds, outs, errs, root := startChildren(t, 2, false)
