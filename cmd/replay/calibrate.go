@@ -85,6 +85,7 @@ func runCalibrate(args []string, stdout, stderr io.Writer) error {
 	column := fs.String("column", hwcmp.ColOurs, "column of hardware recordings to fit: ours (time_us) or nccl (nccl_time_us)")
 	env := envFlags{}
 	fs.Var(env, "env", "NCCL_* setting `KEY=VALUE` of the hardware recordings (repeatable)")
+	loop := fs.Int("loop", sim.DefaultLoopCalls, "simulate each measured row as a loop of `N` timed calls back to back after an aligning one, as the harness ran it (0: one isolated call)")
 	p2pRead := fs.String("p2p-read", "", "collectives whose Simple P2P steps run in read mode (`C1,C2`: twinccl's executor runs Broadcast,Reduce so); recorded in the calibration")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, calibrateHelp, twinccl.DefaultTopology)
@@ -97,6 +98,9 @@ func runCalibrate(args []string, stdout, stderr io.Writer) error {
 	tables = append(tables, pos...)
 	if len(tables) == 0 {
 		return fmt.Errorf("%w: give at least one table (--table FILE)", errUsage)
+	}
+	if *loop < 0 || *loop > 100 {
+		return fmt.Errorf("%w: --loop %d: want 0 to 100 calls", errUsage, *loop)
 	}
 	if *maxEvals < 10 || *restarts < 1 {
 		return fmt.Errorf("%w: --max-evals must be at least 10 and --restarts at least 1", errUsage)
@@ -129,7 +133,9 @@ func runCalibrate(args []string, stdout, stderr io.Writer) error {
 			if err != nil {
 				return nil, nil, err
 			}
-			fts = append(fts, sim.NewFitTable(tb, res))
+			ft := sim.NewFitTable(tb, res)
+			ft.Loop = *loop
+			fts = append(fts, ft)
 			tbs = append(tbs, tb)
 		}
 		return fts, tbs, nil

@@ -73,6 +73,7 @@ func runCompare(args []string, stdout, stderr io.Writer) error {
 	jsonOut := fs.String("json", "", "write the comparison as JSON to `OUT` (- for stdout)")
 	svgOut := fs.String("svg", "", "write a busbw-vs-size plot to `OUT.svg`")
 	title := fs.String("title", "", "title of the SVG plot (default: the op and the input's name)")
+	loop := fs.Int("loop", sim.DefaultLoopCalls, "simulate graph-timed rows as loops of `N` calls back to back after an aligning one, as they were timed (0: isolated calls; traced calls are always isolated)")
 	events := fs.Bool("events", false, "also compare the event trace beside a call trace (HW.events.parquet) step by step")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, compareHelp, twinccl.DefaultTopology)
@@ -123,6 +124,10 @@ func runCompare(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if *loop < 0 || *loop > 100 {
+		return fmt.Errorf("%w: --loop %d: want 0 to 100 calls", errUsage, *loop)
+	}
+	cp.Sim.Loop = *loop
 	if len(in.Calls) == 0 {
 		return fmt.Errorf("%s: every row is an empty call (count 0): nothing to compare", in.Path)
 	}

@@ -18,7 +18,7 @@ const simHelp = `Usage: replay sim [--topo FILE.xml] [--nodes N] [--op OPS] [--m
                   [--factor F] [--algo A] [--proto P] [--nchannels C] [--dtype T] [--root R]
                   [--calib FILE.json] [--json OUT] [--trace PREFIX]
                   [--timeline OUT.json] [--profile OUT.pb.gz]
-                  [--mode auto|fast|accurate] [--fast] [--progress]
+                  [--mode auto|fast|accurate] [--fast] [--loop N] [--progress]
 
 Simulates collectives on a topology with the discrete-event simulator (exec/sim):
 NCCL 2.28.9's search and tuner decide the algorithm, protocol and channels (unless
@@ -42,6 +42,14 @@ per-transfer choice (LL up to the p2p LL threshold, else Simple); --algo and
 Sizes take K, M, G suffixes (powers of 1024). Without --topo (or a FILE argument)
 the embedded default topology is used (%s). Without --calib the embedded
 calibration (%s, fitted on the H200 pair) is used.
+
+The time is what nccl-tests measures: --loop N (default %d) runs N calls back to
+back on every rank after an aligning call, each rank starting its next call as soon
+as its own previous one ended (and the launch passed), with the connections' step
+counters carried over, and reports the slowest rank's time per call. A pipeline
+(the hops of a Broadcast or Reduce chain, a rank running ahead of its peers by its
+send credits) overlaps successive calls there, as on hardware; --loop 0 simulates
+one isolated call (N+1 times cheaper).
 
 --json OUT writes one row per call: op, bytes, count, algo, proto, nchannels,
 time_us, algbw_GBps, busbw_GBps, tuner_us, events (- for stdout).
@@ -204,13 +212,17 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 	modeName := fs.String("mode", "auto", "engine: auto, fast or accurate")
 	fast := fs.Bool("fast", false, "same as --mode fast")
 	progress := fs.Bool("progress", false, "draw a progress bar on stderr even when it is not a terminal")
+	loop := fs.Int("loop", sim.DefaultLoopCalls, "time each size as a loop of `N` calls back to back after an aligning one, as nccl-tests does (0: one isolated call)")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, simHelp, twinccl.DefaultTopology, sim.DefaultCalibName, sim.AutoFastSlices)
+		fmt.Fprintf(stderr, simHelp, twinccl.DefaultTopology, sim.DefaultCalibName, sim.DefaultLoopCalls, sim.AutoFastSlices)
 		fs.PrintDefaults()
 	}
 	pos, err := parseTopologyArgs(fs, args, topo)
 	if err != nil {
 		return err
+	}
+	if *loop < 0 || *loop > 100 {
+		return fmt.Errorf("%w: --loop %d: want 0 to 100 calls", errUsage, *loop)
 	}
 	mode, err := sim.ParseMode(*modeName)
 	if err != nil {
@@ -260,6 +272,7 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	s.Loop = *loop
 	defer bar.done()
 	if *jsonOut == "-" && (*timelineOut == "-" || *profileOut == "-") || *timelineOut == "-" && *profileOut == "-" {
 		return fmt.Errorf("%w: only one of --json, --timeline and --profile may write to stdout", errUsage)
@@ -310,15 +323,17 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 				}
 			}
 			bar.setLabel(fmt.Sprintf("%s %dB", names[i], bytes))
-			cr, err := s.RunRecord(call, rec)
+			cr, err := s.RunTimed(call, false)
+			if err == nil && tr != nil {
+				// The traces show one isolated call.
+				var one sim.CallResult
+				if one, err = s.RunRecord(call, rec); err == nil {
+					err = tr.end(call, one)
+				}
+			}
 			bar.done()
 			if err != nil {
 				return err
-			}
-			if tr != nil {
-				if err := tr.end(call, cr); err != nil {
-					return err
-				}
 			}
 			if strings.HasPrefix(cr.Fast, "step-accurate") && !noted[names[i]] {
 				// The fast mode could not aggregate the call: say so once per op.

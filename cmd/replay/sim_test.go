@@ -239,7 +239,9 @@ func TestCalibrateTableTopology(t *testing.T) {
 	simUs := func(args []string) float64 {
 		t.Helper()
 		var so, se bytes.Buffer
-		if err := runCalibrate(append([]string{"--evaluate"}, args...), &so, &se); err != nil {
+		// Isolated calls (--loop 0): a Broadcast on four GPUs then pays
+		// its chain's three hops, which tells the topologies apart.
+		if err := runCalibrate(append([]string{"--evaluate", "--loop", "0"}, args...), &so, &se); err != nil {
 			t.Fatalf("calibrate %v: %v\n%s", args, err, se.String())
 		}
 		for _, line := range strings.Split(so.String(), "\n") {
@@ -259,7 +261,7 @@ func TestCalibrateTableTopology(t *testing.T) {
 	onDefault := simUs([]string{tab})
 	var so, se bytes.Buffer
 	t.Setenv("NCCL_NVLS_ENABLE", "0")
-	if err := runSim([]string{"--topo", x4, "--op", "broadcast", "--minbytes", "8M", "--maxbytes", "8M", "--json", "-"}, &so, &se); err != nil {
+	if err := runSim([]string{"--topo", x4, "--op", "broadcast", "--minbytes", "8M", "--maxbytes", "8M", "--loop", "0", "--json", "-"}, &so, &se); err != nil {
 		t.Fatalf("sim: %v\n%s", err, se.String())
 	}
 	var rows []struct {

@@ -421,7 +421,7 @@ func (a *aggregated) describe() string {
 // runAggregated runs the quotient Program and expands its result to the
 // real ranks, connections and links.
 func (m *Machine) runAggregated(a *aggregated, rec func(*SliceEvent)) (*Result, error) {
-	r, err := m.exec(a.prog, a.routes, rec, nil, nil, nil)
+	r, err := m.exec(a.prog, a.routes, rec, nil)
 	if err != nil {
 		return nil, err
 	}

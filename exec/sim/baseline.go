@@ -145,7 +145,8 @@ type Comparison struct {
 }
 
 // Compare simulates every measurement (float32, sum, root 0, the tuner's
-// choices) and returns the rows with their relative errors.
+// choices) as its timing loop ran it (RunTimed; traced kernel rows as one
+// call) and returns the rows with their relative errors.
 func (s *Simulator) Compare(ms []Measurement) ([]Comparison, error) {
 	out := make([]Comparison, 0, len(ms))
 	n := s.Machine.Cluster.NRanks
@@ -155,12 +156,13 @@ func (s *Simulator) Compare(ms []Measurement) ([]Comparison, error) {
 		if err != nil {
 			return nil, fmt.Errorf("line %d: %w", m.Line, err)
 		}
-		cr, err := s.Run(call)
+		kernel := m.Recorded != nil && m.Recorded.Kernel
+		cr, err := s.RunTimed(call, kernel)
 		if err != nil {
 			return nil, fmt.Errorf("line %d: %w", m.Line, err)
 		}
 		t := cr.TimeUs + extra
-		if m.Recorded != nil && m.Recorded.Kernel {
+		if kernel {
 			t = cr.KernelUs
 		}
 		out = append(out, Comparison{Measurement: m, Algo: cr.Algo, Proto: cr.Proto, NChannels: cr.NChannels,

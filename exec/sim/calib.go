@@ -34,6 +34,11 @@ import (
 //     and gin (GPU-initiated networking: put issue cost, local copy
 //     rate; see GINCalib), with defaults from public ConnectX-7 NDR
 //     figures where there are any.
+//
+// Since the simulator predicts measured rows as the back-to-back loops
+// they were timed with (Simulator.Loop, loop.go), the embedded files are
+// fitted that way; a file fitted to isolated calls predicts as it was
+// fitted with "--loop 0".
 const CalibVersion = 2
 
 // ProtoCalib are the costs of one protocol (LL, LL128 or Simple).
@@ -83,8 +88,9 @@ type ProtoCalib struct {
 	// RemoteFenceUs is paid, after its data, by every slice that stores
 	// into a peer GPU's memory, before the slice posts and the lane moves
 	// on: a system-scope fence that waits for the block's stores over the
-	// link (twinccl's Simple sends in write mode). It does not overlap.
-	// 0: none (NCCL's fence is part of SliceOverheadUs).
+	// link (Simple sends in P2P write mode, NCCL's and twinccl's). It does
+	// not overlap, and unlike SliceOverheadUs only the sender pays it. 0:
+	// none.
 	RemoteFenceUs float64 `json:"remote_fence_us,omitempty"`
 	// RemoteLoadCost is the cost, in units of a local store, of a load
 	// from a peer GPU's memory: the receiver's reads of the sender's

@@ -45,7 +45,18 @@ type Simulator struct {
 	// HarnessPyTorch); its calibrated cost is added to every compared row.
 	// Empty: nccl-tests.
 	Harness string
+	// Loop is the number of timed calls of the back-to-back loop that
+	// RunTimed simulates after an aligning call, as timing harnesses run
+	// them (Machine.LoopCalls); 0 simulates one isolated call.
+	// NewSimulator sets DefaultLoopCalls.
+	Loop int
 }
+
+// DefaultLoopCalls is the number of timed calls a Simulator's loop runs
+// by default: the steady state of every pipeline between calls (a rank
+// running ahead of its peers by its send credits) shows from the second
+// call on, and each call costs a whole run of the Program.
+const DefaultLoopCalls = 2
 
 // NewSimulator prepares the result of search.Run for simulation.
 func NewSimulator(res *search.Result, c *Calib) (*Simulator, error) {
@@ -56,7 +67,7 @@ func NewSimulator(res *search.Result, c *Calib) (*Simulator, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Simulator{Machine: m, Search: res}, nil
+	return &Simulator{Machine: m, Search: res, Loop: DefaultLoopCalls}, nil
 }
 
 // Program generates the Program a call runs, with the tuner's algorithm,
@@ -195,6 +206,20 @@ func (s *Simulator) Run(c Call) (CallResult, error) {
 	return s.RunRecord(c, nil)
 }
 
+// RunTimed simulates a call as a timing loop measures it: s.Loop calls
+// back to back on every rank after an aligning one, the result per call
+// (see loop.go). kernel asks for one isolated call instead, the time of a
+// traced kernel.
+func (s *Simulator) RunTimed(c Call, kernel bool) (CallResult, error) {
+	saved := s.Machine.LoopCalls
+	defer func() { s.Machine.LoopCalls = saved }()
+	s.Machine.LoopCalls = s.Loop
+	if kernel {
+		s.Machine.LoopCalls = 0
+	}
+	return s.Run(c)
+}
+
 // RunRecord simulates one call and reports its slices to rec (see
 // Machine.RunRecord); a nil rec records nothing.
 //
@@ -281,7 +306,7 @@ func (s *Simulator) runFastProgram(p *model.Program, why0 string, rec func(*Slic
 	if a != nil {
 		return s.Machine.runAggregated(a, rec)
 	}
-	r, err := s.Machine.exec(p, nil, rec, nil, nil, nil)
+	r, err := s.Machine.exec(p, nil, rec, nil)
 	if err != nil {
 		return nil, err
 	}

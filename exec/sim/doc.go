@@ -78,6 +78,17 @@
 // the two modes agree (exactly, on every call of the tests' grid). A call
 // with neither symmetry runs step-accurate, and Result.Fast says why.
 //
+// # Timing loops
+//
+// Measured tables time a collective as a loop of calls back to back on
+// every rank's stream. Simulator.RunTimed (Compare, replay sim, replay
+// compare and calibrate) runs the Program that way (Machine.LoopCalls,
+// loop.go): after an aligning call, each rank starts its next call when
+// its own previous call ended and the launch passed, the connections
+// keep their step counters, and the result is the slowest rank's time per
+// call. Pipelines between ranks (Broadcast and Reduce chains) then overlap
+// successive calls as they do on hardware.
+//
 // # Outputs
 //
 // Run returns the predicted time and per-connection and per-link traffic;

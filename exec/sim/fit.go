@@ -159,12 +159,15 @@ type FitTable struct {
 	Settings Settings
 	Harness  string
 	Rows     []Measurement
+	// Loop is the number of timed calls of the loop each row is simulated
+	// as (Simulator.Loop; 0: one isolated call).
+	Loop int
 }
 
 // NewFitTable prepares a Table for fitting: res is the search result under
 // the table's settings (SearchTable).
 func NewFitTable(t *Table, res *search.Result) FitTable {
-	return FitTable{Name: t.Name, Res: res, Settings: SettingsFromEnv(t.Lookup), Harness: t.Harness, Rows: t.Rows}
+	return FitTable{Name: t.Name, Res: res, Settings: SettingsFromEnv(t.Lookup), Harness: t.Harness, Rows: t.Rows, Loop: DefaultLoopCalls}
 }
 
 // simulator builds the table's simulator with calibration c.
@@ -175,6 +178,7 @@ func (ft *FitTable) simulator(c *Calib) (*Simulator, error) {
 	}
 	s.Machine.SetSettings(ft.Settings)
 	s.Harness = ft.Harness
+	s.Loop = ft.Loop
 	return s, nil
 }
 
@@ -215,7 +219,7 @@ type FitResult struct {
 // Nelder–Mead in log space. The mechanisms stay as they are: only these
 // few constants move.
 func Fit(res *search.Result, start *Calib, ms []Measurement, opt FitOptions) (*FitResult, error) {
-	return FitTables([]FitTable{{Name: "table", Res: res, Rows: ms}}, start, opt)
+	return FitTables([]FitTable{{Name: "table", Res: res, Rows: ms, Loop: DefaultLoopCalls}}, start, opt)
 }
 
 // FitTables is Fit over several tables at once, each with its own

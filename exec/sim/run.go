@@ -131,6 +131,11 @@ type actorCold struct {
 	start  Time
 	finish Time
 	lane   *model.ProgLane
+	// spanR and spanS are the steps one call of the lane consumes on its
+	// receive and send connections; offR and offS the step offsets of the
+	// current call of a loop (the call index times the span)
+	spanR, spanS uint32
+	offR, offS   uint32
 }
 
 // recvConn is the receiving end of a connection: the steps its receiver
@@ -213,6 +218,10 @@ type Result struct {
 	// was aggregated, or why it could not be and ran step-accurate
 	// ("step-accurate: ..."); empty when the mode asked for step-accurate.
 	Fast string
+	// LoopCalls is the number of timed calls of the back-to-back loop the
+	// result comes from (Machine.LoopCalls; 0: one isolated call). TimeUs,
+	// KernelUs, RankKernelUs and the traffic are then per call.
+	LoopCalls int
 }
 
 // runner is the state of one simulated Program.
@@ -275,6 +284,8 @@ type runner struct {
 	window int
 	// total is the number of slices the run executes (for Progress).
 	total int64
+	// loop is the back-to-back loop being run (nil: one call).
+	loop *loopState
 }
 
 // streamWindow is the number of runs of primitive calls (see cop) a
@@ -324,7 +335,7 @@ func (m *Machine) run(p *model.Program, routes []*route, rec func(*SliceEvent)) 
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("sim: %w", err)
 	}
-	return m.exec(p, routes, rec, nil, nil, nil)
+	return m.exec(p, routes, rec, nil)
 }
 
 // RunGen is RunRecord on the Program of a generator, streaming its lanes:
@@ -337,8 +348,7 @@ func (m *Machine) RunGen(g *model.ProgGen, rec func(*SliceEvent)) (*Result, erro
 		return nil, fmt.Errorf("sim: %w", err)
 	}
 	per, window := uint32(h.OpSteps()), m.streamWindow()
-	var nops []int
-	var wins [][]cop
+	st := &streamed{gen: g}
 	var full []model.ProgOp
 	var buf []cop
 	for r := 0; r < h.NRanks; r++ {
@@ -354,14 +364,41 @@ func (m *Machine) RunGen(g *model.ProgGen, rec func(*SliceEvent)) (*Result, erro
 					}
 				}
 				buf, _ = compactOps(l.Ops, per, buf[:0], window)
-				wins = append(wins, append([]cop(nil), buf...))
+				st.wins = append(st.wins, append([]cop(nil), buf...))
+				spanR, spanS := laneSpans(l.Ops, per)
+				st.spans = append(st.spans, [2]uint32{spanR, spanS})
 				l.Ops = nil
 				h.Lanes = append(h.Lanes, l)
-				nops = append(nops, len(full))
+				st.nops = append(st.nops, len(full))
 			}
 		}
 	}
-	return m.exec(h, nil, rec, g, nops, wins)
+	return m.exec(h, nil, rec, st)
+}
+
+// streamed is a Program whose lanes a generator streams: nops gives the
+// length of each whole lane, wins its first window of calls and spans the
+// steps one call of it consumes on its receive and send connections.
+type streamed struct {
+	gen   *model.ProgGen
+	nops  []int
+	wins  [][]cop
+	spans [][2]uint32
+}
+
+// laneSpans returns the steps a lane's calls consume on its receive and
+// send connections: where the last call that receives (sends) ends.
+func laneSpans(ops []model.ProgOp, per uint32) (recv, send uint32) {
+	for i := range ops {
+		o := &ops[i]
+		if o.Kind.Receives() {
+			recv = max(recv, o.RecvStep+per)
+		}
+		if o.Kind.Sends() {
+			send = max(send, o.SendStep+per)
+		}
+	}
+	return recv, send
 }
 
 // streamWindow is the number of runs a streamed lane keeps in memory.
@@ -372,9 +409,13 @@ func (m *Machine) streamWindow() int {
 	return streamWindow
 }
 
-// exec runs a checked Program (lanes streamed when gen is set: nops then
-// gives the length of each whole lane and wins its first window of calls).
-func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent), gen *model.ProgGen, nops []int, wins [][]cop) (*Result, error) {
+// exec runs a checked Program (its lanes streamed when st is set), as
+// one call or as a back-to-back loop of them (Machine.LoopCalls).
+func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent), st *streamed) (*Result, error) {
+	var gen *model.ProgGen
+	if st != nil {
+		gen = st.gen
+	}
 	if p.NRanks != m.Cluster.NRanks {
 		return nil, fmt.Errorf("sim: program has %d ranks, the machine %d", p.NRanks, m.Cluster.NRanks)
 	}
@@ -459,13 +500,15 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 		ac.lane = l
 		ac.frac = 1
 		if gen != nil {
-			ac.ops = wins[i]
-			ac.nOps = nops[i]
+			ac.ops = st.wins[i]
+			ac.nOps = st.nops[i]
+			ac.spanR, ac.spanS = st.spans[i][0], st.spans[i][1]
 		} else {
 			lo := len(opsBuf)
 			opsBuf, _ = compactOps(l.Ops, x.per, opsBuf, 0)
 			ac.ops = opsBuf[lo:len(opsBuf):len(opsBuf)]
 			ac.nOps = len(l.Ops)
+			ac.spanR, ac.spanS = laneSpans(l.Ops, x.per)
 		}
 		for _, r := range ac.ops {
 			ac.winEnd += int(r.reps)
@@ -512,9 +555,16 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 			}
 		}
 	}
-	if st := usToPs(x.pc.StartUs); st > 0 {
+	if m.LoopCalls > 0 {
+		lp, err := x.newLoop(m.LoopCalls)
+		if err != nil {
+			return nil, err
+		}
+		x.loop = lp
+	}
+	if start := usToPs(x.pc.StartUs); start > 0 {
 		for i := range x.actors {
-			x.q.push(st, evWake, int32(i), 0)
+			x.q.push(start, evWake, int32(i), 0)
 		}
 	} else {
 		for i := range x.actors {
@@ -525,8 +575,11 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 		for i := range x.cold {
 			x.total += int64(x.cold[i].nOps) * x.spc
 		}
+		if x.loop != nil {
+			x.total *= int64(x.loop.calls)
+		}
 	}
-	x.loop()
+	x.run()
 	var end Time
 	for i := range x.actors {
 		if x.actors[i].phase != phDone {
@@ -534,11 +587,15 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 		}
 		end = max(end, x.cold[i].finish)
 	}
-	return x.result(end), nil
+	r := x.result(end)
+	if x.loop != nil {
+		x.loop.finish(r, x.c.LaunchUs)
+	}
+	return r, nil
 }
 
-// loop runs the events until the queue is empty.
-func (x *runner) loop() {
+// run runs the events until the queue is empty.
+func (x *runner) run() {
 	progress := x.m.Progress
 	for !x.q.empty() {
 		ev := x.q.pop()
@@ -664,7 +721,7 @@ func (x *runner) loadRun(ai int32, a *actor) bool {
 	a.kind = r.kind
 	a.recvs, a.sends = r.kind.Receives(), r.kind.Sends()
 	a.rate = x.copyBps * ac.frac / x.units(a, ac, r.kind, r.flags) // data bytes per ps
-	a.opR, a.opS = r.recvStep, r.sendStep
+	a.opR, a.opS = r.recvStep+ac.offR, r.sendStep+ac.offS
 	a.n = max(r.n, 0)
 	// Cut as model.Program.Slices does: Simple calls into SlicesPerChunk
 	// slices, LL and LL128 calls into one.
@@ -699,6 +756,9 @@ func (x *runner) advance(ai int32) {
 			if a.rep == a.reps && !x.loadRun(ai, a) {
 				a.phase = phDone
 				x.cold[ai].finish = x.now
+				if x.loop != nil {
+					x.laneEnded(ai)
+				}
 				return
 			}
 			a.sl = 0

@@ -71,6 +71,11 @@ type Machine struct {
 	// events) with the slices executed so far and the total the run will
 	// execute. It must not call back into the Machine.
 	Progress func(done, total int64)
+	// LoopCalls, when positive, runs every Program as the timing loops of
+	// nccl-tests and of run gpu do: an aligning call, then LoopCalls timed
+	// calls back to back on every rank (see loop.go). Zero runs one
+	// isolated call.
+	LoopCalls int
 	// symmetric caches hostsIdentical once symChecked.
 	symChecked, symmetric bool
 	// settings are the run's facts the topology does not record.

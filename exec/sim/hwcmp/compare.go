@@ -128,7 +128,7 @@ func (cp *Comparer) compareCall(c Call, kind string) (Row, error) {
 		row.Notes = append(row.Notes, fmt.Sprintf("recorded %d channels, the plan has %d: simulated on %d", sc.NChannels, plan, plan))
 		sc.NChannels = plan
 	}
-	cr, err := cp.Sim.Run(sc)
+	cr, err := cp.Sim.RunTimed(sc, kind == KindTrace)
 	if err != nil {
 		return row, fmt.Errorf("%w: %v", errNoSim, err)
 	}
@@ -141,7 +141,7 @@ func (cp *Comparer) compareCall(c Call, kind string) (Row, error) {
 	row.Err = (row.SimUs - c.HwUs) / c.HwUs
 	row.SimNCCLUs = row.SimUs
 	if row.TunerAlgo != "" && (row.TunerAlgo != row.SimAlgo || row.TunerProto != row.SimProto || row.TunerChannels != row.SimChannels) {
-		tr, err := cp.Sim.Run(tuned)
+		tr, err := cp.Sim.RunTimed(tuned, kind == KindTrace)
 		if err != nil {
 			return row, fmt.Errorf("%w: %v", errNoSim, err)
 		}

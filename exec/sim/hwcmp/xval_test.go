@@ -74,27 +74,29 @@ type xvalCase struct {
 // docs/perf.md. Fitting on AllReduce and AllGather cannot identify
 // Broadcast's P2P read mode (no recording of theirs uses it: the remote
 // load cost stays at its default, and the split between Simple's fence and
-// its per-slice overhead is not identified by write-mode rows alone), so
-// Broadcast is predicted 10-30% slow that way round.
+// its per-slice overhead is not identified by write-mode rows alone).
+// Since rows are simulated as the graph loops that timed them, Broadcast
+// is predicted within 3% median that way round; the other way, AllGather
+// Simple (three rows from 32 MiB) is 18% off.
 var xvalCases = []xvalCase{
 	{
 		fit:     []string{"p2p-allreduce", "p2p-allgather"},
 		heldOut: []string{"p2p-reducescatter", "p2p-broadcast"},
 		bounds: []xvalBound{
-			{"p2p-reducescatter", "LL", 0.09, 0.15},     // 6.3, 12.1
-			{"p2p-reducescatter", "Simple", 0.11, 0.16}, // 8.2, 13.0
-			{"p2p-broadcast", "LL", 0.14, 0.24},         // 10.8, 21.0
-			{"p2p-broadcast", "Simple", 0.20, 0.30},     // 16.3, 27.2
+			{"p2p-reducescatter", "LL", 0.09, 0.16},     // 6.3, 12.2
+			{"p2p-reducescatter", "Simple", 0.15, 0.18}, // 11.2, 13.9
+			{"p2p-broadcast", "LL", 0.13, 0.24},         // 9.7, 20.8
+			{"p2p-broadcast", "Simple", 0.06, 0.14},     // 2.6, 10.8
 		},
 	},
 	{
 		fit:     []string{"p2p-reducescatter", "p2p-broadcast"},
 		heldOut: []string{"p2p-allreduce", "p2p-allgather"},
 		bounds: []xvalBound{
-			{"p2p-allreduce", "LL", 0.10, 0.18},     // 6.9, 14.9
-			{"p2p-allreduce", "Simple", 0.10, 0.17}, // 7.4, 13.8
-			{"p2p-allgather", "LL", 0.07, 0.14},     // 3.8, 10.6
-			{"p2p-allgather", "Simple", 0.13, 0.15}, // 9.5, 12.2
+			{"p2p-allreduce", "LL", 0.10, 0.20},     // 6.0, 16.9
+			{"p2p-allreduce", "Simple", 0.10, 0.16}, // 7.1, 12.3
+			{"p2p-allgather", "LL", 0.08, 0.15},     // 4.5, 12.0
+			{"p2p-allgather", "Simple", 0.21, 0.32}, // 17.8, 28.5
 		},
 	},
 }
