@@ -99,8 +99,8 @@ func runCalibrate(args []string, stdout, stderr io.Writer) error {
 	if len(tables) == 0 {
 		return fmt.Errorf("%w: give at least one table (--table FILE)", errUsage)
 	}
-	if *loop < 0 || *loop > 100 {
-		return fmt.Errorf("%w: --loop %d: want 0 to 100 calls", errUsage, *loop)
+	if err := checkLoop(*loop); err != nil {
+		return err
 	}
 	if *maxEvals < 10 || *restarts < 1 {
 		return fmt.Errorf("%w: --max-evals must be at least 10 and --restarts at least 1", errUsage)

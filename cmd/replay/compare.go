@@ -124,8 +124,8 @@ func runCompare(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if *loop < 0 || *loop > 100 {
-		return fmt.Errorf("%w: --loop %d: want 0 to 100 calls", errUsage, *loop)
+	if err := checkLoop(*loop); err != nil {
+		return err
 	}
 	cp.Sim.Loop = *loop
 	if len(in.Calls) == 0 {

@@ -221,8 +221,8 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if *loop < 0 || *loop > 100 {
-		return fmt.Errorf("%w: --loop %d: want 0 to 100 calls", errUsage, *loop)
+	if err := checkLoop(*loop); err != nil {
+		return err
 	}
 	mode, err := sim.ParseMode(*modeName)
 	if err != nil {
@@ -323,13 +323,16 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 				}
 			}
 			bar.setLabel(fmt.Sprintf("%s %dB", names[i], bytes))
-			cr, err := s.RunTimed(call, false)
-			if err == nil && tr != nil {
-				// The traces show one isolated call.
-				var one sim.CallResult
-				if one, err = s.RunRecord(call, rec); err == nil {
-					err = tr.end(call, one)
+			var cr sim.CallResult
+			if tr != nil {
+				// The traces show one isolated call; with --loop 0 it
+				// is the row's call too.
+				if cr, err = s.RunRecord(call, rec); err == nil {
+					err = tr.end(call, cr)
 				}
+			}
+			if err == nil && (tr == nil || s.Loop > 0) {
+				cr, err = s.RunTimed(call, false)
 			}
 			bar.done()
 			if err != nil {
@@ -393,4 +396,15 @@ func parseTopologyArgs(fs *flag.FlagSet, args []string, topoFlag *string) ([]str
 		pos = []string{*topoFlag}
 	}
 	return pos, nil
+}
+
+// maxLoopFlag bounds the --loop flags: a loop of N calls costs N+1 runs.
+const maxLoopFlag = 100
+
+// checkLoop checks a --loop value.
+func checkLoop(n int) error {
+	if n < 0 || n > maxLoopFlag {
+		return fmt.Errorf("%w: --loop %d: want 0 to %d calls", errUsage, n, maxLoopFlag)
+	}
+	return nil
 }

@@ -365,8 +365,10 @@ func (m *Machine) RunGen(g *model.ProgGen, rec func(*SliceEvent)) (*Result, erro
 				}
 				buf, _ = compactOps(l.Ops, per, buf[:0], window)
 				st.wins = append(st.wins, append([]cop(nil), buf...))
-				spanR, spanS := laneSpans(l.Ops, per)
-				st.spans = append(st.spans, [2]uint32{spanR, spanS})
+				if m.LoopCalls > 0 {
+					spanR, spanS := laneSpans(l.Ops, per)
+					st.spans = append(st.spans, [2]uint32{spanR, spanS})
+				}
 				l.Ops = nil
 				h.Lanes = append(h.Lanes, l)
 				st.nops = append(st.nops, len(full))
@@ -377,8 +379,9 @@ func (m *Machine) RunGen(g *model.ProgGen, rec func(*SliceEvent)) (*Result, erro
 }
 
 // streamed is a Program whose lanes a generator streams: nops gives the
-// length of each whole lane, wins its first window of calls and spans the
-// steps one call of it consumes on its receive and send connections.
+// length of each whole lane, wins its first window of calls and spans
+// (looped runs only) the steps one call of it consumes on its receive and
+// send connections.
 type streamed struct {
 	gen   *model.ProgGen
 	nops  []int
@@ -502,13 +505,17 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 		if gen != nil {
 			ac.ops = st.wins[i]
 			ac.nOps = st.nops[i]
-			ac.spanR, ac.spanS = st.spans[i][0], st.spans[i][1]
+			if m.LoopCalls > 0 {
+				ac.spanR, ac.spanS = st.spans[i][0], st.spans[i][1]
+			}
 		} else {
 			lo := len(opsBuf)
 			opsBuf, _ = compactOps(l.Ops, x.per, opsBuf, 0)
 			ac.ops = opsBuf[lo:len(opsBuf):len(opsBuf)]
 			ac.nOps = len(l.Ops)
-			ac.spanR, ac.spanS = laneSpans(l.Ops, x.per)
+			if m.LoopCalls > 0 {
+				ac.spanR, ac.spanS = laneSpans(l.Ops, x.per)
+			}
 		}
 		for _, r := range ac.ops {
 			ac.winEnd += int(r.reps)
