@@ -68,11 +68,18 @@ func sameOps(a, b []model.ProgOp) bool {
 	return true
 }
 
+// mergeable reports whether a connection over route rt can run merged
+// with the same connection of other channels (a flow of weight w). One
+// through socket proxies cannot: its channels' slices queue one after
+// another on the proxy threads, and no single merged operation ends when
+// each of them would.
+func mergeable(rt *route) bool { return rt.proxyCopies == 0 }
+
 // sameRouteShape reports whether two routes cost the same, their
 // resources compared after mapping through f (nil: as they are).
 func sameRouteShape(x, y *route, f func(int32) int32) bool {
 	if x.lat != y.lat || x.capGBps != y.capGBps || x.transport != y.transport || x.gdr != y.gdr ||
-		x.hostSend != y.hostSend || x.hostRecv != y.hostRecv || len(x.res) != len(y.res) {
+		x.hostSend != y.hostSend || x.hostRecv != y.hostRecv || x.proxyCopies != y.proxyCopies || len(x.res) != len(y.res) {
 		return false
 	}
 	for i := range x.res {
@@ -373,13 +380,13 @@ func (m *Machine) checkRotation(p *model.Program, rts []*route, key map[connKey]
 
 // sameChannels reports whether channel b's lanes (of the given ranks)
 // run as channel a's: the same calls, between the same ranks, over the
-// very same resources.
+// very same resources (and none through socket proxies, see mergeable).
 func (m *Machine) sameChannels(p *model.Program, rts []*route, laneAt [][]int32, ranks []int32, canon func(int32) int32, a, b int) bool {
 	nch := p.NChannels
 	same := func(x, y int32) bool {
 		cx, cy := canon(x), canon(y)
 		u, v := p.Conns[cx], p.Conns[cy]
-		return u.From == v.From && u.To == v.To && sameRouteShape(rts[cx], rts[cy], nil)
+		return u.From == v.From && u.To == v.To && mergeable(rts[cx]) && sameRouteShape(rts[cx], rts[cy], nil)
 	}
 	for _, r := range ranks {
 		la, lb := laneAt[int(r)*nch+a], laneAt[int(r)*nch+b]

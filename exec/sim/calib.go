@@ -33,7 +33,9 @@ import (
 //     rate, write latency, QPs per connection, stripe size; see IBCalib)
 //     and gin (GPU-initiated networking: put issue cost, local copy
 //     rate; see GINCalib), with defaults from public ConnectX-7 NDR
-//     figures where there are any.
+//     figures where there are any; and net_socket.send_op_us and
+//     recv_op_us (the time a network operation holds a socket proxy
+//     thread).
 //
 // Since the simulator predicts measured rows as the back-to-back loops
 // they were timed with (Simulator.Loop, loop.go), the embedded files are
@@ -142,13 +144,23 @@ func (pc *ProtoCalib) loadCost() float64 {
 // (NCCL_NET=Socket, or no RDMA device): the proxy thread of every rank
 // copies each byte through the kernel's TCP stack.
 type SocketCalib struct {
-	// ProxyGBps is the copy throughput of one rank's proxy thread, shared
-	// by everything it sends and receives (a send over loopback counts
-	// twice: the sender also runs TCP's receive path). 0: 10.
+	// ProxyGBps is the copy throughput of one rank's proxy thread: an
+	// operation holds it for its bytes at this rate (a send over loopback
+	// twice as long: the sender also runs TCP's receive path). 0: 10.
 	ProxyGBps float64 `json:"proxy_GBps,omitempty"`
 	// LatencyUs is the latency a socket adds to every network step
 	// (system calls, loopback or NIC delivery), on top of NetProxyUs.
 	LatencyUs float64 `json:"latency_us,omitempty"`
+	// SendOpUs and RecvOpUs are the fixed times a network operation holds
+	// a rank's proxy thread, besides its copy (ProxyGBps): every slice a
+	// connection carries, empty ones too (the proxies exchange a message
+	// for each), is a send operation of the sender's proxy and a receive
+	// operation of the receiver's (posting the receive, completing it,
+	// handing the slice to the GPU). A proxy serves its operations one at
+	// a time, those of all its channels and both directions; the receiver
+	// sees a slice when its proxy's operation ends. 0: none.
+	SendOpUs float64 `json:"send_op_us,omitempty"`
+	RecvOpUs float64 `json:"recv_op_us,omitempty"`
 }
 
 // proxyGBps is ProxyGBps with its default.
@@ -378,7 +390,8 @@ func (c *Calib) Validate() error {
 		name string
 		v    float64
 	}{{"host_mem_GBps", c.HostMemGBps}, {"shm_latency_us", c.SHMLatencyUs},
-		{"net_socket.proxy_GBps", c.NetSocket.ProxyGBps}, {"net_socket.latency_us", c.NetSocket.LatencyUs}} {
+		{"net_socket.proxy_GBps", c.NetSocket.ProxyGBps}, {"net_socket.latency_us", c.NetSocket.LatencyUs},
+		{"net_socket.send_op_us", c.NetSocket.SendOpUs}, {"net_socket.recv_op_us", c.NetSocket.RecvOpUs}} {
 		if err := bad(k.name, k.v, 0, 1e6); err != nil {
 			return err
 		}

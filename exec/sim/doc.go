@@ -41,9 +41,13 @@
 // loads from it (calibrated host load and store costs per protocol), over
 // both GPUs' PCIe links and a host memory resource crossed twice per byte.
 // NET connections staged through host memory (no GPUDirect RDMA) cross the
-// host memory on each side; with the socket plugin every rank's proxy
-// thread is a resource that its sends and receives share (over loopback,
-// NCCL_SOCKET_IFNAME=lo, a send counts twice and no NIC is crossed).
+// host memory on each side; with the socket plugin every slice (empty
+// ones too) is an operation of the sender's proxy thread and then of the
+// receiver's, each a fixed cost plus its bytes at the proxy's copy rate
+// (over loopback, NCCL_SOCKET_IFNAME=lo, the sender copies twice and no
+// NIC is crossed); a proxy serves the operations of all its channels and
+// both directions one at a time, and the receiver sees a slice when its
+// proxy is done with it.
 // P2P and SHM disabled together split a host into one node per GPU, as
 // NCCL's trimming does; PAT calls run as rings. All constants come from a
 // versioned calibration (Calib), fitted to measurements by

@@ -13,11 +13,12 @@ func usToPs(us float64) Time { return Time(us*psPerUs + 0.5) }
 
 // Event kinds.
 const (
-	evWake    uint8 = iota // actor id: continue after a delay
-	evFlow                 // flow id, val = version: a flow may have finished
-	evTail                 // conn id, val = step: the sender's post becomes visible
-	evHead                 // conn id, val = step: the receiver's credit becomes visible
-	evStarted              // conn id, val = step: first LL/LL128 lines visible
+	evWake      uint8 = iota // actor id: continue after a delay
+	evFlow                   // flow id, val = version: a flow may have finished
+	evTail                   // conn id, val = step: the sender's post becomes visible
+	evHead                   // conn id, val = step: the receiver's credit becomes visible
+	evStarted                // conn id, val = step: first LL/LL128 lines visible
+	evProxyRecv              // conn id, val = step: a slice reaches the receiver's socket proxy
 )
 
 // event is one entry of the queue. Events are ordered by time; ties in

@@ -89,7 +89,8 @@ type folded struct {
 }
 
 // sameChannel reports whether two channels of a fold behave alike: the
-// same next ranks, the same routes and the same primitive calls.
+// same next ranks, the same routes and the same primitive calls. Channels
+// through socket proxies never do (see mergeable).
 func sameChannel(nextA, nextB []int, rtA, rtB []*route, la, lb []model.ProgLane) bool {
 	if len(la) != len(lb) {
 		return false
@@ -99,7 +100,7 @@ func sameChannel(nextA, nextB []int, rtA, rtB []*route, la, lb []model.ProgLane)
 			return false
 		}
 		x, y := rtA[a], rtB[a]
-		if x.lat != y.lat || x.capGBps != y.capGBps || x.transport != y.transport || len(x.res) != len(y.res) {
+		if !mergeable(x) || !mergeable(y) || x.lat != y.lat || x.capGBps != y.capGBps || x.transport != y.transport || len(x.res) != len(y.res) {
 			return false
 		}
 		for i := range x.res {

@@ -120,7 +120,11 @@ func fitParams(u fitUse) []FitParam {
 			FitParam{Name: "net_socket.proxy_GBps", Floor: 0, Lo: 0.1, Hi: 1000,
 				get: func(c *Calib) float64 { return c.NetSocket.proxyGBps() }, set: func(c *Calib, v float64) { c.NetSocket.ProxyGBps = v }},
 			FitParam{Name: "net_socket.latency_us", Floor: 0.01, Lo: 0, Hi: 100,
-				get: func(c *Calib) float64 { return c.NetSocket.LatencyUs }, set: func(c *Calib, v float64) { c.NetSocket.LatencyUs = v }})
+				get: func(c *Calib) float64 { return c.NetSocket.LatencyUs }, set: func(c *Calib, v float64) { c.NetSocket.LatencyUs = v }},
+			FitParam{Name: "net_socket.send_op_us", Floor: 1, Lo: 0, Hi: 1000,
+				get: func(c *Calib) float64 { return c.NetSocket.SendOpUs }, set: func(c *Calib, v float64) { c.NetSocket.SendOpUs = v }},
+			FitParam{Name: "net_socket.recv_op_us", Floor: 1, Lo: 0, Hi: 1000,
+				get: func(c *Calib) float64 { return c.NetSocket.RecvOpUs }, set: func(c *Calib, v float64) { c.NetSocket.RecvOpUs = v }})
 	}
 	for _, t := range u.links {
 		k := t.String()
@@ -413,9 +417,7 @@ func usage(tables []FitTable, c *Calib) (fitUse, error) {
 				case TransportNET:
 					u.net = true
 					u.noGDR = u.noGDR || !rt.gdr
-					for _, r := range rt.res {
-						u.socket = u.socket || s.Machine.extra[r] == extraProxy
-					}
+					u.socket = u.socket || rt.proxyCopies > 0
 				}
 				if rt.hostSend || rt.hostRecv {
 					hostSet[p.Proto] = true

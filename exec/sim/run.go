@@ -159,7 +159,9 @@ type sendConn struct {
 	ib        *ibCost
 	res, nres int32
 	sender    int32
-	_         [8]byte // to 64 bytes
+	// proxyFrom and proxyTo are the ranks whose socket proxy threads
+	// carry the connection's slices, -1 when none do
+	proxyFrom, proxyTo int32
 }
 
 // connTraffic is the traffic of a connection, or what a lane sends to
@@ -286,6 +288,15 @@ type runner struct {
 	total int64
 	// loop is the back-to-back loop being run (nil: one call).
 	loop *loopState
+	// Socket proxy threads (SocketCalib): proxySendOp and proxyRecvOp
+	// are the fixed times of an operation (ps), proxyPs the time per byte
+	// copied; proxyFree is when each rank's proxy is next free,
+	// proxyRecv[c] the receive operations of connection c on their way to
+	// its receiver's proxy (their durations, in order)
+	proxySendOp, proxyRecvOp float64
+	proxyPs                  float64
+	proxyFree                []Time
+	proxyRecv                [][]float64
 }
 
 // streamWindow is the number of runs of primitive calls (see cop) a
@@ -474,7 +485,22 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 		lo := len(x.resIDs)
 		x.resIDs = append(x.resIDs, rt.res...)
 		x.rc[i] = recvConn{recver: -1, lat: rt.lat}
-		x.sc[i] = sendConn{sender: -1, lat: rt.lat, capB: rt.capGBps * 1e-3, w: rt.w, ib: rt.ib, res: int32(lo), nres: int32(len(rt.res))}
+		x.sc[i] = sendConn{sender: -1, lat: rt.lat, capB: rt.capGBps * 1e-3, w: rt.w, ib: rt.ib, res: int32(lo), nres: int32(len(rt.res)),
+			proxyFrom: -1, proxyTo: -1}
+		if rt.proxyCopies > 0 {
+			if x.proxyFree == nil {
+				x.proxySendOp = x.c.NetSocket.SendOpUs * psPerUs
+				x.proxyRecvOp = x.c.NetSocket.RecvOpUs * psPerUs
+				x.proxyPs = 1 / (x.c.NetSocket.proxyGBps() * 1e-3)
+				x.proxyFree = make([]Time, p.NRanks)
+				x.proxyRecv = make([][]float64, len(p.Conns))
+			}
+			// the ranks of the lanes that send and receive it (below):
+			// in a folded or aggregated Program they stand for the
+			// connection's own ends
+			cn := p.Conns[i]
+			x.sc[i].proxyFrom, x.sc[i].proxyTo = cn.From, cn.To
+		}
 	}
 	x.actors = make([]actor, len(p.Lanes))
 	x.cold = make([]actorCold, len(p.Lanes))
@@ -541,6 +567,9 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 		a.se = int32(len(x.cids))
 		for _, c := range l.Send {
 			x.sc[c].sender = int32(i)
+			if x.sc[c].proxyFrom >= 0 {
+				x.sc[c].proxyFrom = l.Rank
+			}
 			switch rt := x.rt[c]; {
 			case rt.hostSend:
 				ac.hostSends++
@@ -553,6 +582,9 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 		}
 		for _, c := range l.Recv {
 			x.rc[c].recver = int32(i)
+			if x.sc[c].proxyTo >= 0 {
+				x.sc[c].proxyTo = l.Rank
+			}
 			rt := x.rt[c]
 			switch {
 			case rt.hostRecv:
@@ -627,10 +659,13 @@ func (x *runner) run() {
 			}
 		case evTail:
 			c := &x.rc[ev.id]
-			if ev.val > c.tail {
-				c.tail = ev.val
-			}
+			c.tail = max(c.tail, ev.val)
+			c.started = max(c.started, ev.val) // posted data is visible
 			x.wake(c.recver)
+		case evProxyRecv:
+			pend := x.proxyRecv[ev.id]
+			x.proxyRecv[ev.id] = pend[1:]
+			x.q.push(x.proxyServe(x.sc[ev.id].proxyTo, pend[0]), evTail, ev.id, ev.val)
 		case evStarted:
 			c := &x.rc[ev.id]
 			if ev.val > c.started {
@@ -875,7 +910,9 @@ func (x *runner) startSlice(ai int32, a *actor) {
 	if a.sends && x.stream {
 		st := uint64(a.opS+uint32(a.sl)*uint32(x.sps)) + uint64(x.sps)
 		for _, c := range x.cids[a.sb:a.se] {
-			x.q.push(x.now+x.sc[c].lat, evStarted, c, st)
+			if x.sc[c].proxyFrom < 0 { // a proxy hands over whole slices
+				x.q.push(x.now+x.sc[c].lat, evStarted, c, st)
+			}
 		}
 	}
 	if data <= 0 {
@@ -914,7 +951,12 @@ func (x *runner) post(a *actor, st uint32) {
 	if a.sends {
 		tail := uint64(a.opS+st) + need
 		for _, c := range x.cids[a.sb:a.se] {
-			x.q.push(x.now+x.sc[c].lat, evTail, c, tail)
+			cs := &x.sc[c]
+			if cs.proxyFrom >= 0 {
+				x.proxySend(c, cs, tail, a.elems()*x.esize)
+				continue
+			}
+			x.q.push(x.now+cs.lat, evTail, c, tail)
 		}
 	}
 	if a.recvs {
@@ -923,6 +965,28 @@ func (x *runner) post(a *actor, st uint32) {
 			x.q.push(x.now+x.rc[c].lat, evHead, c, head)
 		}
 	}
+}
+
+// proxySend hands a slice of data bytes, posted now on socket connection
+// c up to step tail, to the proxies: the sender's sends it, and once it
+// crossed the network (the route's latency), the receiver's takes it in;
+// the receiver sees it when that ends. Every slice is an operation of each
+// proxy, empty ones too (the proxies exchange a message for it).
+func (x *runner) proxySend(c int32, cs *sendConn, tail uint64, data int64) {
+	wire := float64(x.wireBytes(data))
+	send := x.proxySendOp + x.rt[c].proxyCopies*wire*x.proxyPs
+	x.proxyRecv[c] = append(x.proxyRecv[c], x.proxyRecvOp+wire*x.proxyPs)
+	x.q.push(x.proxyServe(cs.proxyFrom, send)+cs.lat, evProxyRecv, c, tail)
+}
+
+// proxyServe queues an operation of d ps on rank r's socket proxy thread,
+// which serves them one at a time, and returns when it ends. (Channels
+// through proxies are never merged, see mergeable: every operation is
+// one.)
+func (x *runner) proxyServe(r int32, d float64) Time {
+	end := max(x.now, x.proxyFree[r]) + Time(d+0.5)
+	x.proxyFree[r] = end
+	return end
 }
 
 // record reports the slice that actor a just posted.

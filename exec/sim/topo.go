@@ -49,6 +49,11 @@ type route struct {
 	// ib, on a NET route through ib NICs, are the RDMA costs of its
 	// messages (ib.go); nil otherwise.
 	ib *ibCost
+	// proxyCopies, when above 0, says the route's slices go through the
+	// socket plugin's proxy threads of its two ranks (SocketCalib): the
+	// times the sender's proxy copies each byte (1, 2 over loopback); the
+	// receiver's copies it once.
+	proxyCopies float64
 }
 
 // Machine is a Cluster and its Plan prepared for simulation: one resource
@@ -81,12 +86,10 @@ type Machine struct {
 	// settings are the run's facts the topology does not record.
 	settings Settings
 	// extra[i] is the kind of resource i: a link (extraLink) or a host
-	// resource the System has no link for (host memory, proxy threads).
+	// resource the System has no link for (host memory).
 	extra []uint8
-	// memRes[j] is the host memory resource of cluster node j;
-	// proxyRes[r] the proxy thread of rank r.
-	memRes   []int32
-	proxyRes []int32
+	// memRes[j] is the host memory resource of cluster node j.
+	memRes []int32
 	// streamRuns is the number of runs of calls a streamed lane keeps in
 	// memory (0: streamWindow); tests lower it to move the windows often.
 	streamRuns int
@@ -94,9 +97,8 @@ type Machine struct {
 
 // Kinds of resources besides links.
 const (
-	extraLink  uint8 = iota
-	extraMem         // host memory of a node
-	extraProxy       // a rank's proxy thread (socket copies)
+	extraLink uint8 = iota
+	extraMem        // host memory of a node
 )
 
 // Settings are the facts about a run that its topology does not record
@@ -122,13 +124,10 @@ func SettingsFromEnv(lookup func(string) (string, bool)) Settings {
 	return st
 }
 
-// resKind names the type of resource id: its link type, or MEM or PROXY.
+// resKind names the type of resource id: its link type, or MEM.
 func (m *Machine) resKind(id int32) string {
-	switch m.extra[id] {
-	case extraMem:
+	if m.extra[id] == extraMem {
 		return "MEM"
-	case extraProxy:
-		return "PROXY"
 	}
 	return m.resType[id].String()
 }
@@ -188,21 +187,12 @@ func NewMachine(cl *model.Cluster, plan *model.Plan, c *Calib) (*Machine, error)
 				}
 			}
 		}
-		// Host memory, and one proxy thread per local rank: resources
-		// of the host that no link of the System stands for.
+		// Host memory: a resource of the host that no link of the
+		// System stands for.
 		m.res = append(m.res, resource{name: fmt.Sprintf("h%d:MEM", ni), cap: m.calib.hostMemGBps() * 1e-3})
 		m.resType = append(m.resType, model.LinkLOC)
 		m.extra = append(m.extra, extraMem)
 		m.memRes = append(m.memRes, int32(len(m.res)-1))
-		if m.proxyRes == nil {
-			m.proxyRes = make([]int32, cl.NRanks)
-		}
-		for a, r := range n.Ranks {
-			m.res = append(m.res, resource{name: fmt.Sprintf("h%d:PROXY%d", ni, a), cap: m.calib.NetSocket.proxyGBps() * 1e-3})
-			m.resType = append(m.resType, model.LinkLOC)
-			m.extra = append(m.extra, extraProxy)
-			m.proxyRes[r] = int32(len(m.res) - 1)
-		}
 	}
 	m.hostRes = append(m.hostRes, int32(len(m.res)))
 	for r, n := range m.rankNode {
@@ -347,15 +337,14 @@ func (m *Machine) netRoute(rt *route, sa *model.System, ga *model.Node, sb *mode
 		rt.hostSend, rt.hostRecv = true, true
 	}
 	if socket {
-		// The socket plugin's proxies copy every byte through the
-		// kernel. Over loopback the sending thread also runs the
-		// receive path of TCP, which costs it as much again.
-		ps := m.proxyRes[from]
-		rt.res = append(rt.res, ps)
+		// The socket plugin's proxy threads copy every byte through the
+		// kernel, one operation at a time (runner.proxyServe). Over
+		// loopback the sending thread also runs the receive path of
+		// TCP, which costs it as much again.
+		rt.proxyCopies = 1
 		if loop {
-			rt.res = append(rt.res, ps)
+			rt.proxyCopies = 2
 		}
-		rt.res = append(rt.res, m.proxyRes[to])
 		rt.lat += usToPs(m.calib.NetSocket.LatencyUs)
 	}
 	if !rt.gdr {

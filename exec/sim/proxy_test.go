@@ -1,0 +1,118 @@
+package sim
+
+import (
+	"math"
+	"testing"
+
+	"github.com/twinccl/twinccl/model"
+)
+
+// socketCalib is the default calibration with a free GPU side and the
+// given socket proxy costs: what is left of a transfer is its proxies'
+// operations.
+func socketCalib(t *testing.T, sendUs, recvUs, gbps float64) *Calib {
+	return ibCalib(t, func(c *Calib) {
+		c.Simple.CopyGBps = 1000
+		c.Simple.StartUs, c.Simple.SliceOverheadUs, c.Simple.OpOverheadUs = 0, 0, 0
+		c.Simple.HostLoadCost, c.Simple.HostStoreCost = 0.05, 0.05
+		c.HostMemGBps = 2000
+		c.NetProxyUs, c.NoGDRPenaltyUs = 0, 0
+		c.NetSocket = SocketCalib{ProxyGBps: gbps, SendOpUs: sendUs, RecvOpUs: recvUs}
+	})
+}
+
+// socketRun runs p2p tasks on the H200 pair under the net-socket table's
+// settings (P2P and SHM disabled, sockets over loopback: every connection
+// goes through the two ranks' proxy threads) on one channel, and returns
+// the kernel time and the slices of every connection that carried data.
+func socketRun(t *testing.T, c *Calib, tasks []model.P2PTask) (float64, map[[2]int]int64) {
+	t.Helper()
+	tb, res := loadTable(t, "net-socket")
+	s := newSim(t, res, c)
+	s.Machine.SetSettings(SettingsFromEnv(tb.Lookup))
+	p, err := model.GenerateP2PProgram(res.Plan, tasks, model.ProtoSimple, model.DtypeFP32,
+		model.P2POptions{P2PChannels: 1, ChannelsPerPeer: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.Machine.Run(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices := map[[2]int]int64{}
+	for _, cs := range r.Conns {
+		if cs.Bytes > 0 {
+			if cs.Transport != "NET" {
+				t.Fatalf("%d->%d is %s, want NET", cs.From, cs.To, cs.Transport)
+			}
+			slices[[2]int{cs.From, cs.To}] += cs.Slices
+		}
+	}
+	return r.KernelUs, slices
+}
+
+func sendTasks(from, to int, bytes int64) []model.P2PTask {
+	return []model.P2PTask{{Rank: from, Peer: to, Send: true, Count: bytes / 4}, {Rank: to, Peer: from, Count: bytes / 4}}
+}
+
+// TestSocketProxySerialises: each proxy thread serves its operations one
+// at a time, so k slices cost the sender's k operations and the receiver's
+// k, pipelined: the slower side's k operations plus one of the other.
+func TestSocketProxySerialises(t *testing.T) {
+	const op = 100.0 // us, far above every other cost
+	for _, tc := range []struct {
+		name         string
+		send, recv   float64
+		bottleneckUs func(k float64) float64
+	}{
+		{"receiver slower", op / 2, op, func(k float64) float64 { return op/2 + k*op }},
+		{"sender slower", op, op / 2, func(k float64) float64 { return k*op + op/2 }},
+	} {
+		got, slices := socketRun(t, socketCalib(t, tc.send, tc.recv, 1e6), sendTasks(0, 1, 8<<20))
+		k := float64(slices[[2]int{0, 1}])
+		if k < 2 {
+			t.Fatalf("%s: %v slices, want several", tc.name, k)
+		}
+		want := tc.bottleneckUs(k)
+		if math.Abs(got-want) > 0.02*want {
+			t.Errorf("%s: %v slices took %.1f us, want %.1f (pipelined proxy operations)", tc.name, k, got, want)
+		}
+	}
+}
+
+// TestSocketProxyBothDirections: a proxy thread serves its rank's sends
+// and receives alike, so two opposite transfers take twice as long as one
+// when the operations dominate.
+func TestSocketProxyBothDirections(t *testing.T) {
+	const op = 100.0
+	c := socketCalib(t, op, op, 1e6)
+	one, s1 := socketRun(t, c, sendTasks(0, 1, 8<<20))
+	both, s2 := socketRun(t, c, append(sendTasks(0, 1, 8<<20), sendTasks(1, 0, 8<<20)...))
+	k := float64(s1[[2]int{0, 1}])
+	if s2[[2]int{0, 1}] != s1[[2]int{0, 1}] || s2[[2]int{1, 0}] != s1[[2]int{0, 1}] {
+		t.Fatalf("slices %v and %v: the two directions should match the single transfer", s1, s2)
+	}
+	// one: k+1 operations in a row; both: each proxy serves 2k.
+	if want := (k + 1) * op; math.Abs(one-want) > 0.02*want {
+		t.Errorf("one direction: %.1f us, want %.1f", one, want)
+	}
+	if want := 2 * k * op; both < 0.98*want || both > 1.02*(want+op) {
+		t.Errorf("both directions: %.1f us, want %.1f-%.1f", both, want, want+op)
+	}
+}
+
+// TestSocketProxyCopies: with no fixed costs, a proxy operation lasts its
+// bytes at the proxy's rate; over loopback the sender copies every byte
+// twice (it runs TCP's receive path too), so the sender is the bottleneck
+// at 2 bytes per byte: k slices of S bytes take (2k+1)·S/rate.
+func TestSocketProxyCopies(t *testing.T) {
+	const gbps = 2.0 // far below every link
+	const bytes = 8 << 20
+	got, slices := socketRun(t, socketCalib(t, 0, 0, gbps), sendTasks(0, 1, bytes))
+	k := float64(slices[[2]int{0, 1}])
+	slice := bytes / k
+	want := (2*k + 1) * slice / (gbps * 1e3) // us
+	if math.Abs(got-want) > 0.02*want {
+		t.Errorf("%v slices of %.0f B at %v GB/s: %.1f us, want %.1f", k, slice, gbps, got, want)
+	}
+}
