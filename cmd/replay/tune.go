@@ -4,7 +4,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 
 	"github.com/twinccl/twinccl"
@@ -118,31 +117,9 @@ func parseSweep(loFlag, lo, hiFlag, hi, fFlag string, factor int64) (int64, int6
 	return l, h, nil
 }
 
-// parseSize reads a byte count with an optional K, M or G suffix (powers
-// of 1024; "KB", "KiB" and "B" are accepted too).
-func parseSize(s string) (int64, error) {
-	t := strings.ToUpper(strings.TrimSpace(s))
-	t = strings.TrimSuffix(strings.TrimSuffix(t, "IB"), "B")
-	mult := int64(1)
-	if n := len(t); n > 0 {
-		switch t[n-1] {
-		case 'K':
-			mult, t = 1<<10, t[:n-1]
-		case 'M':
-			mult, t = 1<<20, t[:n-1]
-		case 'G':
-			mult, t = 1<<30, t[:n-1]
-		}
-	}
-	v, err := strconv.ParseInt(t, 10, 64)
-	if err != nil || v < 0 {
-		return 0, fmt.Errorf("%q is not a size (e.g. 1024, 64K, 1G)", s)
-	}
-	if v > (1<<62)/mult {
-		return 0, fmt.Errorf("%q is too large", s)
-	}
-	return v * mult, nil
-}
+// parseSize reads a byte count with an optional K, M or G suffix
+// (model.ParseSize).
+func parseSize(s string) (int64, error) { return model.ParseSize(s) }
 
 // callCount turns an nccl-tests buffer size into NCCL's count argument.
 func callCount(coll model.Collective, nBytes int64, typeSize, nRanks int) (int64, error) {

@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/twinccl/twinccl/exec/hw/bootstrap"
@@ -54,22 +53,14 @@ type benchOpts struct {
 	protoV model.Protocol
 }
 
+// parseSize reads a byte count with an optional K, M or G suffix
+// (model.ParseSize); a bad one is a usage error.
 func parseSize(s string) (int64, error) {
-	s = strings.TrimSpace(s)
-	mul := int64(1)
-	switch {
-	case strings.HasSuffix(s, "K"), strings.HasSuffix(s, "k"):
-		mul, s = 1<<10, s[:len(s)-1]
-	case strings.HasSuffix(s, "M"):
-		mul, s = 1<<20, s[:len(s)-1]
-	case strings.HasSuffix(s, "G"):
-		mul, s = 1<<30, s[:len(s)-1]
+	v, err := model.ParseSize(s)
+	if err != nil {
+		return 0, &usageError{fmt.Sprintf("bad size: %v", err)}
 	}
-	v, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || v < 0 {
-		return 0, &usageError{fmt.Sprintf("bad size %q", s)}
-	}
-	return v * mul, nil
+	return v, nil
 }
 
 // benchHelp is the help text of the bench form of run.

@@ -46,8 +46,8 @@ type Recorded struct {
 
 // ReadMeasurements reads a whitespace-separated timing table: lines
 // "coll bytes mean_us [best_us ...]", '#' comments, coll as nccl-tests
-// names it (all_reduce, all_gather, reduce_scatter, broadcast, reduce) or
-// as model.ParseCollective reads it.
+// names it (all_reduce, all_gather, reduce_scatter, broadcast, reduce,
+// alltoall, sendrecv) or as model.ParseCollective reads it.
 func ReadMeasurements(r io.Reader, name string) ([]Measurement, error) {
 	var out []Measurement
 	sc := bufio.NewScanner(r)
@@ -63,7 +63,7 @@ func ReadMeasurements(r io.Reader, name string) ([]Measurement, error) {
 			return nil, fmt.Errorf("%s:%d: want \"coll bytes mean_us [best_us]\", got %d field(s)", name, ln, len(f))
 		}
 		c, err := model.ParseCollective(f[0])
-		if err != nil || int(c) >= model.NumTunedCollectives {
+		if err != nil || int(c) >= model.NumTunedCollectives && c != model.CollAlltoAll && c != model.CollSendRecv {
 			return nil, fmt.Errorf("%s:%d: unknown collective %q", name, ln, f[0])
 		}
 		b, err := strconv.ParseInt(f[1], 10, 64)

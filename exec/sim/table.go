@@ -95,9 +95,10 @@ func ReadTableFile(path string) (*Table, error) {
 
 // ParseTableSpec reads a table argument "FILE[,KEY=VALUE...]": the table
 // at FILE with its header's settings, overridden by the KEY=VALUE pairs
-// (NCCL_* variables, harness=nccl-tests|pytorch), and restricted to some
-// collectives by colls=C1+C2... (nccl-tests or model names). A restricted
-// table is named FILE[C1+C2...].
+// (NCCL_* variables, harness=nccl-tests|pytorch), restricted to some
+// collectives by colls=C1+C2... (nccl-tests or model names) and to the
+// sizes of at least minbytes=SIZE (K, M, G suffixes). A restricted table
+// is named FILE[C1+C2...][>=SIZE].
 func ParseTableSpec(spec string) (*Table, error) {
 	parts := strings.Split(spec, ",")
 	t, err := ReadTableFile(parts[0])
@@ -111,7 +112,8 @@ func ParseTableSpec(spec string) (*Table, error) {
 }
 
 // ApplySpec applies the KEY=VALUE words of a table argument (see
-// ParseTableSpec) to t: NCCL_* settings, harness=, colls=, topo=.
+// ParseTableSpec) to t: NCCL_* settings, harness=, colls=, minbytes=,
+// topo=.
 func (t *Table) ApplySpec(kvs []string) error {
 	for _, p := range kvs {
 		k, v, ok := strings.Cut(p, "=")
@@ -138,6 +140,24 @@ func (t *Table) ApplySpec(kvs []string) error {
 			}
 			t.Rows = rows
 			t.Name += "[" + v + "]"
+			continue
+		}
+		if k == "minbytes" {
+			lo, err := model.ParseSize(v)
+			if err != nil {
+				return fmt.Errorf("minbytes: %w", err)
+			}
+			var rows []Measurement
+			for _, m := range t.Rows {
+				if m.Bytes >= lo {
+					rows = append(rows, m)
+				}
+			}
+			if len(rows) == 0 {
+				return fmt.Errorf("no rows of %s bytes or more", v)
+			}
+			t.Rows = rows
+			t.Name += "[>=" + v + "]"
 			continue
 		}
 		if k == "topo" {
