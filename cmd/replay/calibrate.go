@@ -41,14 +41,17 @@ last, against the simulated kernel time) simulated at the algorithm, protocol an
 channels the row was recorded with; "nccl" is NCCL's time (nccl_time_us) at the tuner's
 choice. A recording has no settings header: give the NCCL_* settings it was recorded
 under with --env KEY=VALUE (applied to every recording) or KEY=VALUE in the argument,
-e.g. testdata/hw/h200x2/p2p-allreduce.json,col=ours,NCCL_NVLS_ENABLE=0.
+e.g. testdata/hw/h200x2/p2p-allreduce.json,col=ours,NCCL_NVLS_ENABLE=0. AlltoAll and
+SendRecv rows run on NCCL's p2p schedule; the AlltoAll of our GIN engine has only its
+NCCL column here (testdata/hw/h200x2/gin/a2a.json,col=nccl).
 
 Only the constants the fitted tables can identify move: the launch cost, the per-call
 and per-slice overheads, the copy throughput and the load, store and reduction costs of
 the protocols the tuner picks, the efficiency and latency of the link types the routes
 cross, and, where the tables exercise them, the host memory costs (SHM, NET staged
-through host memory), the SHM and network latencies, the socket proxies' throughput and
-the harness's cost per call. --params restricts the fit to the constants whose names
+through host memory), the SHM and network latencies, the socket proxies' costs, the
+copy share of a p2p channel's lanes (AlltoAll, SendRecv rows) and the harness's cost
+per call. --params restricts the fit to the constants whose names
 match REGEX (fit in stages: P2P tables first, then SHM and NET ones with --start). The
 fit is a deterministic Nelder–Mead search in log space minimising the mean over tables
 of the mean squared log error, plus the worst row's, restarted from its best point.

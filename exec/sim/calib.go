@@ -35,7 +35,8 @@ import (
 //     rate; see GINCalib), with defaults from public ConnectX-7 NDR
 //     figures where there are any; and net_socket.send_op_us and
 //     recv_op_us (the time a network operation holds a socket proxy
-//     thread).
+//     thread), and p2p_lane_share per protocol (the copy throughput of
+//     one direction of a p2p channel).
 //
 // Since the simulator predicts measured rows as the back-to-back loops
 // they were timed with (Simulator.Loop, loop.go), the embedded files are
@@ -98,6 +99,21 @@ type ProtoCalib struct {
 	// from a peer GPU's memory: the receiver's reads of the sender's
 	// buffer in P2P read mode (Calib.P2PRead). 0 reads as LoadCost.
 	RemoteLoadCost float64 `json:"remote_load_cost,omitempty"`
+	// P2PLaneShare is the share of the block's copy throughput that each
+	// of the two lanes of a p2p channel (its send and its receive, which
+	// NCCL gives half the warps each) gets: above 1/2 where half the warps
+	// move more than half the data (copies limited by the stores in flight
+	// rather than by the warps). With n lanes on a channel each gets
+	// 2·share/n, at most all of it. 0: 1/2.
+	P2PLaneShare float64 `json:"p2p_lane_share,omitempty"`
+}
+
+// p2pLaneShare is P2PLaneShare with its default.
+func (pc *ProtoCalib) p2pLaneShare() float64 {
+	if pc.P2PLaneShare == 0 {
+		return 0.5
+	}
+	return pc.P2PLaneShare
 }
 
 // remoteLoadCost is RemoteLoadCost with its default.
@@ -360,6 +376,7 @@ func (c *Calib) Validate() error {
 			{"reduce_frac", pc.ReduceFrac, 0.05, 0.95},
 			{"remote_fence_us", pc.RemoteFenceUs, 0, 1e6},
 			{"remote_load_cost", pc.RemoteLoadCost, 0, 100},
+			{"p2p_lane_share", pc.P2PLaneShare, 0, 1},
 		}
 		for _, k := range checks {
 			if err := bad(n+"."+k.name, k.v, k.lo, k.hi); err != nil {

@@ -35,6 +35,9 @@ type fitUse struct {
 	// peer's memory, readProtos those that load from one (P2P read mode):
 	// their remote fence and remote load cost can be fitted.
 	fenceProtos, readProtos []model.Protocol
+	// p2pProtos are the protocols of AlltoAll and SendRecv rows (p2p
+	// channels, their lanes sharing a block: P2PLaneShare).
+	p2pProtos []model.Protocol
 }
 
 // fitParams are the constants that measurements of what u describes can
@@ -79,6 +82,12 @@ func fitParams(u fitUse) []FitParam {
 		n := strings.ToLower(p.String())
 		ps = append(ps, FitParam{Name: n + ".remote_fence_us", Floor: 0.01, Lo: 0, Hi: 20,
 			get: func(c *Calib) float64 { return c.Proto(p).RemoteFenceUs }, set: func(c *Calib, v float64) { c.Proto(p).RemoteFenceUs = v }})
+	}
+	for _, p := range u.p2pProtos {
+		p := p
+		n := strings.ToLower(p.String())
+		ps = append(ps, FitParam{Name: n + ".p2p_lane_share", Floor: 0, Lo: 0.25, Hi: 1,
+			get: func(c *Calib) float64 { return c.Proto(p).p2pLaneShare() }, set: func(c *Calib, v float64) { c.Proto(p).P2PLaneShare = v }})
 	}
 	for _, p := range u.readProtos {
 		p := p
@@ -380,6 +389,7 @@ func usage(tables []FitTable, c *Calib) (fitUse, error) {
 	hostSet := map[model.Protocol]bool{}
 	fenceSet := map[model.Protocol]bool{}
 	readSet := map[model.Protocol]bool{}
+	p2pSet := map[model.Protocol]bool{}
 	linkSet := map[model.LinkType]bool{}
 	harn := map[string]bool{}
 	for i := range tables {
@@ -401,6 +411,9 @@ func usage(tables []FitTable, c *Calib) (fitUse, error) {
 				return u, fmt.Errorf("%s line %d: %w", ft.Name, m.Line, err)
 			}
 			protoSet[p.Proto] = true
+			if p.Coll == model.CollAlltoAll || p.Coll == model.CollSendRecv {
+				p2pSet[p.Proto] = true
+			}
 			for _, cn := range p.Conns {
 				rt, err := s.Machine.route(int(cn.From), int(cn.To), int(cn.Channel))
 				if err != nil {
@@ -444,6 +457,9 @@ func usage(tables []FitTable, c *Calib) (fitUse, error) {
 		}
 		if readSet[p] {
 			u.readProtos = append(u.readProtos, p)
+		}
+		if p2pSet[p] {
+			u.p2pProtos = append(u.p2pProtos, p)
 		}
 	}
 	for t := range linkSet {

@@ -1,10 +1,7 @@
 package sim
 
 import (
-	"fmt"
-	"math"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/twinccl/twinccl/model"
@@ -17,10 +14,11 @@ import (
 // held to them (minbytes): the tables were timed with eager launches,
 // several of one process driving all 8 GPUs, whose 35-45 us floor per
 // call the simulator (which predicts graph-timed loops) does not model.
-// The SendRecv rows of 32-256 MiB (4-16 channels) are 66-82% slow: NCCL
-// moves about 20 GB/s per p2p channel there, the simulator 11; only the
-// 32-channel sizes are bounded. Values at the time of writing: median /
-// max |error| in the comments.
+// SendRecv and AlltoAll depend on the p2p lane share, fitted on NCCL's
+// AlltoAll of our H200 pair: SendRecv on 4-16 channels went from 66-82%
+// slow to within 11%; AlltoAll over 7 peers is now 5-11% fast (3-4% with
+// the default half share, which made SendRecv that slow). Values at the
+// time of writing: median / max |error| in the comments.
 var publishedBounds = []struct {
 	spec, topo  string
 	median, max float64
@@ -30,8 +28,8 @@ var publishedBounds = []struct {
 	{"h100x8-together-reducescatter.tsv,minbytes=128M", h100Topo, 0.06, 0.11}, // 4.0, 8.3
 	{"h100x8-xxrjun-allgather.tsv,minbytes=128M", h100Topo, 0.06, 0.10},       // 3.9, 7.2
 	{"h100x8-xxrjun-reducescatter.tsv,minbytes=128M", h100Topo, 0.06, 0.12},   // 4.0, 9.0
-	{"h100x8-xxrjun-alltoall.tsv,minbytes=128M", h100Topo, 0.05, 0.06},        // 3.2, 3.8
-	{"h100x8-xxrjun-sendrecv.tsv,minbytes=512M", h100Topo, 0.07, 0.08},        // 4.6, 5.0
+	{"h100x8-xxrjun-alltoall.tsv,minbytes=128M", h100Topo, 0.08, 0.13},        // 6.2, 11.1
+	{"h100x8-xxrjun-sendrecv.tsv,minbytes=32M", h100Topo, 0.07, 0.13},         // 4.8, 10.9
 }
 
 // h100Topo is the public 8x H100 SXM dump the H100 tables are compared on.
@@ -65,16 +63,9 @@ func TestPublishedBandwidth(t *testing.T) {
 		}
 		med, mx := ErrorStats(rows)
 		t.Logf("%s: median %.2f%% max %.2f%% over %d rows (bounds %.0f%%/%.0f%%)", tb.Name, 100*med, 100*mx, len(rows), 100*b.median, 100*b.max)
-		var off strings.Builder
-		for _, r := range rows {
-			if math.Abs(r.Err) > b.max {
-				fmt.Fprintf(&off, "\n  %-14s %12d %-5s %-6s %2d  meas %9.2f  sim %9.2f  err %+6.1f%%",
-					r.Coll, r.Bytes, r.Algo, r.Proto, r.NChannels, r.MeanUs, r.SimUs, 100*r.Err)
-			}
-		}
-		if med > b.median || off.Len() > 0 {
+		if off := offenders(rows, b.max); med > b.median || off != "" {
 			t.Errorf("%s (published, never fitted): median %.2f%% (bound %.0f%%), rows beyond %.0f%%:%s",
-				tb.Name, 100*med, 100*b.median, 100*b.max, off.String())
+				tb.Name, 100*med, 100*b.median, 100*b.max, off)
 		}
 	}
 }

@@ -557,7 +557,7 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 				ac.frac = 1 - x.pc.ReduceFrac
 			}
 		} else if n >= 2 { // p2p: the block's warps split between directions
-			ac.frac = 1 / float64(n)
+			ac.frac = min(1, 2*x.pc.p2pLaneShare()/float64(n))
 		}
 		seen[k]++
 		a.rb = int32(len(x.cids))
@@ -636,7 +636,13 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 // run runs the events until the queue is empty.
 func (x *runner) run() {
 	progress := x.m.Progress
-	for !x.q.empty() {
+	for {
+		if x.q.later(x.now) {
+			x.fab.settle(&x.q, x.now) // before time moves on
+			if x.q.empty() {
+				break
+			}
+		}
 		ev := x.q.pop()
 		x.now = ev.t
 		x.events++
@@ -647,7 +653,7 @@ func (x *runner) run() {
 		case evWake:
 			x.advance(ev.id)
 		case evFlow:
-			if !x.fab.current(ev.id, ev.val) {
+			if !x.fab.done(&x.q, x.now, ev.id, ev.val) {
 				continue
 			}
 			owner := x.fab.flows[ev.id].owner

@@ -3,6 +3,7 @@ package sim
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -129,17 +130,9 @@ func (t *Table) ApplySpec(kvs []string) error {
 				}
 				keep[c] = true
 			}
-			var rows []Measurement
-			for _, m := range t.Rows {
-				if keep[m.Coll] {
-					rows = append(rows, m)
-				}
+			if err := t.keep(func(m *Measurement) bool { return keep[m.Coll] }, v, "no rows of "+v); err != nil {
+				return err
 			}
-			if len(rows) == 0 {
-				return fmt.Errorf("no rows of %s", v)
-			}
-			t.Rows = rows
-			t.Name += "[" + v + "]"
 			continue
 		}
 		if k == "minbytes" {
@@ -147,17 +140,9 @@ func (t *Table) ApplySpec(kvs []string) error {
 			if err != nil {
 				return fmt.Errorf("minbytes: %w", err)
 			}
-			var rows []Measurement
-			for _, m := range t.Rows {
-				if m.Bytes >= lo {
-					rows = append(rows, m)
-				}
+			if err := t.keep(func(m *Measurement) bool { return m.Bytes >= lo }, ">="+v, "no rows of "+v+" bytes or more"); err != nil {
+				return err
 			}
-			if len(rows) == 0 {
-				return fmt.Errorf("no rows of %s bytes or more", v)
-			}
-			t.Rows = rows
-			t.Name += "[>=" + v + "]"
 			continue
 		}
 		if k == "topo" {
@@ -176,6 +161,23 @@ func (t *Table) ApplySpec(kvs []string) error {
 		}
 		t.Env[k] = v
 	}
+	return nil
+}
+
+// keep restricts the table to the rows in, naming it after the
+// restriction (Name[label]); none left is the error none.
+func (t *Table) keep(in func(*Measurement) bool, label, none string) error {
+	var rows []Measurement
+	for i := range t.Rows {
+		if in(&t.Rows[i]) {
+			rows = append(rows, t.Rows[i])
+		}
+	}
+	if len(rows) == 0 {
+		return errors.New(none)
+	}
+	t.Rows = rows
+	t.Name += "[" + label + "]"
 	return nil
 }
 

@@ -64,6 +64,10 @@ type Call struct {
 	Proto model.Protocol
 	// NChannels are the recorded channels (0 when unknown).
 	NChannels int
+	// Engine names what ran an AlltoAll or SendRecv of our executor when
+	// it is not a Program of the p2p schedule ("GIN": GPU-initiated
+	// networking, see "replay gin"); empty otherwise.
+	Engine string
 	// HwUs is our executor's measured time: the graph-timed mean (JSON) or
 	// the traced kernel time of the rank that started last (traces: the
 	// other ranks' kernels include waiting for it, and the GPUs' clocks
@@ -214,8 +218,9 @@ func (c *Call) setKind(op, dtype, redop, algo, proto string, nranks int) error {
 	if c.Coll, err = model.ParseCollective(op); err != nil {
 		return err
 	}
-	if int(c.Coll) >= model.NumTunedCollectives {
-		return fmt.Errorf("%s is not compared (broadcast, reduce, allgather, reducescatter, allreduce)", c.Coll)
+	p2p := c.Coll == model.CollAlltoAll || c.Coll == model.CollSendRecv
+	if int(c.Coll) >= model.NumTunedCollectives && !p2p {
+		return fmt.Errorf("%s is not compared (broadcast, reduce, allgather, reducescatter, allreduce, alltoall, sendrecv)", c.Coll)
 	}
 	if dtype == "" {
 		dtype = "fp32"
@@ -233,6 +238,15 @@ func (c *Call) setKind(op, dtype, redop, algo, proto string, nranks int) error {
 		}
 	}
 	c.Algo, c.Proto = -1, -1
+	if p2p && strings.EqualFold(algo, "GIN") {
+		// GPU-initiated networking moves the data, not the p2p
+		// schedule: no algorithm or protocol of a Program.
+		c.Engine = "GIN"
+		return nil
+	}
+	if p2p && strings.EqualFold(algo, "P2P") {
+		algo = "" // the p2p schedule's
+	}
 	if algo != "" {
 		if c.Algo, err = model.ParseAlgorithm(algo); err != nil {
 			return err
@@ -258,8 +272,8 @@ func (c *Call) check(nranks int) error {
 		return fmt.Errorf("root %d outside %d rank(s)", c.Root, nranks)
 	}
 	want := c.Count * int64(c.Dtype.Size())
-	if c.Coll == model.CollAllGather || c.Coll == model.CollReduceScatter {
-		want *= int64(nranks)
+	if c.Coll == model.CollAllGather || c.Coll == model.CollReduceScatter || c.Coll == model.CollAlltoAll {
+		want *= int64(nranks) // AlltoAll: count elements to every peer
 	}
 	if c.Bytes == 0 {
 		c.Bytes = want

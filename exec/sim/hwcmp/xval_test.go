@@ -37,6 +37,13 @@ func oursTable(t testing.TB, name string) sim.FitTable {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return embeddedFitTable(t, tb)
+}
+
+// embeddedFitTable searches the embedded H200 topology under the table's
+// settings and makes the table ready to simulate.
+func embeddedFitTable(t testing.TB, tb *sim.Table) sim.FitTable {
+	t.Helper()
 	data, err := twinccl.RecordedTopology(twinccl.DefaultTopology)
 	if err != nil {
 		t.Fatal(err)
