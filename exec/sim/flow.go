@@ -1,8 +1,9 @@
 package sim
 
 import (
+	"cmp"
 	"math"
-	"sort"
+	"slices"
 )
 
 // resource is a shared link (or network port): a capacity in bytes per
@@ -284,7 +285,7 @@ func (f *fabric) reshare(q *queue, now Time, seeds []int32) {
 	// freezing it only raises the shares, so every such flow freezes in
 	// one pass, in the order the lowest-cap-first filling takes them.
 	byCap := append(f.byCap[:0], cf...)
-	sort.SliceStable(byCap, func(i, j int) bool { return f.flows[byCap[i]].cap < f.flows[byCap[j]].cap })
+	slices.SortStableFunc(byCap, func(a, b int32) int { return cmp.Compare(f.flows[a].cap, f.flows[b].cap) })
 	f.byCap = byCap
 	next := 0
 	left := len(cf)
