@@ -28,8 +28,9 @@ NCCL_SHM_DISABLE, NCCL_SOCKET_IFNAME, ...), and a header naming PyTorch its timi
 harness; KEY=VALUE pairs add or override settings (harness=nccl-tests|pytorch),
 colls=all_reduce+broadcast keeps only those collectives' rows, minbytes=32M only the
 sizes of 32 MiB or more (e.g. the bandwidth-bound rows of a table whose small sizes
-were timed with another launch method), and topo=FILE.xml gives the table a topology
-of its own (to fit measurements of several machines at once). Every row is simulated with the search, tuner and transports its settings
+were timed with another launch method) and maxbytes=1G those of 1 GiB or less, and
+topo=FILE.xml gives the table a topology of its own (to fit measurements of several
+machines at once). Every row is simulated with the search, tuner and transports its settings
 give, on the topology the measurements come from (topo=, else --topo, default the
 embedded %s).
 

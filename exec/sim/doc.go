@@ -18,12 +18,9 @@
 // resource for the network between hosts (a non-blocking fabric). A
 // transfer is a flow over the resources of its route; concurrent flows
 // share resources max-min fairly (progressive filling), recomputed for the
-// affected connected component once the flows that start or end at one
-// virtual time have all done so (collectives move in lockstep: one
-// sharing per burst gives the rates each flow then runs at). A flow may
+// affected connected component whenever a flow starts or ends. A flow may
 // also carry a private rate cap: the copy throughput of the thread block
-// (channel) that moves it. A flow's completion event stays queued when a
-// rate cut moves its end later; it re-queues itself when it fires.
+// (channel) that moves it.
 //
 // # Actors
 //

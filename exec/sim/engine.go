@@ -178,6 +178,3 @@ func (q *queue) pop() event {
 
 // empty reports whether no event is left.
 func (q *queue) empty() bool { return q.k == 0 }
-
-// later reports whether no event is left at time now or before.
-func (q *queue) later(now Time) bool { return q.k == 0 || q.b[q.order[q.k-1].bi].t > now }

@@ -1,10 +1,6 @@
 package sim
 
-import (
-	"cmp"
-	"math"
-	"slices"
-)
+import "math"
 
 // resource is a shared link (or network port): a capacity in bytes per
 // picosecond shared max-min fairly by the flows that cross it.
@@ -44,19 +40,13 @@ type flow struct {
 	// w is the number of identical transfers the flow stands for (the
 	// fast mode merges identical channels): it loads its resources w times
 	// its rate.
-	w    float64
-	last Time
-	// end is when the flow completes at its current rate; its completion
-	// event is queued at due (queued), which may be earlier: a rate cut
-	// leaves the event where it is, and the event re-queues itself at end
-	// when it fires (one event instead of one per cut).
-	end, due Time
-	queued   bool
-	ver      uint64
-	owner    int32 // actor to notify
-	active   bool
-	frozen   bool
-	mark     uint32
+	w      float64
+	last   Time
+	ver    uint64
+	owner  int32 // actor to notify
+	active bool
+	frozen bool
+	mark   uint32
 }
 
 // fabric is the set of resources and the flows in progress.
@@ -69,35 +59,10 @@ type fabric struct {
 	compRes   []int32
 	compFlows []int32
 	oldRate   []float64
-	byCap     []int32
 	// reshares counts sharing recomputations (statistics).
 	reshares uint64
 	// weighted says a flow of weight other than 1 has started
 	weighted bool
-	// pending are the resources whose flows changed since the last
-	// sharing: flows start and end in bursts at one time, and one sharing
-	// after the burst (settle) gives the rates every flow runs at once
-	// time moves on, as one after each change would, at a fraction of
-	// the cost
-	pending []int32
-}
-
-// settle recomputes the sharing of the resources whose flows changed, if
-// any; the engine calls it before time moves on.
-func (f *fabric) settle(q *queue, now Time) {
-	// One connected component at a time: the filling's cost grows faster
-	// than its size, and a burst touches many independent components.
-	g0 := f.gen
-	var seed [1]int32
-	for _, r := range f.pending {
-		// skip a resource some sharing of this settle covered (mark in
-		// (g0, gen], wrap-safe)
-		if d := f.res[r].mark - g0; d == 0 || d > f.gen-g0 {
-			seed[0] = r
-			f.reshare(q, now, seed[:])
-		}
-	}
-	f.pending = f.pending[:0]
 }
 
 // addResource appends a resource and returns its id.
@@ -152,7 +117,7 @@ func (f *fabric) start(q *queue, now Time, res []int32, wire, acct float64, capB
 		f.schedule(q, now, id)
 		return id
 	}
-	f.pending = append(f.pending, res...)
+	f.reshare(q, now, res)
 	return id
 }
 
@@ -183,21 +148,18 @@ func (f *fabric) finish(q *queue, now Time, id int32) {
 	f.free = append(f.free, id)
 	if len(res) > 0 && !free {
 		// Some resource of the route may have held other flows back.
-		f.pending = append(f.pending, res...)
+		f.reshare(q, now, res)
 	}
 }
 
-// schedule sets flow id's completion at its current rate (rem and rate
-// as of now) and makes sure an event is queued no later than that.
+// schedule posts the completion event of flow id at its current rate.
 func (f *fabric) schedule(q *queue, now Time, id int32) {
 	fl := &f.flows[id]
+	fl.ver++
 	dt := Time(0)
 	if fl.rem > 0 {
 		if fl.rate <= 0 {
-			// starved: rescheduled when the sharing changes
-			fl.ver++
-			fl.queued = false
-			return
+			return // starved: rescheduled when the sharing changes
 		}
 		d := math.Ceil(fl.rem / fl.rate)
 		if d > 1e18 {
@@ -205,32 +167,14 @@ func (f *fabric) schedule(q *queue, now Time, id int32) {
 		}
 		dt = Time(d)
 	}
-	fl.end = now + dt
-	if fl.queued && fl.due <= fl.end {
-		return // the queued event fires first and re-queues itself
-	}
-	fl.ver++
-	fl.due, fl.queued = fl.end, true
-	q.push(fl.end, evFlow, id, fl.ver)
+	q.push(now+dt, evFlow, id, fl.ver)
 }
 
-// done reports whether the evFlow event (id, ver) at now completes the
-// flow. An event made stale by a later one is not; an event that fires
-// before its flow's end (its rate was cut since) re-queues itself at the
-// end and is not either.
-func (f *fabric) done(q *queue, now Time, id int32, ver uint64) bool {
+// current reports whether an evFlow event (id, ver) is the flow's
+// current completion (rate changes make earlier events stale).
+func (f *fabric) current(id int32, ver uint64) bool {
 	fl := &f.flows[id]
-	if !fl.active || fl.ver != ver {
-		return false
-	}
-	if now < fl.end {
-		fl.ver++
-		fl.due = fl.end
-		q.push(fl.end, evFlow, id, fl.ver)
-		return false
-	}
-	fl.queued = false
-	return true
+	return fl.active && fl.ver == ver
 }
 
 // reshare recomputes the max-min fair rates of the connected component of
@@ -280,48 +224,38 @@ func (f *fabric) reshare(q *queue, now Time, seeds []int32) {
 		}
 	}
 	f.oldRate = old
-	// The flows by private cap (ties in component order): a flow whose cap
-	// is below every resource's fair share freezes at its cap, and
-	// freezing it only raises the shares, so every such flow freezes in
-	// one pass, in the order the lowest-cap-first filling takes them.
-	byCap := append(f.byCap[:0], cf...)
-	slices.SortStableFunc(byCap, func(a, b int32) int { return cmp.Compare(f.flows[a].cap, f.flows[b].cap) })
-	f.byCap = byCap
-	next := 0
 	left := len(cf)
 	for left > 0 {
 		best := math.Inf(1)
-		bestRes := int32(-1)
+		bestRes, bestFlow := int32(-1), int32(-1)
 		for _, r := range cr {
 			rs := &f.res[r]
 			if rs.nUnf > 0 {
 				if s := rs.remCap / rs.nUnf; s < best {
-					best, bestRes = s, r
+					best, bestRes, bestFlow = s, r, -1
 				}
 			}
 		}
-		capped := false
-		for ; next < len(byCap); next++ {
-			fl := &f.flows[byCap[next]]
-			if fl.frozen {
-				continue
+		for _, fid := range cf {
+			fl := &f.flows[fid]
+			if !fl.frozen && fl.cap < best {
+				best, bestFlow, bestRes = fl.cap, fid, -1
 			}
-			if !(fl.cap < best) {
-				break
-			}
-			f.freeze(byCap[next], max(fl.cap, 0))
-			left--
-			capped = true
 		}
-		if capped {
-			continue // the shares rose: find the bottleneck again
+		if best < 0 {
+			best = 0
+		}
+		if bestFlow >= 0 {
+			f.freeze(bestFlow, best)
+			left--
+			continue
 		}
 		if bestRes < 0 {
 			break // no resource constrains the rest (cannot happen: every flow here has one)
 		}
 		for _, fid := range f.res[bestRes].flows {
 			if !f.flows[fid].frozen {
-				f.freeze(fid, max(best, 0))
+				f.freeze(fid, best)
 				left--
 			}
 		}

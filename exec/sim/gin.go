@@ -437,19 +437,13 @@ func (m *Machine) RunGin(p *GinProgram) (*GinResult, error) {
 	for i := range x.lanes {
 		x.advance(int32(i))
 	}
-	for {
-		if x.q.later(x.now) {
-			x.fab.settle(&x.q, x.now) // before time moves on
-			if x.q.empty() {
-				break
-			}
-		}
+	for !x.q.empty() {
 		ev := x.q.pop()
 		x.now = ev.t
 		x.events++
 		switch ev.kind {
 		case evFlow:
-			if !x.fab.done(&x.q, x.now, ev.id, ev.val) {
+			if !x.fab.current(ev.id, ev.val) {
 				continue
 			}
 			pid := x.fab.flows[ev.id].owner

@@ -636,13 +636,7 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 // run runs the events until the queue is empty.
 func (x *runner) run() {
 	progress := x.m.Progress
-	for {
-		if x.q.later(x.now) {
-			x.fab.settle(&x.q, x.now) // before time moves on
-			if x.q.empty() {
-				break
-			}
-		}
+	for !x.q.empty() {
 		ev := x.q.pop()
 		x.now = ev.t
 		x.events++
@@ -653,7 +647,7 @@ func (x *runner) run() {
 		case evWake:
 			x.advance(ev.id)
 		case evFlow:
-			if !x.fab.done(&x.q, x.now, ev.id, ev.val) {
+			if !x.fab.current(ev.id, ev.val) {
 				continue
 			}
 			owner := x.fab.flows[ev.id].owner

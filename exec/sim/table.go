@@ -98,8 +98,8 @@ func ReadTableFile(path string) (*Table, error) {
 // at FILE with its header's settings, overridden by the KEY=VALUE pairs
 // (NCCL_* variables, harness=nccl-tests|pytorch), restricted to some
 // collectives by colls=C1+C2... (nccl-tests or model names) and to the
-// sizes of at least minbytes=SIZE (K, M, G suffixes). A restricted table
-// is named FILE[C1+C2...][>=SIZE].
+// sizes of at least minbytes=SIZE and at most maxbytes=SIZE (K, M, G
+// suffixes). A restricted table is named FILE[C1+C2...][>=SIZE][<=SIZE].
 func ParseTableSpec(spec string) (*Table, error) {
 	parts := strings.Split(spec, ",")
 	t, err := ReadTableFile(parts[0])
@@ -114,7 +114,7 @@ func ParseTableSpec(spec string) (*Table, error) {
 
 // ApplySpec applies the KEY=VALUE words of a table argument (see
 // ParseTableSpec) to t: NCCL_* settings, harness=, colls=, minbytes=,
-// topo=.
+// maxbytes=, topo=.
 func (t *Table) ApplySpec(kvs []string) error {
 	for _, p := range kvs {
 		k, v, ok := strings.Cut(p, "=")
@@ -141,6 +141,16 @@ func (t *Table) ApplySpec(kvs []string) error {
 				return fmt.Errorf("minbytes: %w", err)
 			}
 			if err := t.keep(func(m *Measurement) bool { return m.Bytes >= lo }, ">="+v, "no rows of "+v+" bytes or more"); err != nil {
+				return err
+			}
+			continue
+		}
+		if k == "maxbytes" {
+			hi, err := model.ParseSize(v)
+			if err != nil {
+				return fmt.Errorf("maxbytes: %w", err)
+			}
+			if err := t.keep(func(m *Measurement) bool { return m.Bytes <= hi }, "<="+v, "no rows of "+v+" bytes or less"); err != nil {
 				return err
 			}
 			continue

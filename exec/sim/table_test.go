@@ -28,6 +28,7 @@ func TestTableSpecFilters(t *testing.T) {
 		{nil, "t.tsv", []string{"AllReduce/1024", "AllReduce/134217728", "AlltoAll/33554432", "AlltoAll/268435456", "SendRecv/536870912"}},
 		{[]string{"minbytes=128M"}, "t.tsv[>=128M]", []string{"AllReduce/134217728", "AlltoAll/268435456", "SendRecv/536870912"}},
 		{[]string{"colls=alltoall+sendrecv", "minbytes=256M"}, "t.tsv[alltoall+sendrecv][>=256M]", []string{"AlltoAll/268435456", "SendRecv/536870912"}},
+		{[]string{"minbytes=1K", "maxbytes=256M"}, "t.tsv[>=1K][<=256M]", []string{"AllReduce/1024", "AllReduce/134217728", "AlltoAll/33554432", "AlltoAll/268435456"}},
 		{[]string{"minbytes=1024"}, "t.tsv[>=1024]", []string{"AllReduce/1024", "AllReduce/134217728", "AlltoAll/33554432", "AlltoAll/268435456", "SendRecv/536870912"}},
 	} {
 		tb, err := ReadTable(strings.NewReader(specTable), "t.tsv")
@@ -64,6 +65,7 @@ func TestTableSpecErrors(t *testing.T) {
 	}{
 		{specTable, []string{"minbytes=lots"}, `minbytes: "lots" is not a size`},
 		{specTable, []string{"minbytes=1G"}, "no rows of 1G bytes or more"},
+		{specTable, []string{"maxbytes=512"}, "no rows of 512 bytes or less"},
 		{specTable, []string{"colls=broadcast"}, "no rows of broadcast"},
 		{"send 1024 5.0\n", nil, `t.tsv:1: unknown collective "send"`},
 	} {
