@@ -135,22 +135,16 @@ func (t *Table) ApplySpec(kvs []string) error {
 			}
 			continue
 		}
-		if k == "minbytes" {
-			lo, err := model.ParseSize(v)
+		if k == "minbytes" || k == "maxbytes" {
+			b, err := model.ParseSize(v)
 			if err != nil {
-				return fmt.Errorf("minbytes: %w", err)
+				return fmt.Errorf("%s: %w", k, err)
 			}
-			if err := t.keep(func(m *Measurement) bool { return m.Bytes >= lo }, ">="+v, "no rows of "+v+" bytes or more"); err != nil {
-				return err
+			in, label, none := func(m *Measurement) bool { return m.Bytes >= b }, ">="+v, " bytes or more"
+			if k == "maxbytes" {
+				in, label, none = func(m *Measurement) bool { return m.Bytes <= b }, "<="+v, " bytes or less"
 			}
-			continue
-		}
-		if k == "maxbytes" {
-			hi, err := model.ParseSize(v)
-			if err != nil {
-				return fmt.Errorf("maxbytes: %w", err)
-			}
-			if err := t.keep(func(m *Measurement) bool { return m.Bytes <= hi }, "<="+v, "no rows of "+v+" bytes or less"); err != nil {
+			if err := t.keep(in, label, "no rows of "+v+none); err != nil {
 				return err
 			}
 			continue
