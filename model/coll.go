@@ -25,6 +25,11 @@ const (
 	NumTunedCollectives = 5 // NCCL_NUM_FUNCTIONS
 )
 
+// IsP2P reports whether the collective runs on NCCL's p2p schedule
+// (SendRecv, AlltoAll: groups of sends and receives) rather than as a
+// tuned collective.
+func (c Collective) IsP2P() bool { return c == CollSendRecv || c == CollAlltoAll }
+
 var collectiveNames = [...]string{"Broadcast", "Reduce", "AllGather", "ReduceScatter", "AllReduce", "SendRecv", "Send", "Recv", "AlltoAll"}
 
 func (c Collective) String() string {

@@ -241,7 +241,7 @@ func runReplayRun(args []string, stdout, stderr io.Writer) error {
 				recStart = r.StartNs
 			}
 			algo := cr.Algo.String()
-			if next.call.Coll == model.CollAlltoAll || next.call.Coll == model.CollSendRecv {
+			if next.call.Coll.IsP2P() {
 				algo = ""
 			}
 			o := r
@@ -383,7 +383,7 @@ func checkRunCalls(path string, calls []*runCall, n int) error {
 				return fmt.Errorf("%s: %v", where, err)
 			}
 		}
-		if r0.Algorithm != "" && coll != model.CollAlltoAll && coll != model.CollSendRecv {
+		if r0.Algorithm != "" && !coll.IsP2P() {
 			if sc.Algo, err = model.ParseAlgorithm(r0.Algorithm); err != nil {
 				return fmt.Errorf("%s: %v", where, err)
 			}

@@ -314,7 +314,7 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 			}
 			call := sim.Call{Coll: coll, Count: count, Dtype: dt, Op: model.RedSum, Root: *root,
 				Algo: forceAlgo, Proto: forceProto, NChannels: *nch}
-			if coll == model.CollAlltoAll || coll == model.CollSendRecv {
+			if coll.IsP2P() {
 				// The p2p schedule has no algorithm or channel budget; a
 				// forced LL128 does not exist for it.
 				call.Algo, call.NChannels = -1, 0
@@ -345,7 +345,7 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 			}
 			algBW := float64(bytes) / (cr.TimeUs * 1e3)
 			algoName := cr.Algo.String()
-			if coll == model.CollAlltoAll || coll == model.CollSendRecv {
+			if coll.IsP2P() {
 				algoName = "P2P" // NCCL's p2p schedule, not an algorithm
 			}
 			row := simRow{Op: names[i], Bytes: bytes, Count: count, Dtype: dt.String(), Algo: algoName,

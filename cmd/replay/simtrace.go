@@ -108,7 +108,7 @@ func (t *simTracer) end(c sim.Call, cr sim.CallResult) error {
 		redop = strings.ToLower(c.Op.String())
 	}
 	algo := cr.Algo.String()
-	if c.Coll == model.CollAlltoAll || c.Coll == model.CollSendRecv {
+	if c.Coll.IsP2P() {
 		algo = ""
 	}
 	rows := make([]traces.CallRow, 0, t.nranks)

@@ -63,7 +63,7 @@ func ReadMeasurements(r io.Reader, name string) ([]Measurement, error) {
 			return nil, fmt.Errorf("%s:%d: want \"coll bytes mean_us [best_us]\", got %d field(s)", name, ln, len(f))
 		}
 		c, err := model.ParseCollective(f[0])
-		if err != nil || int(c) >= model.NumTunedCollectives && c != model.CollAlltoAll && c != model.CollSendRecv {
+		if err != nil || int(c) >= model.NumTunedCollectives && !c.IsP2P() {
 			return nil, fmt.Errorf("%s:%d: unknown collective %q", name, ln, f[0])
 		}
 		b, err := strconv.ParseInt(f[1], 10, 64)

@@ -73,7 +73,7 @@ func NewSimulator(res *search.Result, c *Calib) (*Simulator, error) {
 // Program generates the Program a call runs, with the tuner's algorithm,
 // protocol and channels unless the call forces them.
 func (s *Simulator) Program(c Call) (*model.Program, CallResult, error) {
-	if c.Coll == model.CollAlltoAll || c.Coll == model.CollSendRecv {
+	if c.Coll.IsP2P() {
 		return s.p2pProgram(c)
 	}
 	g, cr, err := s.Generator(c)
@@ -93,7 +93,7 @@ func (s *Simulator) Generator(c Call) (*model.ProgGen, CallResult, error) {
 	if c.Dtype.Size() == 0 {
 		return nil, cr, fmt.Errorf("sim: unknown datatype %d", int(c.Dtype))
 	}
-	if c.Coll == model.CollAlltoAll || c.Coll == model.CollSendRecv {
+	if c.Coll.IsP2P() {
 		p, cr, err := s.p2pProgram(c)
 		if err != nil {
 			return nil, cr, err
@@ -231,7 +231,7 @@ func (s *Simulator) RunTimed(c Call, kernel bool) (CallResult, error) {
 // sees the slices of the lanes that ran only, and Result.Fast says what
 // was done.
 func (s *Simulator) RunRecord(c Call, rec func(*SliceEvent)) (CallResult, error) {
-	if c.Coll == model.CollAlltoAll || c.Coll == model.CollSendRecv {
+	if c.Coll.IsP2P() {
 		p, cr, err := s.p2pProgram(c)
 		if err != nil {
 			return cr, err
@@ -330,7 +330,7 @@ func programSlices(p *model.Program) int64 {
 // (ring fold, host rotation or merged channels), and what the
 // aggregation is or why there is none.
 func (s *Simulator) Fold(c Call) (bool, string, error) {
-	if c.Coll == model.CollAlltoAll || c.Coll == model.CollSendRecv {
+	if c.Coll.IsP2P() {
 		p, _, err := s.p2pProgram(c)
 		if err != nil {
 			return false, "", err

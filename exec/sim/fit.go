@@ -411,7 +411,7 @@ func usage(tables []FitTable, c *Calib) (fitUse, error) {
 				return u, fmt.Errorf("%s line %d: %w", ft.Name, m.Line, err)
 			}
 			protoSet[p.Proto] = true
-			if p.Coll == model.CollAlltoAll || p.Coll == model.CollSendRecv {
+			if p.Coll.IsP2P() {
 				p2pSet[p.Proto] = true
 			}
 			for _, cn := range p.Conns {

@@ -62,7 +62,7 @@ func (c Case) String() string {
 }
 
 // IsP2P reports whether the case runs on the p2p path (SendRecv, AlltoAll).
-func (c Case) IsP2P() bool { return c.Coll == model.CollSendRecv || c.Coll == model.CollAlltoAll }
+func (c Case) IsP2P() bool { return c.Coll.IsP2P() }
 
 // Plan is the hand-built Plan the case runs on (see TestPlan).
 func (c Case) Plan() *model.Plan {

@@ -119,8 +119,8 @@ func (cp *Comparer) Compare(in *Input) (*Report, error) {
 // tuner follows NCCL's rules under the same settings).
 func (cp *Comparer) compareCall(c Call, kind string) (Row, error) {
 	row := Row{Call: c, NCCLErr: math.NaN()}
-	if c.Engine != "" {
-		return row, fmt.Errorf("%w: our %s %s is simulated by \"replay gin\"; \"replay calibrate FILE,col=nccl\" compares NCCL's column", errNoSim, c.Engine, c.Coll)
+	if err := c.notProgram(); err != nil {
+		return row, fmt.Errorf("%w: %v", errNoSim, err)
 	}
 	sc := c.simCall()
 	tuned := sim.Call{Coll: c.Coll, Count: c.Count, Dtype: c.Dtype, Op: c.RedOp, Root: c.Root, Algo: -1, Proto: -1}

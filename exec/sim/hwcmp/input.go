@@ -218,7 +218,7 @@ func (c *Call) setKind(op, dtype, redop, algo, proto string, nranks int) error {
 	if c.Coll, err = model.ParseCollective(op); err != nil {
 		return err
 	}
-	p2p := c.Coll == model.CollAlltoAll || c.Coll == model.CollSendRecv
+	p2p := c.Coll.IsP2P()
 	if int(c.Coll) >= model.NumTunedCollectives && !p2p {
 		return fmt.Errorf("%s is not compared (broadcast, reduce, allgather, reducescatter, allreduce, alltoall, sendrecv)", c.Coll)
 	}
@@ -387,6 +387,16 @@ func (c *Call) LastRank() int {
 func (c *Call) simCall() sim.Call {
 	return sim.Call{Coll: c.Coll, Count: c.Count, Dtype: c.Dtype, Op: c.RedOp, Root: c.Root,
 		Algo: c.Algo, Proto: c.Proto, NChannels: c.NChannels}
+}
+
+// notProgram says why our executor's time of the call cannot be
+// simulated when an engine other than a Program moved its data (nil
+// otherwise): NCCL's column of the call still can be.
+func (c *Call) notProgram() error {
+	if c.Engine == "" {
+		return nil
+	}
+	return fmt.Errorf("our %s %s is not a Program the simulator runs (\"replay gin\" simulates it); col=%s compares NCCL's", c.Engine, c.Coll, ColNCCL)
 }
 
 // errNoSim marks a call the simulator cannot run.

@@ -36,8 +36,8 @@ func Table(in *Input, col string, env map[string]string) (*sim.Table, error) {
 		m := sim.Measurement{Coll: c.Coll, Bytes: c.Bytes, Line: int(c.Index) + 1}
 		switch col {
 		case ColOurs:
-			if c.Engine != "" {
-				return nil, fmt.Errorf("%s: row %d: our %s %s is not a Program the simulator runs (\"replay gin\" simulates it); col=%s compares NCCL's", in.Path, c.Index, c.Engine, c.Coll, ColNCCL)
+			if err := c.notProgram(); err != nil {
+				return nil, fmt.Errorf("%s: row %d: %w", in.Path, c.Index, err)
 			}
 			m.MeanUs, m.BestUs = c.HwUs, c.HwBestUs
 			m.Recorded = &sim.Recorded{Algo: c.Algo, Proto: c.Proto, NChannels: c.NChannels, Root: c.Root,
