@@ -55,6 +55,11 @@ type ProtoCalib struct {
 	OpOverheadUs float64 `json:"op_overhead_us"`
 	// SliceOverheadUs is paid per slice once its data and credits are
 	// there (flag or counter polling, fences, posting): it does not overlap.
+	// Simple slices that carry no data (the tail of a call smaller than
+	// its SlicesPerChunk slices) do not pay it: NCCL's Simple primitives
+	// only wait for the step and post it for them: no copy, and no
+	// system-scope fence but the one that orders a NET send's fifo entry,
+	// with no stores of the slice to wait for.
 	SliceOverheadUs float64 `json:"slice_overhead_us"`
 	// CopyGBps is the memory traffic one channel's thread block sustains:
 	// bytes loaded plus bytes stored per second (a send loads once and

@@ -256,10 +256,12 @@ type runner struct {
 	spc, sps  int64
 	stepElems int64
 	// per is the number of steps a call consumes (Program.OpSteps)
-	per     uint32
-	opOv    Time
-	slOv    Time
-	copyBps float64 // bytes (loads + stores) per ps of a whole block
+	per  uint32
+	opOv Time
+	slOv Time
+	// emptyFree says slices without data skip slOv (Simple)
+	emptyFree bool
+	copyBps   float64 // bytes (loads + stores) per ps of a whole block
 	// remoteCost is the cost of a store into a peer's memory in units of a
 	// local load or store
 	remoteCost float64
@@ -448,6 +450,7 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 	x.window = m.streamWindow()
 	x.opOv = usToPs(x.pc.OpOverheadUs)
 	x.slOv = usToPs(x.pc.SliceOverheadUs)
+	x.emptyFree = p.Proto == model.ProtoSimple
 	x.copyBps = x.pc.CopyGBps * 1e-3
 	x.remoteCost = x.pc.remoteStoreCost()
 	x.loadCost = x.pc.loadCost()
@@ -839,7 +842,7 @@ func (x *runner) advance(ai int32) {
 			if x.rec != nil {
 				x.cold[ai].start = x.now
 			}
-			if x.slOv > 0 {
+			if x.slOv > 0 && (!x.emptyFree || a.elems() > 0) {
 				x.q.push(x.now+x.slOv, evWake, ai, 0)
 				return
 			}
