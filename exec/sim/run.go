@@ -809,41 +809,31 @@ func (x *runner) advance(ai int32) {
 			a.sl = 0
 			a.phase = phWait
 			if x.opOv > 0 {
+				if x.ready(a) {
+					// The first slice's data and credits are there, and
+					// stay: one wake covers the call's overhead and the
+					// slice's (what the next two phases would pay).
+					a.phase = phData
+					if x.rec != nil {
+						x.cold[ai].start = x.now + x.opOv
+					}
+					x.q.push(x.now+x.opOv+x.sliceDelay(a), evWake, ai, 0)
+					return
+				}
 				x.q.push(x.now+x.opOv, evWake, ai, 0)
 				return
 			}
 		case phWait:
-			st := uint32(a.sl) * uint32(x.sps)
-			if a.recvs {
-				want := uint64(a.opR+st) + need
-				for _, c := range x.cids[a.rb:a.sb] {
-					cs := &x.rc[c]
-					if x.stream {
-						if cs.started < want {
-							a.waiting = true
-							return
-						}
-					} else if cs.tail < want {
-						a.waiting = true
-						return
-					}
-				}
-			}
-			if a.sends {
-				want := uint64(a.opS+st) + need
-				for _, c := range x.cids[a.sb:a.se] {
-					if x.sc[c].head+x.credits < want {
-						a.waiting = true
-						return
-					}
-				}
+			if !x.ready(a) {
+				a.waiting = true
+				return
 			}
 			a.phase = phData
 			if x.rec != nil {
 				x.cold[ai].start = x.now
 			}
-			if x.slOv > 0 && (!x.emptyFree || a.elems() > 0) {
-				x.q.push(x.now+x.slOv, evWake, ai, 0)
+			if d := x.sliceDelay(a); d > 0 {
+				x.q.push(x.now+d, evWake, ai, 0)
 				return
 			}
 		case phData:
@@ -893,6 +883,45 @@ func (x *runner) advance(ai int32) {
 			return
 		}
 	}
+}
+
+// ready reports whether the data and send credits of actor a's current
+// slice are visible (LL, LL128: the slice's first lines). Both only grow,
+// so a ready slice stays ready.
+func (x *runner) ready(a *actor) bool {
+	st := uint32(a.sl) * uint32(x.sps)
+	need := uint64(x.sps)
+	if a.recvs {
+		want := uint64(a.opR+st) + need
+		for _, c := range x.cids[a.rb:a.sb] {
+			cs := &x.rc[c]
+			if x.stream {
+				if cs.started < want {
+					return false
+				}
+			} else if cs.tail < want {
+				return false
+			}
+		}
+	}
+	if a.sends {
+		want := uint64(a.opS+st) + need
+		for _, c := range x.cids[a.sb:a.se] {
+			if x.sc[c].head+x.credits < want {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// sliceDelay is the overhead actor a's current slice pays once ready
+// (SliceOverheadUs; nothing for a Simple slice without data).
+func (x *runner) sliceDelay(a *actor) Time {
+	if x.emptyFree && a.elems() == 0 {
+		return 0
+	}
+	return x.slOv
 }
 
 // slide moves the window of a streamed lane to its next calls.
