@@ -1,6 +1,10 @@
 package sim
 
-import "math"
+import (
+	"cmp"
+	"math"
+	"slices"
+)
 
 // resource is a shared link (or network port): a capacity in bytes per
 // picosecond shared max-min fairly by the flows that cross it.
@@ -59,6 +63,7 @@ type fabric struct {
 	compRes   []int32
 	compFlows []int32
 	oldRate   []float64
+	byCap     []capRank
 	// reshares counts sharing recomputations (statistics).
 	reshares uint64
 	// weighted says a flow of weight other than 1 has started
@@ -184,11 +189,14 @@ func (f *fabric) reshare(q *queue, now Time, seeds []int32) {
 	f.reshares++
 	f.gen++
 	g := f.gen
+	// Local copies of the arrays: stores through the flows and resources
+	// below would otherwise make the compiler reload f's slice headers.
+	res, flows := f.res, f.flows
 	cr := f.compRes[:0]
 	cf := f.compFlows[:0]
 	old := f.oldRate[:0]
 	for _, r := range seeds {
-		if rs := &f.res[r]; rs.mark != g {
+		if rs := &res[r]; rs.mark != g {
 			rs.mark = g
 			rs.remCap = rs.cap
 			rs.nUnf = f.weight(rs)
@@ -196,8 +204,8 @@ func (f *fabric) reshare(q *queue, now Time, seeds []int32) {
 		}
 	}
 	for i := 0; i < len(cr); i++ {
-		for _, fid := range f.res[cr[i]].flows {
-			fl := &f.flows[fid]
+		for _, fid := range res[cr[i]].flows {
+			fl := &flows[fid]
 			if fl.mark == g {
 				continue
 			}
@@ -205,16 +213,13 @@ func (f *fabric) reshare(q *queue, now Time, seeds []int32) {
 			cf = append(cf, fid)
 			// Bring the flow to now at its old rate.
 			if dt := now - fl.last; dt > 0 {
-				fl.rem -= fl.rate * float64(dt)
-				if fl.rem < 0 {
-					fl.rem = 0
-				}
+				fl.rem = max(fl.rem-fl.rate*float64(dt), 0)
 			}
 			fl.last = now
 			fl.frozen = false
 			old = append(old, fl.rate)
 			for _, r := range fl.res {
-				if rs := &f.res[r]; rs.mark != g {
+				if rs := &res[r]; rs.mark != g {
 					rs.mark = g
 					rs.remCap = rs.cap
 					rs.nUnf = f.weight(rs)
@@ -224,57 +229,76 @@ func (f *fabric) reshare(q *queue, now Time, seeds []int32) {
 		}
 	}
 	f.oldRate = old
-	left := len(cf)
+	// Progressive filling: the flows whose cap is below every resource's
+	// fair share run at their caps, smallest first; else the resource
+	// with the smallest share freezes its flows at it. Freezing a flow
+	// below a share only raises the shares, so the flows are visited in
+	// cap order once (ties in component order).
+	byCap := f.byCap[:0]
+	for i, fid := range cf {
+		byCap = append(byCap, capRank{cap: flows[fid].cap, i: int32(i)})
+	}
+	slices.SortFunc(byCap, func(a, b capRank) int {
+		if c := cmp.Compare(a.cap, b.cap); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.i, b.i)
+	})
+	f.byCap = byCap
+	left, next := len(cf), 0
 	for left > 0 {
 		best := math.Inf(1)
-		bestRes, bestFlow := int32(-1), int32(-1)
+		bestRes := int32(-1)
 		for _, r := range cr {
-			rs := &f.res[r]
+			rs := &res[r]
 			if rs.nUnf > 0 {
 				if s := rs.remCap / rs.nUnf; s < best {
-					best, bestRes, bestFlow = s, r, -1
+					best, bestRes = s, r
 				}
 			}
 		}
-		for _, fid := range cf {
-			fl := &f.flows[fid]
-			if !fl.frozen && fl.cap < best {
-				best, bestFlow, bestRes = fl.cap, fid, -1
+		best = max(best, 0)
+		if next < len(byCap) && byCap[next].cap < best {
+			for ; next < len(byCap) && byCap[next].cap < best; next++ {
+				if fid := cf[byCap[next].i]; !flows[fid].frozen {
+					freeze(res, &flows[fid], byCap[next].cap)
+					left--
+				}
 			}
-		}
-		if best < 0 {
-			best = 0
-		}
-		if bestFlow >= 0 {
-			f.freeze(bestFlow, best)
-			left--
 			continue
 		}
 		if bestRes < 0 {
 			break // no resource constrains the rest (cannot happen: every flow here has one)
 		}
-		for _, fid := range f.res[bestRes].flows {
-			if !f.flows[fid].frozen {
-				f.freeze(fid, best)
+		for _, fid := range res[bestRes].flows {
+			if fl := &flows[fid]; !fl.frozen {
+				freeze(res, fl, best)
 				left--
 			}
 		}
 	}
 	for i, fid := range cf {
-		if f.flows[fid].rate != old[i] {
+		if flows[fid].rate != old[i] {
 			f.schedule(q, now, fid)
 		}
 	}
 	for _, r := range cr {
-		rs := &f.res[r]
-		rs.load = 0
+		rs := &res[r]
+		load := 0.0
 		for _, fid := range rs.flows {
-			fl := &f.flows[fid]
-			rs.load += fl.w * fl.rate
+			fl := &flows[fid]
+			load += fl.w * fl.rate
 		}
-		rs.peak = max(rs.peak, rs.load)
+		rs.load = load
+		rs.peak = max(rs.peak, load)
 	}
 	f.compRes, f.compFlows = cr, cf
+}
+
+// capRank is a flow of a sharing's component (its index there) by cap.
+type capRank struct {
+	cap float64
+	i   int32
 }
 
 // weight is the sum of the weights of the flows of a resource.
@@ -289,16 +313,14 @@ func (f *fabric) weight(rs *resource) float64 {
 	return w
 }
 
-func (f *fabric) freeze(fid int32, rate float64) {
-	fl := &f.flows[fid]
+// freeze fixes flow fl's rate in a sharing and takes it off what its
+// resources have left to share.
+func freeze(res []resource, fl *flow, rate float64) {
 	fl.frozen = true
 	fl.rate = rate
 	for _, r := range fl.res {
-		rs := &f.res[r]
-		rs.remCap -= fl.w * rate
-		if rs.remCap < 0 {
-			rs.remCap = 0
-		}
+		rs := &res[r]
+		rs.remCap = max(rs.remCap-fl.w*rate, 0)
 		rs.nUnf -= fl.w
 	}
 }
