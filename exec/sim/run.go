@@ -81,7 +81,6 @@ type actor struct {
 	// holds reps; sl is the current slice of the call
 	rep, reps, sl uint16
 	phase         uint8
-	waiting       bool
 	// fenced says the current slice has paid its remote fence
 	fenced bool
 	// kind is the current call's primitive; recvs and sends say whether
@@ -144,6 +143,9 @@ type recvConn struct {
 	tail, started uint64
 	lat           Time
 	recver        int32
+	// blocked says the receiver waits for this connection's data: only
+	// then does a post that reaches it resume the receiver
+	blocked bool
 }
 
 // sendConn is the sending end of a connection, in one 64-byte cache
@@ -162,6 +164,8 @@ type sendConn struct {
 	// proxyFrom and proxyTo are the ranks whose socket proxy threads
 	// carry the connection's slices, -1 when none do
 	proxyFrom, proxyTo int32
+	// blocked says the sender waits for this connection's credits
+	blocked bool
 }
 
 // connTraffic is the traffic of a connection, or what a lane sends to
@@ -664,30 +668,29 @@ func (x *runner) run() {
 			c := &x.rc[ev.id]
 			c.tail = max(c.tail, ev.val)
 			c.started = max(c.started, ev.val) // posted data is visible
-			x.wake(c.recver)
+			if c.blocked {
+				c.blocked = false
+				x.advance(c.recver)
+			}
 		case evProxyRecv:
 			pend := x.proxyRecv[ev.id]
 			x.proxyRecv[ev.id] = pend[1:]
 			x.q.push(x.proxyServe(x.sc[ev.id].proxyTo, pend[0]), evTail, ev.id, ev.val)
 		case evStarted:
 			c := &x.rc[ev.id]
-			if ev.val > c.started {
-				c.started = ev.val
+			c.started = max(c.started, ev.val)
+			if c.blocked {
+				c.blocked = false
+				x.advance(c.recver)
 			}
-			x.wake(c.recver)
 		case evHead:
 			c := &x.sc[ev.id]
-			if ev.val > c.head {
-				c.head = ev.val
+			c.head = max(c.head, ev.val)
+			if c.blocked {
+				c.blocked = false
+				x.advance(c.sender)
 			}
-			x.wake(c.sender)
 		}
-	}
-}
-
-func (x *runner) wake(ai int32) {
-	if ai >= 0 && x.actors[ai].waiting {
-		x.advance(ai)
 	}
 }
 
@@ -793,7 +796,6 @@ func (x *runner) loadRun(ai int32, a *actor) bool {
 // advance runs actor ai until it has to wait.
 func (x *runner) advance(ai int32) {
 	a := &x.actors[ai]
-	a.waiting = false
 	need := uint64(x.sps)
 	for {
 		switch a.phase {
@@ -809,7 +811,7 @@ func (x *runner) advance(ai int32) {
 			a.sl = 0
 			a.phase = phWait
 			if x.opOv > 0 {
-				if x.ready(a) {
+				if x.ready(a, false) {
 					// The first slice's data and credits are there, and
 					// stay: one wake covers the call's overhead and the
 					// slice's (what the next two phases would pay).
@@ -824,8 +826,7 @@ func (x *runner) advance(ai int32) {
 				return
 			}
 		case phWait:
-			if !x.ready(a) {
-				a.waiting = true
+			if !x.ready(a, true) {
 				return
 			}
 			a.phase = phData
@@ -847,8 +848,8 @@ func (x *runner) advance(ai int32) {
 			if x.stream && a.recvs {
 				want := uint64(a.opR+st) + need
 				for _, c := range x.cids[a.rb:a.sb] {
-					if x.rc[c].tail < want {
-						a.waiting = true
+					if cs := &x.rc[c]; cs.tail < want {
+						cs.blocked = true
 						return
 					}
 				}
@@ -887,19 +888,22 @@ func (x *runner) advance(ai int32) {
 
 // ready reports whether the data and send credits of actor a's current
 // slice are visible (LL, LL128: the slice's first lines). Both only grow,
-// so a ready slice stays ready.
-func (x *runner) ready(a *actor) bool {
+// so a ready slice stays ready. With block, the first connection it
+// waits for is marked blocked: what reaches that connection resumes the
+// actor (the others need not: it would wait for that one again).
+func (x *runner) ready(a *actor, block bool) bool {
 	st := uint32(a.sl) * uint32(x.sps)
 	need := uint64(x.sps)
 	if a.recvs {
 		want := uint64(a.opR+st) + need
 		for _, c := range x.cids[a.rb:a.sb] {
 			cs := &x.rc[c]
+			seen := cs.tail
 			if x.stream {
-				if cs.started < want {
-					return false
-				}
-			} else if cs.tail < want {
+				seen = cs.started
+			}
+			if seen < want {
+				cs.blocked = cs.blocked || block
 				return false
 			}
 		}
@@ -907,7 +911,8 @@ func (x *runner) ready(a *actor) bool {
 	if a.sends {
 		want := uint64(a.opS+st) + need
 		for _, c := range x.cids[a.sb:a.se] {
-			if x.sc[c].head+x.credits < want {
+			if cs := &x.sc[c]; cs.head+x.credits < want {
+				cs.blocked = cs.blocked || block
 				return false
 			}
 		}
