@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -361,16 +362,18 @@ func TestNetProxyEmulated(t *testing.T) {
 	const rounds = 100
 	msg := []emuSlice{{data: []byte("ping-pong"), steps: 1}}
 	deadline := time.Now().Add(30 * time.Second)
-	start := time.Now()
+	var trips []time.Duration // rank 0's round trips
 	var wg sync.WaitGroup
 	var errs [2]error
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
 		for i := 0; i < rounds && errs[0] == nil; i++ {
+			start := time.Now()
 			if errs[0] = emuSend(ends[0][0].Mem, &base[0][0], model.ProtoLL, msg, deadline); errs[0] == nil {
 				errs[0] = emuRecv(ends[0][1].Mem, &base[0][1], model.ProtoLL, msg, deadline)
 			}
+			trips = append(trips, time.Since(start))
 		}
 	}()
 	go func() {
@@ -387,14 +390,16 @@ func TestNetProxyEmulated(t *testing.T) {
 			t.Fatalf("ping-pong rank %d: %v", r, err)
 		}
 	}
-	rt := time.Since(start) / rounds
-	t.Logf("ping-pong round trip through the proxies: %v", rt)
-	// Blocked proxies would wait for their idle timer (5 ms) at every hop:
-	// at least 10 ms a round trip (about 11 ms measured on 2 cores).
-	// Polled ones answer in 0.3 ms, and took 4.3 ms on a 2-core machine
-	// busy with other tests: the bound sits between the two.
-	if rt > 7*time.Millisecond {
-		t.Errorf("round trip of %v: the polled proxies do not see the counters move", rt)
+	slices.Sort(trips)
+	rt := trips[len(trips)/2]
+	t.Logf("ping-pong round trip through the proxies: median %v, fastest %v, slowest %v", rt, trips[0], trips[len(trips)-1])
+	// Blocked proxies wait for their idle timer (5 ms) at a hop unless it
+	// is about to fire: about 11 ms a round trip on 2 cores. Polled ones
+	// answer in 0.3 ms. The median, not the mean: on a 2-core machine
+	// busy with other tests a few rounds stall for the scheduler (means of
+	// 4.3 and 10.3 ms were seen), which says nothing of the proxies.
+	if rt > 3*time.Millisecond {
+		t.Errorf("median round trip of %v: the polled proxies do not see the counters move", rt)
 	}
 }
 
