@@ -260,12 +260,10 @@ type runner struct {
 	spc, sps  int64
 	stepElems int64
 	// per is the number of steps a call consumes (Program.OpSteps)
-	per  uint32
-	opOv Time
-	slOv Time
-	// emptyFree says slices without data skip slOv (Simple)
-	emptyFree bool
-	copyBps   float64 // bytes (loads + stores) per ps of a whole block
+	per     uint32
+	opOv    Time
+	slOv    Time
+	copyBps float64 // bytes (loads + stores) per ps of a whole block
 	// remoteCost is the cost of a store into a peer's memory in units of a
 	// local load or store
 	remoteCost float64
@@ -454,7 +452,6 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 	x.window = m.streamWindow()
 	x.opOv = usToPs(x.pc.OpOverheadUs)
 	x.slOv = usToPs(x.pc.SliceOverheadUs)
-	x.emptyFree = p.Proto == model.ProtoSimple
 	x.copyBps = x.pc.CopyGBps * 1e-3
 	x.remoteCost = x.pc.remoteStoreCost()
 	x.loadCost = x.pc.loadCost()
@@ -923,7 +920,7 @@ func (x *runner) ready(a *actor, block bool) bool {
 // sliceDelay is the overhead actor a's current slice pays once ready
 // (SliceOverheadUs; nothing for a Simple slice without data).
 func (x *runner) sliceDelay(a *actor) Time {
-	if x.emptyFree && a.elems() == 0 {
+	if x.proto == model.ProtoSimple && a.elems() == 0 {
 		return 0
 	}
 	return x.slOv
