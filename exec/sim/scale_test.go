@@ -37,6 +37,6 @@ func TestScaleH100(t *testing.T) {
 	run := time.Since(t1)
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	t.Logf("mode %s nodes %d ranks %d ch %d folded %d: search %v run %v events %d (%.1f M/s) slices %d sim %.1f us, heap sys %d MB, total alloc %d MB",
-		mode, n, n*8, cr.NChannels, cr.Folded, tSearch, run, cr.Events, float64(cr.Events)/run.Seconds()/1e6, cr.Slices, cr.TimeUs, ms.Sys>>20, ms.TotalAlloc>>20)
+	t.Logf("mode %s nodes %d ranks %d ch %d folded %d: search %v run %v events %d (%.1f M/s) slices %d reshares %d sim %.1f us, heap sys %d MB, total alloc %d MB",
+		mode, n, n*8, cr.NChannels, cr.Folded, tSearch, run, cr.Events, float64(cr.Events)/run.Seconds()/1e6, cr.Slices, cr.Reshares, cr.TimeUs, ms.Sys>>20, ms.TotalAlloc>>20)
 }
