@@ -6,9 +6,12 @@ import (
 	"io"
 	"math"
 	"os"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/twinccl/twinccl/model"
 )
@@ -146,29 +149,85 @@ type Comparison struct {
 
 // Compare simulates every measurement (float32, sum, root 0, the tuner's
 // choices) as its timing loop ran it (RunTimed; traced kernel rows as one
-// call) and returns the rows with their relative errors.
+// call) and returns the rows with their relative errors, in the order of
+// ms. The rows are independent calls: up to GOMAXPROCS of them run at
+// once, each worker on a Machine of its own, so the result is the same
+// whatever the number of workers.
 func (s *Simulator) Compare(ms []Measurement) ([]Comparison, error) {
-	out := make([]Comparison, 0, len(ms))
-	n := s.Machine.Cluster.NRanks
-	extra := s.Machine.calib.HarnessUs[s.Harness]
-	for _, m := range ms {
-		call, err := m.call(n, s.Search.Plan.NChannels)
+	out := make([]Comparison, len(ms))
+	workers := min(runtime.GOMAXPROCS(0), len(ms))
+	if workers <= 1 {
+		for i := range ms {
+			c, err := s.compareRow(&ms[i])
+			if err != nil {
+				return nil, err
+			}
+			out[i] = c
+		}
+		return out, nil
+	}
+	sims := make([]*Simulator, workers)
+	sims[0] = s
+	for w := 1; w < workers; w++ {
+		c, err := s.clone()
 		if err != nil {
-			return nil, fmt.Errorf("line %d: %w", m.Line, err)
+			return nil, err
 		}
-		kernel := m.Recorded != nil && m.Recorded.Kernel
-		cr, err := s.RunTimed(call, kernel)
+		sims[w] = c
+	}
+	// Largest rows first, so that no long row starts last.
+	order := make([]int, len(ms))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return ms[order[a]].Bytes > ms[order[b]].Bytes })
+	errs := make([]error, len(ms))
+	var next atomic.Int64
+	var failed atomic.Bool
+	var wg sync.WaitGroup
+	for _, sim := range sims {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !failed.Load() {
+				k := int(next.Add(1) - 1)
+				if k >= len(order) {
+					return
+				}
+				i := order[k]
+				if out[i], errs[i] = sim.compareRow(&ms[i]); errs[i] != nil {
+					failed.Store(true)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
 		if err != nil {
-			return nil, fmt.Errorf("line %d: %w", m.Line, err)
+			return nil, err
 		}
-		t := cr.TimeUs + extra
-		if kernel {
-			t = cr.KernelUs
-		}
-		out = append(out, Comparison{Measurement: m, Algo: cr.Algo, Proto: cr.Proto, NChannels: cr.NChannels,
-			SimUs: t, Err: (t - m.MeanUs) / m.MeanUs})
 	}
 	return out, nil
+}
+
+// compareRow simulates one measurement as Compare does.
+func (s *Simulator) compareRow(m *Measurement) (Comparison, error) {
+	n := s.Machine.Cluster.NRanks
+	call, err := m.call(n, s.Search.Plan.NChannels)
+	if err != nil {
+		return Comparison{}, fmt.Errorf("line %d: %w", m.Line, err)
+	}
+	kernel := m.Recorded != nil && m.Recorded.Kernel
+	cr, err := s.RunTimed(call, kernel)
+	if err != nil {
+		return Comparison{}, fmt.Errorf("line %d: %w", m.Line, err)
+	}
+	t := cr.TimeUs + s.Machine.calib.HarnessUs[s.Harness]
+	if kernel {
+		t = cr.KernelUs
+	}
+	return Comparison{Measurement: *m, Algo: cr.Algo, Proto: cr.Proto, NChannels: cr.NChannels,
+		SimUs: t, Err: (t - m.MeanUs) / m.MeanUs}, nil
 }
 
 // call is the simulator's call for a row on n ranks with a plan of

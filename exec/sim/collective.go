@@ -70,6 +70,22 @@ func NewSimulator(res *search.Result, c *Calib) (*Simulator, error) {
 	return &Simulator{Machine: m, Search: res, Loop: DefaultLoopCalls}, nil
 }
 
+// clone is a Simulator of the same search, calibration, settings, mode,
+// harness and loop on a Machine of its own (a Machine is not safe for
+// concurrent use; the search result is only read).
+func (s *Simulator) clone() (*Simulator, error) {
+	old := s.Machine
+	m, err := NewMachine(old.Cluster, old.Plan, old.calib)
+	if err != nil {
+		return nil, err
+	}
+	m.SetSettings(old.settings)
+	m.streamRuns = old.streamRuns
+	c := *s
+	c.Machine = m
+	return &c, nil
+}
+
 // Program generates the Program a call runs, with the tuner's algorithm,
 // protocol and channels unless the call forces them.
 func (s *Simulator) Program(c Call) (*model.Program, CallResult, error) {

@@ -1,0 +1,68 @@
+package sim
+
+import (
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/twinccl/twinccl/model"
+)
+
+// compareRows is a table of every collective of the embedded machine at
+// sizes from one slice to many channels (the measured times only set the
+// errors).
+func compareRows() []Measurement {
+	var ms []Measurement
+	line := 1
+	for _, c := range []model.Collective{model.CollAllReduce, model.CollAllGather, model.CollReduceScatter,
+		model.CollBroadcast, model.CollReduce, model.CollAlltoAll} {
+		for b := int64(8); b <= 64<<20; b *= 16 {
+			ms = append(ms, Measurement{Coll: c, Bytes: b, MeanUs: 10 + float64(b)/1e5, Line: line})
+			line++
+		}
+	}
+	return ms
+}
+
+// TestCompareWorkers checks that Compare gives the same rows, in the same
+// order, on one worker and on several (each on a Machine of its own), and
+// that a bad row fails the whole table with its line.
+func TestCompareWorkers(t *testing.T) {
+	s := newSim(t, loadSearch(t, "", 1), nil)
+	ms := compareRows()
+	prev := runtime.GOMAXPROCS(1)
+	defer runtime.GOMAXPROCS(prev)
+	one, err := s.Compare(ms)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtime.GOMAXPROCS(4)
+	many, err := s.Compare(ms)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(one) != len(ms) || len(many) != len(ms) {
+		t.Fatalf("rows: %d on one worker, %d on four, want %d", len(one), len(many), len(ms))
+	}
+	for i := range ms {
+		a, b := one[i], many[i]
+		if a.Line != ms[i].Line || b.Line != ms[i].Line {
+			t.Fatalf("row %d: lines %d and %d, want %d", i, a.Line, b.Line, ms[i].Line)
+		}
+		if a.SimUs != b.SimUs || a.Algo != b.Algo || a.Proto != b.Proto || a.NChannels != b.NChannels {
+			t.Errorf("%s %d B: one worker %s/%s/%d %.4f us, four workers %s/%s/%d %.4f us",
+				ms[i].Coll, ms[i].Bytes, a.Algo, a.Proto, a.NChannels, a.SimUs, b.Algo, b.Proto, b.NChannels, b.SimUs)
+		}
+	}
+	// The small rows run single-slice calls, the large ones every channel:
+	// a table that collapsed to one behaviour would not test much.
+	if one[0].SimUs >= one[len(compareRows())/6-1].SimUs {
+		t.Errorf("AllReduce 8 B (%.2f us) is not faster than 64 MiB (%.2f us)", one[0].SimUs, one[len(compareRows())/6-1].SimUs)
+	}
+
+	bad := append([]Measurement(nil), ms...)
+	bad[3] = Measurement{Coll: model.CollAllGather, Bytes: 6, MeanUs: 1, Line: 99} // 1.5 floats per rank
+	if _, err := s.Compare(bad); err == nil || !strings.Contains(err.Error(), "line 99") {
+		t.Errorf("a row of 6 bytes of AllGather: got %v, want an error naming line 99", err)
+	}
+}
