@@ -176,5 +176,9 @@ func (q *queue) pop() event {
 	return event{t: t, val: e.val, id: e.id, kind: e.kind}
 }
 
+// nextTime is the time of the earliest event (the queue must not be
+// empty).
+func (q *queue) nextTime() Time { return q.order[q.k-1].t }
+
 // empty reports whether no event is left.
 func (q *queue) empty() bool { return q.k == 0 }

@@ -68,6 +68,17 @@ type fabric struct {
 	reshares uint64
 	// weighted says a flow of weight other than 1 has started
 	weighted bool
+	// batch defers the sharing recomputations that starts and ends ask for
+	// to flush, which the event loop calls once every event of the current
+	// time has run: the max-min rates depend only on the set of flows in
+	// progress, so one recomputation after the last change of a time gives
+	// the rates that one after each change would end with (collectives
+	// move in lockstep: nearly every recomputation shares its time with
+	// others, often on the same resources). pending holds the resources
+	// whose sharing is out of date; a flow started meanwhile has no rate
+	// and no completion event until the flush.
+	batch   bool
+	pending []int32
 }
 
 // addResource appends a resource and returns its id.
@@ -122,6 +133,11 @@ func (f *fabric) start(q *queue, now Time, res []int32, wire, acct float64, capB
 		f.schedule(q, now, id)
 		return id
 	}
+	if f.batch {
+		fl.rate = 0
+		f.pending = append(f.pending, res...)
+		return id
+	}
 	f.reshare(q, now, res)
 	return id
 }
@@ -153,8 +169,28 @@ func (f *fabric) finish(q *queue, now Time, id int32) {
 	f.free = append(f.free, id)
 	if len(res) > 0 && !free {
 		// Some resource of the route may have held other flows back.
+		if f.batch {
+			f.pending = append(f.pending, res...)
+			return
+		}
 		f.reshare(q, now, res)
 	}
+}
+
+// flush runs the sharing recomputation that batched starts and ends left
+// pending (see fabric.batch), at now.
+func (f *fabric) flush(q *queue, now Time) {
+	// One recomputation per connected component: the filling scans its
+	// component's resources once per round, so one over their union would
+	// cost the square of the number of components.
+	g0 := f.gen
+	for i, r := range f.pending {
+		if f.res[r].mark-g0-1 < f.gen-g0 {
+			continue // in the component of an earlier seed of this flush
+		}
+		f.reshare(q, now, f.pending[i:i+1])
+	}
+	f.pending = f.pending[:0]
 }
 
 // schedule posts the completion event of flow id at its current rate.

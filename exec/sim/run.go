@@ -640,7 +640,15 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 // run runs the events until the queue is empty.
 func (x *runner) run() {
 	progress := x.m.Progress
-	for !x.q.empty() {
+	x.fab.batch = !x.m.unbatched
+	for {
+		if len(x.fab.pending) > 0 && (x.q.empty() || x.q.nextTime() != x.now) {
+			// Every event of this time has run: settle the sharing.
+			x.fab.flush(&x.q, x.now)
+		}
+		if x.q.empty() {
+			break
+		}
 		ev := x.q.pop()
 		x.now = ev.t
 		x.events++

@@ -93,6 +93,9 @@ type Machine struct {
 	// streamRuns is the number of runs of calls a streamed lane keeps in
 	// memory (0: streamWindow); tests lower it to move the windows often.
 	streamRuns int
+	// unbatched recomputes the sharing at every flow start and end instead
+	// of once per time (fabric.batch); tests compare the two.
+	unbatched bool
 }
 
 // Kinds of resources besides links.
