@@ -6,14 +6,18 @@ import (
 	"github.com/twinccl/twinccl/model"
 )
 
-// benchRun simulates one Program b.N times and reports events per second
-// of the step-accurate engine (one core, no goroutines).
+// benchRun simulates one Program b.N times and reports events and slices
+// per second of the step-accurate engine (one core, no goroutines). Slices
+// are the engine's unit of work; the events a slice takes change with the
+// engine (fewer stale completions, for one), so compare versions by
+// slices per second.
 func benchRun(b *testing.B, s *Simulator, c Call) {
 	p, _, err := s.Program(c)
 	if err != nil {
 		b.Fatal(err)
 	}
 	var events uint64
+	var slices int64
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -22,9 +26,11 @@ func benchRun(b *testing.B, s *Simulator, c Call) {
 			b.Fatal(err)
 		}
 		events += r.Events
+		slices += r.Slices
 	}
 	b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
 	b.ReportMetric(float64(events)/float64(b.N), "events/op")
+	b.ReportMetric(float64(slices)/b.Elapsed().Seconds(), "slices/s")
 }
 
 // BenchmarkEngineH200AllReduce: 1 GiB ring AllReduce, Simple, 24 channels
