@@ -11,6 +11,12 @@ type ProgOptions struct {
 	NChannels int
 	// Root is the root rank of Broadcast and Reduce.
 	Root int
+	// InPlace says the call's input and output are one buffer (NCCL's
+	// in-place call, as PyTorch makes its broadcasts): a Broadcast root
+	// then sends its data instead of copying it to its output and sending
+	// it, and an AllGather rank sends its own block from the output. The
+	// other collectives run the same primitives either way.
+	InPlace bool
 	// Credits overrides the flow-control window (NCCL_STEPS when 0). Only
 	// tests that check violation detection should set it.
 	Credits int
@@ -32,6 +38,8 @@ type ProgGen struct {
 	// the lanes of rank r on channel ch at r*NChannels+ch.
 	mat    *Program
 	laneAt [][]int32
+	// inPlace is ProgOptions.InPlace
+	inPlace bool
 }
 
 // GenerateProgram builds the Program NCCL 2.28.9 runs for one collective:
@@ -93,7 +101,7 @@ func NewProgGen(plan *Plan, c Collective, a Algorithm, p Protocol, count int64, 
 	if credits == 0 {
 		credits = ProgSlots
 	}
-	g := &ProgGen{plan: plan}
+	g := &ProgGen{plan: plan, inPlace: opts.InPlace}
 	g.hdr = Program{Coll: c, Algo: a, Proto: p, Dtype: d, Op: op, Count: count, NRanks: n, NChannels: nch,
 		StepBytes: ProtoStepBytes(p), Credits: credits, SlicesPerChunk: chunkSteps / sliceSteps, StepsPerSlice: sliceSteps}
 	if c == CollBroadcast || c == CollReduce {
@@ -447,7 +455,11 @@ func (g *ProgGen) ringAllGather(part CollPart, k, ix, r int, ops []ProgOp) []Pro
 	for eo := int64(0); eo < part.Count; eo += part.ChunkCount {
 		m := min(part.ChunkCount, part.Count-eo)
 		d := part.Offset + eo
-		ops = g.add(ops, PrimCopySend, PrimDirect, d, int64(r)*cnt+d, m)
+		if g.inPlace {
+			ops = g.add(ops, PrimSend, PrimDirect|PrimFromOutput, d, int64(r)*cnt+d, m)
+		} else {
+			ops = g.add(ops, PrimCopySend, PrimDirect, d, int64(r)*cnt+d, m)
+		}
 		for j := 1; j < n-1; j++ {
 			ops = g.add(ops, PrimRecvCopySend, PrimDirect, 0, at(n-j)*cnt+d, m)
 		}
@@ -482,6 +494,8 @@ func (g *ProgGen) ringBroadcast(part CollPart, k, ix, r int, ops []ProgOp) []Pro
 		m := min(part.ChunkCount, part.Count-eo)
 		d := part.Offset + eo
 		switch {
+		case r == root && g.inPlace:
+			ops = g.add(ops, PrimSend, 0, d, d, m)
 		case r == root:
 			ops = g.add(ops, PrimCopySend, 0, d, d, m)
 		case next == root:

@@ -16,7 +16,7 @@ import (
 
 const simHelp = `Usage: replay sim [--topo FILE.xml] [--nodes N] [--op OPS] [--minbytes B] [--maxbytes B]
                   [--factor F] [--algo A] [--proto P] [--nchannels C] [--dtype T] [--root R]
-                  [--calib FILE.json] [--json OUT] [--trace PREFIX]
+                  [--inplace] [--calib FILE.json] [--json OUT] [--trace PREFIX]
                   [--timeline OUT.json] [--profile OUT.pb.gz]
                   [--mode auto|fast|accurate] [--fast] [--loop N] [--progress]
 
@@ -204,6 +204,7 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 	nch := fs.Int("nchannels", 0, "force the channel budget (0: the tuner's)")
 	dtype := fs.String("dtype", "float32", "datatype")
 	root := fs.Int("root", 0, "root rank of broadcast and reduce")
+	inPlace := fs.Bool("inplace", false, "run every call in place, one buffer for input and output (nccl-tests' in-place column; PyTorch's broadcast): a broadcast root and every allgather rank send without copying")
 	calibPath := fs.String("calib", "", "calibration `FILE.json` (default: embedded)")
 	jsonOut := fs.String("json", "", "also write the rows as JSON to `OUT` (- for stdout only)")
 	traceOut := fs.String("trace", "", "write predicted call and event traces to `PREFIX`.calls.parquet and PREFIX.events.parquet")
@@ -313,7 +314,7 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 				return err
 			}
 			call := sim.Call{Coll: coll, Count: count, Dtype: dt, Op: model.RedSum, Root: *root,
-				Algo: forceAlgo, Proto: forceProto, NChannels: *nch}
+				Algo: forceAlgo, Proto: forceProto, NChannels: *nch, InPlace: *inPlace}
 			if coll.IsP2P() {
 				// The p2p schedule has no algorithm or channel budget; a
 				// forced LL128 does not exist for it.

@@ -217,6 +217,9 @@ func (s *Simulator) compareRow(m *Measurement) (Comparison, error) {
 	if err != nil {
 		return Comparison{}, fmt.Errorf("line %d: %w", m.Line, err)
 	}
+	if m.Recorded == nil {
+		call.InPlace = harnessInPlace(s.Harness, m.Coll)
+	}
 	kernel := m.Recorded != nil && m.Recorded.Kernel
 	cr, err := s.RunTimed(call, kernel)
 	if err != nil {
@@ -228,6 +231,21 @@ func (s *Simulator) compareRow(m *Measurement) (Comparison, error) {
 	}
 	return Comparison{Measurement: *m, Algo: cr.Algo, Proto: cr.Proto, NChannels: cr.NChannels,
 		SimUs: t, Err: (t - m.MeanUs) / m.MeanUs}, nil
+}
+
+// harnessInPlace reports whether a timing harness calls collective c in
+// place: PyTorch's broadcast, all_reduce and reduce take one tensor;
+// nccl-tests' tables (their out-of-place column) and run gpu use two
+// buffers.
+func harnessInPlace(harness string, c model.Collective) bool {
+	if harness != HarnessPyTorch {
+		return false
+	}
+	switch c {
+	case model.CollBroadcast, model.CollAllReduce, model.CollReduce:
+		return true
+	}
+	return false
 }
 
 // call is the simulator's call for a row on n ranks with a plan of

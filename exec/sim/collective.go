@@ -22,6 +22,10 @@ type Call struct {
 	Proto model.Protocol
 	// NChannels forces the channel budget; 0 takes the tuner's.
 	NChannels int
+	// InPlace runs the call on one buffer for input and output (see
+	// model.ProgOptions.InPlace): PyTorch's broadcast, all_reduce and
+	// reduce are in place, nccl-tests times both.
+	InPlace bool
 }
 
 // CallResult is a simulated call with the decisions it ran with.
@@ -158,7 +162,7 @@ func (s *Simulator) Generator(c Call) (*model.ProgGen, CallResult, error) {
 		return nil, cr, fmt.Errorf("sim: %s with %s/%s has no Program (ring for every collective, tree for AllReduce)", c.Coll, algo, proto)
 	}
 	nch = max(nch, 1)
-	g, err := model.NewProgGen(s.Search.Plan, c.Coll, genAlgo, proto, c.Count, c.Dtype, c.Op, model.ProgOptions{NChannels: nch, Root: c.Root})
+	g, err := model.NewProgGen(s.Search.Plan, c.Coll, genAlgo, proto, c.Count, c.Dtype, c.Op, model.ProgOptions{NChannels: nch, Root: c.Root, InPlace: c.InPlace})
 	if err != nil {
 		return nil, cr, fmt.Errorf("sim: %w", err)
 	}

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"math"
 	"runtime"
 	"strings"
 	"testing"
@@ -64,5 +65,38 @@ func TestCompareWorkers(t *testing.T) {
 	bad[3] = Measurement{Coll: model.CollAllGather, Bytes: 6, MeanUs: 1, Line: 99} // 1.5 floats per rank
 	if _, err := s.Compare(bad); err == nil || !strings.Contains(err.Error(), "line 99") {
 		t.Errorf("a row of 6 bytes of AllGather: got %v, want an error naming line 99", err)
+	}
+}
+
+// TestHarnessInPlace checks that rows timed by PyTorch run its broadcast
+// in place (the root sends without copying to its output) and rows of
+// nccl-tests out of place, and that the root's copy costs time.
+func TestHarnessInPlace(t *testing.T) {
+	s := newSim(t, loadSearch(t, "", 1), nil)
+	m := []Measurement{{Coll: model.CollBroadcast, Bytes: 2 << 20, MeanUs: 20, Line: 1}}
+	run := func(inPlace bool) float64 {
+		cr, err := s.RunTimed(Call{Coll: model.CollBroadcast, Count: 1 << 19, Dtype: model.DtypeFP32, Algo: -1, Proto: -1, InPlace: inPlace}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cr.TimeUs
+	}
+	in, out := run(true), run(false)
+	if in >= out {
+		t.Fatalf("2 MiB Broadcast: %.3f us in place, %.3f us out of place: the root's copy should cost", in, out)
+	}
+	for _, h := range []string{HarnessNCCLTests, HarnessPyTorch} {
+		s.Harness = h
+		rows, err := s.Compare(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := out
+		if h == HarnessPyTorch {
+			want = in
+		}
+		if got := rows[0].SimUs - s.Machine.calib.HarnessUs[h]; math.Abs(got-want) > 1e-9 {
+			t.Errorf("harness %q: Broadcast row %.3f us, want %.3f (in place %.3f, out of place %.3f)", h, got, want, in, out)
+		}
 	}
 }
