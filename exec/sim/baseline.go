@@ -181,23 +181,22 @@ func (s *Simulator) Compare(ms []Measurement) ([]Comparison, error) {
 		order[i] = i
 	}
 	sort.SliceStable(order, func(a, b int) bool { return ms[order[a]].Bytes > ms[order[b]].Bytes })
+	// Every row runs, so that the error returned is the first row's in
+	// the table's order, whatever the workers met first.
 	errs := make([]error, len(ms))
 	var next atomic.Int64
-	var failed atomic.Bool
 	var wg sync.WaitGroup
 	for _, sim := range sims {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for !failed.Load() {
+			for {
 				k := int(next.Add(1) - 1)
 				if k >= len(order) {
 					return
 				}
 				i := order[k]
-				if out[i], errs[i] = sim.compareRow(&ms[i]); errs[i] != nil {
-					failed.Store(true)
-				}
+				out[i], errs[i] = sim.compareRow(&ms[i])
 			}
 		}()
 	}

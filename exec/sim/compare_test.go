@@ -61,10 +61,15 @@ func TestCompareWorkers(t *testing.T) {
 		t.Errorf("AllReduce 8 B (%.2f us) is not faster than 64 MiB (%.2f us)", one[0].SimUs, one[len(compareRows())/6-1].SimUs)
 	}
 
+	// Two bad rows: the error is the first one's in the table, although
+	// the workers start with the larger row.
 	bad := append([]Measurement(nil), ms...)
-	bad[3] = Measurement{Coll: model.CollAllGather, Bytes: 6, MeanUs: 1, Line: 99} // 1.5 floats per rank
-	if _, err := s.Compare(bad); err == nil || !strings.Contains(err.Error(), "line 99") {
-		t.Errorf("a row of 6 bytes of AllGather: got %v, want an error naming line 99", err)
+	bad[3] = Measurement{Coll: model.CollAllGather, Bytes: 6, MeanUs: 1, Line: 99}          // 1.5 floats per rank
+	bad[9] = Measurement{Coll: model.CollAllGather, Bytes: 1<<20 + 4, MeanUs: 1, Line: 100} // odd floats
+	for i := 0; i < 5; i++ {
+		if _, err := s.Compare(bad); err == nil || !strings.Contains(err.Error(), "line 99") {
+			t.Fatalf("rows of 6 and 1 MiB + 4 bytes of AllGather: got %v, want an error naming line 99", err)
+		}
 	}
 }
 
