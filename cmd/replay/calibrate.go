@@ -57,7 +57,9 @@ match REGEX (fit in stages: P2P tables first, then SHM and NET ones with --start
 fit is a deterministic Nelder–Mead search in log space minimising the mean over tables
 of the mean squared log error, plus the worst row's, restarted from its best point.
 
-It prints every row with its error, per-table median and maximum absolute errors, then
+It prints every row with its error (a row whose mean is more than 25%% above its best
+repetition is marked disturbed, with its error against the best), per-table median and
+maximum absolute errors, then
 the --heldout tables predicted with the fitted constants (cross-validation), and writes
 the calibration (with the fit's report, held-out tables included) to --out (- for stdout).
 --evaluate fits nothing and prints every table's errors under the --start calibration
@@ -328,6 +330,13 @@ func searchTable(pos []string, nodes int, tb *sim.Table) (*search.Result, error)
 func printComparison(w io.Writer, rows []sim.Comparison) {
 	fmt.Fprintf(w, "# %-22s %-14s %12s %-6s %-6s %4s %12s %12s %8s\n", "table", "coll", "size(B)", "algo", "proto", "nch", "meas(us)", "sim(us)", "err")
 	for _, r := range rows {
-		fmt.Fprintf(w, "  %-22s %-14s %12d %-6s %-6s %4d %12.2f %12.2f %+7.2f%%\n", r.Table, r.Coll, r.Bytes, r.Algo, r.Proto, r.NChannels, r.MeanUs, r.SimUs, 100*r.Err)
+		note := ""
+		if r.Noisy() {
+			// The fit aims below such a mean (sim.NoisyRatio times the
+			// best); the error column stays against the mean.
+			note = fmt.Sprintf("  disturbed: mean %.0f%% above the best repetition, %.2f us (%+.2f%% against it)",
+				100*(r.MeanUs/r.BestUs-1), r.BestUs, 100*(r.SimUs/r.BestUs-1))
+		}
+		fmt.Fprintf(w, "  %-22s %-14s %12d %-6s %-6s %4d %12.2f %12.2f %+7.2f%%%s\n", r.Table, r.Coll, r.Bytes, r.Algo, r.Proto, r.NChannels, r.MeanUs, r.SimUs, 100*r.Err, note)
 	}
 }

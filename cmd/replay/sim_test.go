@@ -124,6 +124,23 @@ func TestCalibrateSmall(t *testing.T) {
 	if err := runSim([]string{"--calib", out, "--op", "allreduce", "--maxbytes", "1K"}, &so2, &se); err != nil {
 		t.Fatalf("sim with the fitted calibration: %v", err)
 	}
+
+	// A row whose mean is far above its best repetition is marked, the
+	// others are not.
+	os.WriteFile(tab, []byte("all_reduce 8 9.00 5.60\nall_reduce 33554432 136.04 135.90\n"), 0o644)
+	var so3 bytes.Buffer
+	if err := runCalibrate([]string{"--evaluate", tab}, &so3, &se); err != nil {
+		t.Fatalf("calibrate --evaluate: %v", err)
+	}
+	var marked []string
+	for _, line := range strings.Split(so3.String(), "\n") {
+		if strings.Contains(line, "disturbed") {
+			marked = append(marked, line)
+		}
+	}
+	if len(marked) != 1 || !strings.Contains(marked[0], " 8 ") || !strings.Contains(marked[0], "61% above the best repetition, 5.60 us") {
+		t.Errorf("disturbed rows marked: %q, want the 8 B row only (61%% above its best, 5.60 us)\n%s", marked, so3.String())
+	}
 }
 
 // TestSimTraceOutputs: --trace, --timeline and --profile write readable
