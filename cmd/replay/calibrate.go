@@ -25,7 +25,7 @@ or testdata/nccl-timings/*.tsv ('#' comments, then "coll bytes mean_us [best_us 
 line; nccl-tests sizes; float32, sum). A header comment "settings: K=V ..." gives the
 NCCL_* environment the table was recorded under (NCCL_PROTO, NCCL_P2P_DISABLE,
 NCCL_SHM_DISABLE, NCCL_SOCKET_IFNAME, ...), and a header naming PyTorch its timing
-harness; KEY=VALUE pairs add or override settings (harness=nccl-tests|pytorch),
+harness; KEY=VALUE pairs add or override settings (harness=nccl-tests|pytorch|run-gpu),
 colls=all_reduce+broadcast keeps only those collectives' rows, minbytes=32M only the
 sizes of 32 MiB or more (e.g. the bandwidth-bound rows of a table whose small sizes
 were timed with another launch method) and maxbytes=1G those of 1 GiB or less, and
@@ -40,7 +40,8 @@ are fitted in the column --column names, or col=ours|nccl in the TABLE argument:
 "ours" is our executor's time (time_us; a trace's kernel time of the rank that started
 last, against the simulated kernel time) simulated at the algorithm, protocol and
 channels the row was recorded with; "nccl" is NCCL's time (nccl_time_us) at the tuner's
-choice. A recording has no settings header: give the NCCL_* settings it was recorded
+choice, plus the calibration's harness_us.run-gpu (run gpu's loop on the device's
+libnccl). A recording has no settings header: give the NCCL_* settings it was recorded
 under with --env KEY=VALUE (applied to every recording) or KEY=VALUE in the argument,
 e.g. testdata/hw/h200x2/p2p-allreduce.json,col=ours,NCCL_NVLS_ENABLE=0. AlltoAll and
 SendRecv rows run on NCCL's p2p schedule; the AlltoAll of our GIN engine has only its

@@ -27,6 +27,11 @@ const (
 	// (testdata/nccl-timings/record.py): the graph's kernel nodes carry
 	// PyTorch's bookkeeping around every NCCL kernel.
 	HarnessPyTorch = "pytorch"
+	// HarnessRunGPU is "run gpu --json" (cmd/run): its CUDA-graph loop
+	// around each call, and for the NCCL column the device machine's
+	// libnccl (2.28.3 where the baseline tables ran 2.28.9). The JSON
+	// recordings and call traces in testdata/hw are timed with it.
+	HarnessRunGPU = "run-gpu"
 )
 
 // Table is a measured timing table and the settings it was recorded
@@ -38,7 +43,7 @@ type Table struct {
 	// Env holds the NCCL_* settings of the run ("settings:" header line,
 	// then overrides).
 	Env map[string]string
-	// Harness is HarnessNCCLTests or HarnessPyTorch.
+	// Harness is HarnessNCCLTests, HarnessPyTorch or HarnessRunGPU.
 	Harness string
 	// Topo is the topology file the table was measured on ("topo=" in
 	// the table argument; "": the caller's default topology).
@@ -154,8 +159,8 @@ func (t *Table) ApplySpec(kvs []string) error {
 			continue
 		}
 		if k == "harness" {
-			if v != HarnessNCCLTests && v != HarnessPyTorch {
-				return fmt.Errorf("harness %q (want %s or %s)", v, HarnessNCCLTests, HarnessPyTorch)
+			if v != HarnessNCCLTests && v != HarnessPyTorch && v != HarnessRunGPU {
+				return fmt.Errorf("harness %q (want %s, %s or %s)", v, HarnessNCCLTests, HarnessPyTorch, HarnessRunGPU)
 			}
 			t.Harness = v
 			continue

@@ -64,7 +64,9 @@ type Row struct {
 	// SimUs is the predicted time at the recorded decisions: as graph
 	// timing measures it for JSON rows (launch included), the kernel time
 	// for traced calls. SimNCCLUs is the predicted time at the tuner's
-	// decisions (NCCL's), which NCCL's column is compared with.
+	// decisions (NCCL's), which NCCL's column is compared with, plus for
+	// JSON rows the calibration's cost of the run gpu harness
+	// (sim.HarnessRunGPU).
 	SimUs, SimNCCLUs float64
 	// Notes say where the simulation could not follow the recording.
 	Notes []string
@@ -149,6 +151,10 @@ func (cp *Comparer) compareCall(c Call, kind string) (Row, error) {
 			return row, fmt.Errorf("%w: %v", errNoSim, err)
 		}
 		row.SimNCCLUs = cp.timeOf(tr, kind)
+	}
+	if kind != KindTrace {
+		// NCCL's column ran on the device's libnccl in run gpu's loop.
+		row.SimNCCLUs += cp.calib.HarnessUs[sim.HarnessRunGPU]
 	}
 	if c.NCCLUs > 0 {
 		row.NCCLErr = (row.SimNCCLUs - c.NCCLUs) / c.NCCLUs

@@ -28,7 +28,14 @@ func Table(in *Input, col string, env map[string]string) (*sim.Table, error) {
 	if col == ColNCCL && in.Kind != KindJSON {
 		return nil, fmt.Errorf("%s: a call trace has no NCCL column (col=%s needs a \"run gpu --json\" file recorded with --baseline nccl)", in.Path, ColNCCL)
 	}
-	t := &sim.Table{Name: filepath.Base(in.Path) + ":" + col, Env: map[string]string{}, Harness: sim.HarnessNCCLTests}
+	// NCCL's column was timed by run gpu's loop on the device's libnccl
+	// (sim.HarnessRunGPU); our executor's calibration has its own per-call
+	// costs, fitted on this column under the nccl-tests harness.
+	harness := sim.HarnessNCCLTests
+	if col == ColNCCL {
+		harness = sim.HarnessRunGPU
+	}
+	t := &sim.Table{Name: filepath.Base(in.Path) + ":" + col, Env: map[string]string{}, Harness: harness}
 	for k, v := range env {
 		t.Env[k] = v
 	}
