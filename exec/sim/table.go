@@ -27,10 +27,11 @@ const (
 	// (testdata/nccl-timings/record.py): the graph's kernel nodes carry
 	// PyTorch's bookkeeping around every NCCL kernel.
 	HarnessPyTorch = "pytorch"
-	// HarnessRunGPU is "run gpu --json" (cmd/run): its CUDA-graph loop
-	// around each call, and for the NCCL column the device machine's
-	// libnccl (2.28.3 where the baseline tables ran 2.28.9). The JSON
-	// recordings and call traces in testdata/hw are timed with it.
+	// HarnessRunGPU is NCCL's column of "run gpu --json" recordings
+	// (cmd/run, testdata/hw): its CUDA-graph loop around each call on the
+	// device machine's libnccl (2.28.3 where the baseline tables ran
+	// 2.28.9). Our executor's column of the same files keeps
+	// HarnessNCCLTests: its calibration fits its own per-call costs.
 	HarnessRunGPU = "run-gpu"
 )
 
