@@ -18,7 +18,7 @@ const simHelp = `Usage: replay sim [--topo FILE.xml] [--nodes N] [--op OPS] [--m
                   [--factor F] [--algo A] [--proto P] [--nchannels C] [--dtype T] [--root R]
                   [--inplace] [--calib FILE.json] [--json OUT] [--trace PREFIX]
                   [--timeline OUT.json] [--profile OUT.pb.gz]
-                  [--mode auto|fast|accurate] [--fast] [--loop N] [--progress]
+                  [--mode auto|fast|accurate] [--fast] [--loop N] [--eager] [--progress]
 
 Simulates collectives on a topology with the discrete-event simulator (exec/sim):
 NCCL 2.28.9's search and tuner decide the algorithm, protocol and channels (unless
@@ -49,7 +49,10 @@ as its own previous one ended (and the launch passed), with the connections' ste
 counters carried over, and reports the slowest rank's time per call. A pipeline
 (the hops of a Broadcast or Reduce chain, a rank running ahead of its peers by its
 send credits) overlaps successive calls there, as on hardware; --loop 0 simulates
-one isolated call (N+1 times cheaper).
+one isolated call (N+1 times cheaper). The loop is timed as a CUDA graph (nccl-tests
+-G); --eager times it as nccl-tests does by default, the host issuing one call every
+host_call_us of the calibration (8.1 us on the H200 pair), so that small calls cost
+that much.
 
 --json OUT writes one row per call: op, bytes, count, algo, proto, nchannels,
 time_us, algbw_GBps, busbw_GBps, tuner_us, events (- for stdout).
@@ -214,6 +217,7 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 	fast := fs.Bool("fast", false, "same as --mode fast")
 	progress := fs.Bool("progress", false, "draw a progress bar on stderr even when it is not a terminal")
 	loop := fs.Int("loop", sim.DefaultLoopCalls, "time each size as a loop of `N` calls back to back after an aligning one, as nccl-tests does (0: one isolated call)")
+	eager := fs.Bool("eager", false, "time the loop as issued by the host outside a CUDA graph (nccl-tests without -G): a call every host_call_us of the calibration at most")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, simHelp, twinccl.DefaultTopology, sim.DefaultCalibName, sim.DefaultLoopCalls, sim.AutoFastSlices)
 		fs.PrintDefaults()
@@ -224,6 +228,9 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 	}
 	if err := checkLoop(*loop); err != nil {
 		return err
+	}
+	if *eager && *loop == 0 {
+		return fmt.Errorf("%w: --eager times a loop of calls: it needs --loop of 1 or more", errUsage)
 	}
 	mode, err := sim.ParseMode(*modeName)
 	if err != nil {
@@ -274,6 +281,7 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	s.Loop = *loop
+	s.Eager = *eager
 	defer bar.done()
 	if *jsonOut == "-" && (*timelineOut == "-" || *profileOut == "-") || *timelineOut == "-" && *profileOut == "-" {
 		return fmt.Errorf("%w: only one of --json, --timeline and --profile may write to stdout", errUsage)

@@ -75,6 +75,7 @@ func TestSimForcedAndErrors(t *testing.T) {
 		{"--nchannels", "99", "--op", "allreduce", "--maxbytes", "8"},
 		{"--calib", "/nonexistent/calib.json"},
 		{"--topo", "/nonexistent/topo.xml"},
+		{"--eager", "--loop", "0"},
 	}
 	for _, args := range bad {
 		err := runSim(args, &so, &se)
@@ -91,6 +92,29 @@ func TestSimForcedAndErrors(t *testing.T) {
 	}
 	if err := runSim([]string{"--op", "gather"}, &so, &se); !errors.Is(err, errUsage) {
 		t.Errorf("unknown op: want a usage error, got %v", err)
+	}
+
+	// --eager: an 8 B AllReduce costs the host's issue time of the
+	// embedded calibration, a 64 MiB one what the graph-timed loop costs.
+	timeOf := func(args ...string) (small, large float64) {
+		t.Helper()
+		var out bytes.Buffer
+		if err := runSim(append([]string{"--op", "allreduce", "--minbytes", "8", "--maxbytes", "64M", "--factor", "8388608", "--json", "-"}, args...), &out, &se); err != nil {
+			t.Fatalf("sim %v: %v", args, err)
+		}
+		var rows []struct {
+			Bytes  int64   `json:"bytes"`
+			TimeUs float64 `json:"time_us"`
+		}
+		if err := json.Unmarshal(out.Bytes(), &rows); err != nil || len(rows) != 2 {
+			t.Fatalf("sim %v: %d rows, %v\n%s", args, len(rows), err, out.String())
+		}
+		return rows[0].TimeUs, rows[1].TimeUs
+	}
+	gs, gl := timeOf()
+	es, el := timeOf("--eager")
+	if es != 8.1 || gs >= es || el != gl {
+		t.Errorf("AllReduce 8 B: %.2f us in a graph, %.2f us eager (want 8.1); 64 MiB: %.2f and %.2f us (want equal)", gs, es, gl, el)
 	}
 }
 

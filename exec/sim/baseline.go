@@ -23,7 +23,11 @@ type Measurement struct {
 	Bytes  int64   // nccl-tests size: AllGather output, ReduceScatter input, else the buffer
 	MeanUs float64 // mean time per call
 	BestUs float64 // best repetition (0 when the table has none)
-	Line   int
+	// EagerUs is the time per call of the same loop issued eagerly, not
+	// captured in a CUDA graph (the fifth column of the tables recorded
+	// like shared/baselines; 0 when the table has none)
+	EagerUs float64
+	Line    int
 	// Recorded, when set, forces the decisions the row was measured with
 	// (a row of our executor's "run gpu --json" or call trace): the
 	// algorithm and protocol (negative: the tuner's) and the channels (0:
@@ -81,6 +85,11 @@ func ReadMeasurements(r io.Reader, name string) ([]Measurement, error) {
 		if len(f) > 3 {
 			if v, err := strconv.ParseFloat(f[3], 64); err == nil && v > 0 {
 				m.BestUs = v
+			}
+		}
+		if len(f) > 4 {
+			if v, err := strconv.ParseFloat(f[4], 64); err == nil && v > 0 && !math.IsInf(v, 0) {
+				m.EagerUs = v
 			}
 		}
 		out = append(out, m)

@@ -220,6 +220,12 @@ type Calib struct {
 	// LaunchUs is the fixed cost of one collective call from the host's
 	// point of view: kernel launch, block start-up and completion.
 	LaunchUs float64 `json:"launch_us"`
+	// HostCallUs is the host's time to issue one call outside a CUDA
+	// graph (NCCL's enqueue and the kernel launch, one process per GPU):
+	// an eager loop (Simulator.Eager, nccl-tests without -G) issues a
+	// call every HostCallUs, so no call of it costs less. 0: the host
+	// keeps ahead of the GPU.
+	HostCallUs float64 `json:"host_call_us,omitempty"`
 	// LL, LL128 and Simple are the per-protocol costs.
 	LL     ProtoCalib `json:"ll"`
 	LL128  ProtoCalib `json:"ll128"`
@@ -359,6 +365,9 @@ func (c *Calib) Validate() error {
 		return nil
 	}
 	if err := bad("launch_us", c.LaunchUs, 0, 1e6); err != nil {
+		return err
+	}
+	if err := bad("host_call_us", c.HostCallUs, 0, 1e6); err != nil {
 		return err
 	}
 	for i, pc := range []*ProtoCalib{&c.LL, &c.LL128, &c.Simple} {

@@ -54,6 +54,9 @@ type Simulator struct {
 	// them (Machine.LoopCalls); 0 simulates one isolated call.
 	// NewSimulator sets DefaultLoopCalls.
 	Loop int
+	// Eager times the loop as issued by the host outside a CUDA graph
+	// (Machine.EagerCalls, Calib.HostCallUs): nccl-tests without -G.
+	Eager bool
 }
 
 // DefaultLoopCalls is the number of timed calls a Simulator's loop runs
@@ -231,9 +234,9 @@ func (s *Simulator) Run(c Call) (CallResult, error) {
 // (see loop.go). kernel asks for one isolated call instead, the time of a
 // traced kernel.
 func (s *Simulator) RunTimed(c Call, kernel bool) (CallResult, error) {
-	saved := s.Machine.LoopCalls
-	defer func() { s.Machine.LoopCalls = saved }()
-	s.Machine.LoopCalls = s.Loop
+	saved, savedEager := s.Machine.LoopCalls, s.Machine.EagerCalls
+	defer func() { s.Machine.LoopCalls, s.Machine.EagerCalls = saved, savedEager }()
+	s.Machine.LoopCalls, s.Machine.EagerCalls = s.Loop, s.Eager
 	if kernel {
 		s.Machine.LoopCalls = 0
 	}

@@ -30,6 +30,8 @@ type fitUse struct {
 	shm, net, socket   bool
 	noGDR              bool
 	harnesses          []string
+	// eager says some table was timed outside CUDA graphs (HostCallUs)
+	eager bool
 	// fenceProtos are the protocols of rows recorded on twinccl's own
 	// executor (decisions forced: Measurement.Recorded) that store into a
 	// peer's memory, readProtos those that load from one (P2P read mode):
@@ -46,6 +48,10 @@ type fitUse struct {
 func fitParams(u fitUse) []FitParam {
 	ps := []FitParam{{Name: "launch_us", Floor: 0.01, Lo: 0, Hi: 50,
 		get: func(c *Calib) float64 { return c.LaunchUs }, set: func(c *Calib, v float64) { c.LaunchUs = v }}}
+	if u.eager {
+		ps = append(ps, FitParam{Name: "host_call_us", Floor: 0.01, Lo: 0, Hi: 1000,
+			get: func(c *Calib) float64 { return c.HostCallUs }, set: func(c *Calib, v float64) { c.HostCallUs = v }})
+	}
 	for _, h := range u.harnesses {
 		h := h
 		ps = append(ps, FitParam{Name: "harness_us." + h, Floor: 1, Lo: 0, Hi: 50,
@@ -175,12 +181,14 @@ type FitTable struct {
 	// Loop is the number of timed calls of the loop each row is simulated
 	// as (Simulator.Loop; 0: one isolated call).
 	Loop int
+	// Eager says the rows were timed outside CUDA graphs (Simulator.Eager).
+	Eager bool
 }
 
 // NewFitTable prepares a Table for fitting: res is the search result under
 // the table's settings (SearchTable).
 func NewFitTable(t *Table, res *search.Result) FitTable {
-	return FitTable{Name: t.Name, Res: res, Settings: SettingsFromEnv(t.Lookup), Harness: t.Harness, Rows: t.Rows, Loop: DefaultLoopCalls}
+	return FitTable{Name: t.Name, Res: res, Settings: SettingsFromEnv(t.Lookup), Harness: t.Harness, Rows: t.Rows, Loop: DefaultLoopCalls, Eager: t.Eager}
 }
 
 // simulator builds the table's simulator with calibration c.
@@ -192,6 +200,7 @@ func (ft *FitTable) simulator(c *Calib) (*Simulator, error) {
 	s.Machine.SetSettings(ft.Settings)
 	s.Harness = ft.Harness
 	s.Loop = ft.Loop
+	s.Eager = ft.Eager
 	return s, nil
 }
 
@@ -401,6 +410,7 @@ func usage(tables []FitTable, c *Calib) (fitUse, error) {
 		if ft.Harness != "" && ft.Harness != HarnessNCCLTests {
 			harn[ft.Harness] = true
 		}
+		u.eager = u.eager || ft.Eager
 		for _, m := range ft.Rows {
 			call, err := m.call(s.Machine.Cluster.NRanks, s.Search.Plan.NChannels)
 			if err != nil {

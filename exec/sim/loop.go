@@ -26,6 +26,10 @@ import (
 // call when every lane of its rank has ended the previous one (one kernel
 // per call and rank) and the launch has passed, with its step numbers
 // offset by what one call consumes on its connections.
+//
+// Outside a CUDA graph (nccl-tests without -G: Machine.EagerCalls) the
+// host issues each call, one every Calib.HostCallUs: a call also waits for
+// its issue, so calls shorter than the host's cost take the host's time.
 
 // loopState is the progress of a back-to-back loop of one Program.
 type loopState struct {
@@ -41,6 +45,10 @@ type loopState struct {
 	// next is the delay from a rank's kernel end to its next call's lanes
 	// starting: the launch plus the lanes' start cost
 	next Time
+	// issue is, in an eager loop, the host's time between two calls
+	// (Calib.HostCallUs; 0: graph-timed), first when the lanes of the
+	// first call start: call k starts no earlier than first + k*issue.
+	issue, first Time
 }
 
 // maxLoopCalls bounds Machine.LoopCalls.
@@ -60,6 +68,9 @@ func (x *runner) newLoop(timed int) (*loopState, error) {
 		call:  make([]int, x.p.NRanks),
 		ends:  make([][]Time, x.p.NRanks),
 		next:  usToPs(x.c.LaunchUs) + usToPs(x.pc.StartUs),
+	}
+	if x.m.EagerCalls {
+		lp.issue, lp.first = usToPs(x.c.HostCallUs), usToPs(x.pc.StartUs)
 	}
 	for i := range x.cold {
 		r := x.cold[i].lane.Rank
@@ -103,7 +114,7 @@ func (x *runner) laneEnded(ai int32) {
 	}
 	lp.call[r]++
 	lp.left[r] = len(lp.lanes[r])
-	at := x.now + lp.next
+	at := max(x.now+lp.next, lp.first+Time(lp.call[r])*lp.issue)
 	for _, li := range lp.lanes[r] {
 		a, ac := &x.actors[li], &x.cold[li]
 		ac.offR += ac.spanR

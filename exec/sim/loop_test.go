@@ -198,3 +198,43 @@ func TestLoopErrors(t *testing.T) {
 func h200x4XML() string {
 	return filepath.Join(repoRoot(), "testdata", "nccl-env", "h200x4", "topo-twinccl.xml")
 }
+
+// TestLoopEager: outside a CUDA graph the host issues one call every
+// HostCallUs. A loop of calls the GPU runs in less than that takes the
+// host's time per call; a loop of longer calls takes the graph-timed
+// time; and with no host cost the eager loop is the graph-timed one.
+func TestLoopEager(t *testing.T) {
+	s := newSim(t, loadSearch(t, "", 1), nil)
+	small := Call{Coll: model.CollAllReduce, Count: 2, Dtype: model.DtypeFP32, Algo: -1, Proto: -1}
+	large := Call{Coll: model.CollAllReduce, Count: 1 << 22, Dtype: model.DtypeFP32, Algo: -1, Proto: -1}
+	graph := func(c Call) float64 { s.Eager = false; return runLoop(t, s, c, 4).TimeUs }
+	eager := func(c Call, host float64) float64 {
+		s.Machine.calib.HostCallUs = host
+		s.Eager = true
+		defer func() { s.Eager = false }()
+		r := runLoop(t, s, c, 4)
+		if s.Machine.EagerCalls {
+			t.Fatal("RunTimed left Machine.EagerCalls set")
+		}
+		return r.TimeUs
+	}
+	gs, gl := graph(small), graph(large)
+	if gs >= 10 || gl <= 20 {
+		t.Fatalf("graph-timed AllReduce: %.2f us at 8 B, %.2f us at 16 MiB; the test wants < 10 and > 20", gs, gl)
+	}
+	for _, tc := range []struct {
+		name string
+		c    Call
+		host float64
+		want float64
+	}{
+		{"8 B, no host cost", small, 0, gs},
+		{"8 B, host-bound", small, 10, 10},
+		{"8 B, host cost below the GPU's", small, gs / 2, gs},
+		{"16 MiB, GPU-bound", large, 10, gl},
+	} {
+		if got := eager(tc.c, tc.host); math.Abs(got-tc.want) > 1e-6*tc.want+1e-6 {
+			t.Errorf("%s: %.4f us a call, want %.4f", tc.name, got, tc.want)
+		}
+	}
+}

@@ -49,7 +49,11 @@ type Table struct {
 	// Topo is the topology file the table was measured on ("topo=" in
 	// the table argument; "": the caller's default topology).
 	Topo string
-	Rows []Measurement
+	// Eager says the rows are the eager loops' times (timing=eager in the
+	// table argument: the eager_us column), simulated with the host
+	// issuing every call (Simulator.Eager).
+	Eager bool
+	Rows  []Measurement
 }
 
 // settingsRE finds "settings: K=V K=V ..." in a header comment.
@@ -102,7 +106,8 @@ func ReadTableFile(path string) (*Table, error) {
 
 // ParseTableSpec reads a table argument "FILE[,KEY=VALUE...]": the table
 // at FILE with its header's settings, overridden by the KEY=VALUE pairs
-// (NCCL_* variables, harness=nccl-tests|pytorch), restricted to some
+// (NCCL_* variables, harness=nccl-tests|pytorch|run-gpu, timing=graph|eager),
+// restricted to some
 // collectives by colls=C1+C2... (nccl-tests or model names) and to the
 // sizes of at least minbytes=SIZE and at most maxbytes=SIZE (K, M, G
 // suffixes). A restricted table is named FILE[C1+C2...][>=SIZE][<=SIZE].
@@ -119,8 +124,8 @@ func ParseTableSpec(spec string) (*Table, error) {
 }
 
 // ApplySpec applies the KEY=VALUE words of a table argument (see
-// ParseTableSpec) to t: NCCL_* settings, harness=, colls=, minbytes=,
-// maxbytes=, topo=.
+// ParseTableSpec) to t: NCCL_* settings, harness=, timing=, colls=,
+// minbytes=, maxbytes=, topo=.
 func (t *Table) ApplySpec(kvs []string) error {
 	for _, p := range kvs {
 		k, v, ok := strings.Cut(p, "=")
@@ -159,6 +164,12 @@ func (t *Table) ApplySpec(kvs []string) error {
 			t.Topo = v
 			continue
 		}
+		if k == "timing" {
+			if err := t.timing(v); err != nil {
+				return err
+			}
+			continue
+		}
 		if k == "harness" {
 			if v != HarnessNCCLTests && v != HarnessPyTorch && v != HarnessRunGPU {
 				return fmt.Errorf("harness %q (want %s, %s or %s)", v, HarnessNCCLTests, HarnessPyTorch, HarnessRunGPU)
@@ -188,6 +199,29 @@ func (t *Table) keep(in func(*Measurement) bool, label, none string) error {
 	}
 	t.Rows = rows
 	t.Name += "[" + label + "]"
+	return nil
+}
+
+// timing selects the column of the rows: "graph" (the graph-timed mean,
+// the default) or "eager" (the eager loops' times, which every row must
+// have).
+func (t *Table) timing(v string) error {
+	switch v {
+	case "graph":
+		return nil
+	case "eager":
+	default:
+		return fmt.Errorf("timing %q (want graph or eager)", v)
+	}
+	for i := range t.Rows {
+		m := &t.Rows[i]
+		if !(m.EagerUs > 0) {
+			return fmt.Errorf("timing=eager: line %d has no eager time (fifth column)", m.Line)
+		}
+		m.MeanUs, m.BestUs = m.EagerUs, 0
+	}
+	t.Eager = true
+	t.Name += "[eager]"
 	return nil
 }
 

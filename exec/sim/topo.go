@@ -81,6 +81,11 @@ type Machine struct {
 	// calls back to back on every rank (see loop.go). Zero runs one
 	// isolated call.
 	LoopCalls int
+	// EagerCalls runs the LoopCalls loop as nccl-tests does without CUDA
+	// graphs: the host issues the calls one after another, one every
+	// Calib.HostCallUs from the first, and a rank's call starts no earlier
+	// than its issue (see loop.go).
+	EagerCalls bool
 	// symmetric caches hostsIdentical once symChecked.
 	symChecked, symmetric bool
 	// settings are the run's facts the topology does not record.
