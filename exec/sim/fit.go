@@ -49,8 +49,16 @@ func fitParams(u fitUse) []FitParam {
 	ps := []FitParam{{Name: "launch_us", Floor: 0.01, Lo: 0, Hi: 50,
 		get: func(c *Calib) float64 { return c.LaunchUs }, set: func(c *Calib, v float64) { c.LaunchUs = v }}}
 	if u.eager {
-		ps = append(ps, FitParam{Name: "host_call_us", Floor: 0.01, Lo: 0, Hi: 1000,
-			get: func(c *Calib) float64 { return c.HostCallUs }, set: func(c *Calib, v float64) { c.HostCallUs = v }})
+		// Unset, it starts from twice the launch: below the GPU's time of
+		// every call it changes nothing, and the search would not move.
+		ps = append(ps, FitParam{Name: "host_call_us", Floor: 1, Lo: 0, Hi: 1000,
+			get: func(c *Calib) float64 {
+				if c.HostCallUs == 0 {
+					return 2 * c.LaunchUs
+				}
+				return c.HostCallUs
+			},
+			set: func(c *Calib, v float64) { c.HostCallUs = v }})
 	}
 	for _, h := range u.harnesses {
 		h := h
