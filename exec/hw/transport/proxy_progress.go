@@ -38,6 +38,9 @@ type netConn struct {
 
 	failed atomic.Bool // the progress loop dropped it after an error
 	kick   func()      // wakes the progress loop (set when attached)
+	// timeouts counts the wake-ups of its progress loop by the idle
+	// timer (set when attached; see NetCounters.Timeouts)
+	timeouts *atomic.Uint64
 
 	// Progress state, owned by the progress goroutine.
 	hdrs     [model.ProgSlots][HeaderSize]byte
@@ -93,6 +96,9 @@ type progress struct {
 	// polled is set when a device moves the counters without calling
 	// Conn.Notify (see ProxyService.PollCounters).
 	polled atomic.Bool
+	// timeouts counts the loop's wake-ups by its idle timer rather than
+	// by an event
+	timeouts atomic.Uint64
 }
 
 func newProgress(comm *bootstrap.Comm, log *slog.Logger, flush FlushFunc) *progress {
@@ -120,6 +126,7 @@ func (p *progress) attach(c *Conn) {
 		c.net.recv.SetWake(p.wake)
 	}
 	c.net.kick = p.wake
+	c.net.timeouts = &p.timeouts
 	p.mu.Lock()
 	p.add = append(p.add, c)
 	p.mu.Unlock()
@@ -250,6 +257,7 @@ func (p *progress) loop() {
 			bo.Reset()
 		case <-p.stopCh:
 		case <-timer.C:
+			p.timeouts.Add(1)
 		}
 		timer.Stop()
 	}

@@ -79,9 +79,13 @@ func (c *Conn) Notify() {
 
 // NetCounters are the proxy's step counters of a net connection (see
 // the progress loop): posted, transmitted, received, done, and the
-// number of flushes.
+// number of flushes. Timeouts counts the times the connection's progress
+// loop (shared by the rank's net connections) woke from its idle timer
+// instead of an event: a wake-up nobody sent, or a device that moves the
+// counters without Notify and without PollCounters.
 type NetCounters struct {
 	Posted, Transmitted, Received, Done, Flushes uint64
+	Timeouts                                     uint64
 }
 
 // NetCounters reads the proxy counters; false for other transports.
@@ -90,7 +94,11 @@ func (c *Conn) NetCounters() (NetCounters, bool) {
 		return NetCounters{}, false
 	}
 	n := c.net
-	return NetCounters{n.Posted.Load(), n.Transmitted.Load(), n.Received.Load(), n.Done.Load(), n.Flushes.Load()}, true
+	nc := NetCounters{Posted: n.Posted.Load(), Transmitted: n.Transmitted.Load(), Received: n.Received.Load(), Done: n.Done.Load(), Flushes: n.Flushes.Load()}
+	if n.timeouts != nil {
+		nc.Timeouts = n.timeouts.Load()
+	}
+	return nc, true
 }
 
 // Config selects transports and tunes the net transport.
