@@ -106,11 +106,11 @@ func ReadTableFile(path string) (*Table, error) {
 
 // ParseTableSpec reads a table argument "FILE[,KEY=VALUE...]": the table
 // at FILE with its header's settings, overridden by the KEY=VALUE pairs
-// (NCCL_* variables, harness=nccl-tests|pytorch|run-gpu, timing=graph|eager),
-// restricted to some
-// collectives by colls=C1+C2... (nccl-tests or model names) and to the
-// sizes of at least minbytes=SIZE and at most maxbytes=SIZE (K, M, G
-// suffixes). A restricted table is named FILE[C1+C2...][>=SIZE][<=SIZE].
+// (NCCL_* variables, harness=nccl-tests|pytorch|run-gpu,
+// timing=graph|eager), restricted to some collectives by colls=C1+C2...
+// (nccl-tests or model names) and to the sizes of at least minbytes=SIZE
+// and at most maxbytes=SIZE (K, M, G suffixes). A restricted table is
+// named FILE[C1+C2...][>=SIZE][<=SIZE].
 func ParseTableSpec(spec string) (*Table, error) {
 	parts := strings.Split(spec, ",")
 	t, err := ReadTableFile(parts[0])
@@ -208,10 +208,16 @@ func (t *Table) keep(in func(*Measurement) bool, label, none string) error {
 func (t *Table) timing(v string) error {
 	switch v {
 	case "graph":
+		if t.Eager {
+			return fmt.Errorf("timing=graph after timing=eager")
+		}
 		return nil
 	case "eager":
 	default:
 		return fmt.Errorf("timing %q (want graph or eager)", v)
+	}
+	if t.Eager {
+		return nil
 	}
 	for i := range t.Rows {
 		m := &t.Rows[i]

@@ -68,6 +68,9 @@ func TestTableSpecErrors(t *testing.T) {
 		{specTable, []string{"maxbytes=512"}, "no rows of 512 bytes or less"},
 		{specTable, []string{"colls=broadcast"}, "no rows of broadcast"},
 		{"send 1024 5.0\n", nil, `t.tsv:1: unknown collective "send"`},
+		{specTable, []string{"timing=eager"}, "timing=eager: line 2 has no eager time (fifth column)"},
+		{specTable, []string{"timing=fast"}, `timing "fast" (want graph or eager)`},
+		{"all_reduce 8 5.6 5.5 8.2\n", []string{"timing=eager", "timing=graph"}, "timing=graph after timing=eager"},
 	} {
 		tb, err := ReadTable(strings.NewReader(tc.text), "t.tsv")
 		if err == nil {
@@ -76,5 +79,23 @@ func TestTableSpecErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q %v: error %v, want %q", tc.text, tc.words, err, tc.want)
 		}
+	}
+}
+
+// TestTableEagerColumn: timing=eager takes the fifth column as the rows'
+// times (no best repetition) and marks the table eager.
+func TestTableEagerColumn(t *testing.T) {
+	tb, err := ReadTable(strings.NewReader("all_reduce 8 5.65 5.62 8.26 0.00\nbroadcast 1024 4.5 4.4 7.9\n"), "t.tsv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tb.Eager || tb.Rows[0].MeanUs != 5.65 || tb.Rows[0].EagerUs != 8.26 {
+		t.Fatalf("graph-timed table: eager %v, row %+v", tb.Eager, tb.Rows[0])
+	}
+	if err := tb.ApplySpec([]string{"timing=eager", "timing=eager"}); err != nil {
+		t.Fatal(err)
+	}
+	if !tb.Eager || tb.Name != "t.tsv[eager]" || tb.Rows[0].MeanUs != 8.26 || tb.Rows[0].BestUs != 0 || tb.Rows[1].MeanUs != 7.9 {
+		t.Errorf("eager table %q (eager %v): rows %+v", tb.Name, tb.Eager, tb.Rows)
 	}
 }
