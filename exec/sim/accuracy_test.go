@@ -1,19 +1,11 @@
 package sim
 
 import (
-	"os"
 	"testing"
 )
 
 func TestAccuracyBaseline(t *testing.T) {
-	path := baselineTSV()
-	if _, err := os.Stat(path); err != nil {
-		t.Skipf("baseline table not available: %v", err)
-	}
-	ms, err := ReadMeasurementsFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ms := baselineTable(t).Rows
 	s := newSim(t, loadSearch(t, "", 1), nil)
 	cs, err := s.Compare(ms)
 	if err != nil {

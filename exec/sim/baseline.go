@@ -164,17 +164,7 @@ type Comparison struct {
 // whatever the number of workers.
 func (s *Simulator) Compare(ms []Measurement) ([]Comparison, error) {
 	out := make([]Comparison, len(ms))
-	workers := min(runtime.GOMAXPROCS(0), len(ms))
-	if workers <= 1 {
-		for i := range ms {
-			c, err := s.compareRow(&ms[i])
-			if err != nil {
-				return nil, err
-			}
-			out[i] = c
-		}
-		return out, nil
-	}
+	workers := max(1, min(runtime.GOMAXPROCS(0), len(ms)))
 	sims := make([]*Simulator, workers)
 	sims[0] = s
 	for w := 1; w < workers; w++ {

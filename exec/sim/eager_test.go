@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"os"
 	"sort"
 	"testing"
 )
@@ -13,14 +12,7 @@ import (
 // shows). It then checks the eager predictions of those rows and of
 // the whole column.
 func TestHostCallUs(t *testing.T) {
-	path := baselineTSV()
-	if _, err := os.Stat(path); err != nil {
-		t.Skipf("baseline table not available: %v", err)
-	}
-	tb, err := ReadTableFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tb := baselineTable(t)
 	var small []float64
 	s := newSim(t, loadSearch(t, "", 1), nil)
 	for _, m := range tb.Rows {

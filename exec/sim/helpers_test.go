@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bytes"
+	"os"
 	"path/filepath"
 	"runtime"
 	"testing"
@@ -20,6 +21,21 @@ func repoRoot() string {
 // baselineTSV is the measured table the default calibration is fitted to.
 func baselineTSV() string {
 	return filepath.Join(repoRoot(), "..", "shared", "baselines", "h200x2-nvswitch", "nccl-2.28.9-p2p.tsv")
+}
+
+// baselineTable reads the table of baselineTSV, skipping the test when
+// the shared data is not beside the checkout.
+func baselineTable(t testing.TB) *Table {
+	t.Helper()
+	path := baselineTSV()
+	if _, err := os.Stat(path); err != nil {
+		t.Skipf("baseline table not available: %v", err)
+	}
+	tb, err := ReadTableFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tb
 }
 
 // loadSearch loads an embedded or on-disk topology and runs the search.

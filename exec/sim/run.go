@@ -673,10 +673,7 @@ func (x *runner) run() {
 			c := &x.rc[ev.id]
 			c.tail = max(c.tail, ev.val)
 			c.started = max(c.started, ev.val) // posted data is visible
-			if c.blocked {
-				c.blocked = false
-				x.advance(c.recver)
-			}
+			x.resume(&c.blocked, c.recver)
 		case evProxyRecv:
 			pend := x.proxyRecv[ev.id]
 			x.proxyRecv[ev.id] = pend[1:]
@@ -684,18 +681,21 @@ func (x *runner) run() {
 		case evStarted:
 			c := &x.rc[ev.id]
 			c.started = max(c.started, ev.val)
-			if c.blocked {
-				c.blocked = false
-				x.advance(c.recver)
-			}
+			x.resume(&c.blocked, c.recver)
 		case evHead:
 			c := &x.sc[ev.id]
 			c.head = max(c.head, ev.val)
-			if c.blocked {
-				c.blocked = false
-				x.advance(c.sender)
-			}
+			x.resume(&c.blocked, c.sender)
 		}
+	}
+}
+
+// resume advances actor ai when it waits for the connection end whose
+// blocked flag this is (see ready), clearing the flag.
+func (x *runner) resume(blocked *bool, ai int32) {
+	if *blocked {
+		*blocked = false
+		x.advance(ai)
 	}
 }
 
