@@ -24,7 +24,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-# name -> (environment, largest size in bytes)
+# name -> (environment, largest size in bytes[, smallest size in bytes])
 CONFIGS = {
     "p2p-simple": ({"NCCL_PROTO": "Simple"}, 1 << 29),
     "p2p-ll": ({"NCCL_PROTO": "LL"}, 1 << 25),
@@ -33,6 +33,25 @@ CONFIGS = {
     "shm-simple": ({"NCCL_P2P_DISABLE": "1", "NCCL_PROTO": "Simple"}, 1 << 27),
     "net-socket": ({"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1", "NCCL_NET": "Socket",
                     "NCCL_SOCKET_IFNAME": "lo"}, 1 << 27),
+    # Simple at 8 KiB - 8 MiB under NCCL's knobs: threads per block, buffer
+    # size (slice size) and channel count, to tell per-slice costs from
+    # per-byte costs and per-block rates from per-link rates.
+    "simple-nthreads-128": ({"NCCL_PROTO": "Simple", "NCCL_NTHREADS": "128"}, 1 << 23, 1 << 13),
+    "simple-nthreads-256": ({"NCCL_PROTO": "Simple", "NCCL_NTHREADS": "256"}, 1 << 23, 1 << 13),
+    "simple-nthreads-512": ({"NCCL_PROTO": "Simple", "NCCL_NTHREADS": "512"}, 1 << 23, 1 << 13),
+    "simple-buffsize-1m": ({"NCCL_PROTO": "Simple", "NCCL_BUFFSIZE": str(1 << 20)}, 1 << 23, 1 << 13),
+    "simple-buffsize-16m": ({"NCCL_PROTO": "Simple", "NCCL_BUFFSIZE": str(1 << 24)}, 1 << 23, 1 << 13),
+    "simple-nch-1": ({"NCCL_PROTO": "Simple", "NCCL_MIN_NCHANNELS": "1", "NCCL_MAX_NCHANNELS": "1"}, 1 << 23, 1 << 13),
+    "simple-nch-4": ({"NCCL_PROTO": "Simple", "NCCL_MIN_NCHANNELS": "4", "NCCL_MAX_NCHANNELS": "4"}, 1 << 23, 1 << 13),
+    "simple-nch-12": ({"NCCL_PROTO": "Simple", "NCCL_MIN_NCHANNELS": "12", "NCCL_MAX_NCHANNELS": "12"}, 1 << 25, 1 << 13),
+    # The same for LL and LL128: per-block rates at 1 and 4 channels.
+    "ll-nch-1": ({"NCCL_PROTO": "LL", "NCCL_MIN_NCHANNELS": "1", "NCCL_MAX_NCHANNELS": "1"}, 1 << 23, 1 << 13),
+    "ll-nch-4": ({"NCCL_PROTO": "LL", "NCCL_MIN_NCHANNELS": "4", "NCCL_MAX_NCHANNELS": "4"}, 1 << 23, 1 << 13),
+    "ll128-nch-1": ({"NCCL_PROTO": "LL128", "NCCL_MIN_NCHANNELS": "1", "NCCL_MAX_NCHANNELS": "1"}, 1 << 23, 1 << 13),
+    "ll128-nch-4": ({"NCCL_PROTO": "LL128", "NCCL_MIN_NCHANNELS": "4", "NCCL_MAX_NCHANNELS": "4"}, 1 << 23, 1 << 13),
+    # SHM Simple on one channel: the per-block rate through host memory.
+    "shm-simple-nch-1": ({"NCCL_P2P_DISABLE": "1", "NCCL_PROTO": "Simple", "NCCL_MIN_NCHANNELS": "1",
+                          "NCCL_MAX_NCHANNELS": "1"}, 1 << 23, 1 << 13),
 }
 
 COLLS = ["all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce"]
@@ -70,7 +89,7 @@ def buffers(coll, nbytes, n, dev):
     return torch.ones(elems, device=dev), None
 
 
-def worker(rank, n, name, env, maxbytes, outdir, port):
+def worker(rank, n, name, env, maxbytes, minbytes, outdir, port):
     os.environ.update(env)
     os.environ.update({
         "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
@@ -82,7 +101,7 @@ def worker(rank, n, name, env, maxbytes, outdir, port):
     dev = torch.device("cuda", rank)
     dist.init_process_group("nccl", rank=rank, world_size=n, device_id=dev)
     rows = []
-    sizes = [8 << (2 * k) for k in range(15) if (8 << (2 * k)) <= maxbytes]
+    sizes = [8 << (2 * k) for k in range(15) if minbytes <= (8 << (2 * k)) <= maxbytes]
     stream = torch.cuda.Stream(device=dev)
     for coll in COLLS:
         for nbytes in sizes:
@@ -140,9 +159,10 @@ def main():
     n = int(os.environ.get("RECORD_NGPUS", "0")) or torch.cuda.device_count()
     os.makedirs(outdir, exist_ok=True)
     for i, name in enumerate(names):
-        env, maxbytes = CONFIGS[name]
+        env, maxbytes, *rest = CONFIGS[name]
+        minbytes = rest[0] if rest else 0
         t0 = time.time()
-        mp.spawn(worker, args=(n, name, env, maxbytes, outdir, 29600 + i), nprocs=n, join=True)
+        mp.spawn(worker, args=(n, name, env, maxbytes, minbytes, outdir, 29600 + i), nprocs=n, join=True)
         for f in os.listdir(outdir):
             if f.startswith(name + ".rank") and f.endswith(".log.tmp"):
                 os.replace(os.path.join(outdir, f), os.path.join(outdir, name + ".log"))
