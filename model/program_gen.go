@@ -17,6 +17,12 @@ type ProgOptions struct {
 	// it, and an AllGather rank sends its own block from the output. The
 	// other collectives run the same primitives either way.
 	InPlace bool
+	// BuffSize is NCCL_BUFFSIZE, the Simple connection buffer in bytes
+	// (0: NCCL's default, BuffSizeSimple): it sets the step, and so the
+	// chunk and slice sizes, of Simple collectives (CheckBuffSizeSimple
+	// says which values are allowed). LL and LL128 have buffers of their
+	// own. AlltoAll Programs refuse a buffer other than the default.
+	BuffSize int
 	// Credits overrides the flow-control window (NCCL_STEPS when 0). Only
 	// tests that check violation detection should set it.
 	Credits int
@@ -67,6 +73,9 @@ func NewProgGen(plan *Plan, c Collective, a Algorithm, p Protocol, count int64, 
 	case CollSendRecv:
 		return nil, fmt.Errorf("generate %s: a group of sends and receives needs its task list (GenerateP2PProgram)", c)
 	case CollAlltoAll:
+		if opts.BuffSize != 0 && opts.BuffSize != BuffSizeSimple {
+			return nil, fmt.Errorf("generate %s: NCCL_BUFFSIZE=%d: p2p Programs use NCCL's default buffer only", c, opts.BuffSize)
+		}
 		po := opts.P2P
 		if po.Credits == 0 {
 			po.Credits = opts.Credits
@@ -101,9 +110,18 @@ func NewProgGen(plan *Plan, c Collective, a Algorithm, p Protocol, count int64, 
 	if credits == 0 {
 		credits = ProgSlots
 	}
+	stepBytes := ProtoStepBytes(p)
+	if opts.BuffSize != 0 && opts.BuffSize != BuffSizeSimple {
+		if err := CheckBuffSizeSimple(int64(opts.BuffSize)); err != nil {
+			return nil, fmt.Errorf("generate %s: %w", c, err)
+		}
+		if p == ProtoSimple {
+			stepBytes = opts.BuffSize / ProgSlots
+		}
+	}
 	g := &ProgGen{plan: plan, inPlace: opts.InPlace}
 	g.hdr = Program{Coll: c, Algo: a, Proto: p, Dtype: d, Op: op, Count: count, NRanks: n, NChannels: nch,
-		StepBytes: ProtoStepBytes(p), Credits: credits, SlicesPerChunk: chunkSteps / sliceSteps, StepsPerSlice: sliceSteps}
+		StepBytes: stepBytes, Credits: credits, SlicesPerChunk: chunkSteps / sliceSteps, StepsPerSlice: sliceSteps}
 	if c == CollBroadcast || c == CollReduce {
 		g.hdr.Root = opts.Root
 	}
@@ -126,7 +144,7 @@ func NewProgGen(plan *Plan, c Collective, a Algorithm, p Protocol, count int64, 
 		return nil, fmt.Errorf("generate %s/%s: %w", c, a, err)
 	}
 	nNodes := max(plan.NNodes, 1)
-	g.parts = CollParts(c, a, p, d, count, nch, nNodes, n)
+	g.parts = collParts(c, a, p, d, count, nch, nNodes, n, stepBytes)
 	if len(g.parts) == 0 {
 		return g, nil
 	}

@@ -58,6 +58,24 @@ func ProtoBuffSize(p Protocol) int {
 	}
 }
 
+// MinBuffSizeSimple and MaxBuffSizeSimple bound the NCCL_BUFFSIZE a
+// Program may be generated for: a step must hold at least one Simple
+// grain (512 B) per slot, and a slot stays below 1 GiB.
+const (
+	MinBuffSizeSimple = ProgSlots * 4096
+	MaxBuffSizeSimple = ProgSlots << 27
+)
+
+// CheckBuffSizeSimple checks an NCCL_BUFFSIZE value for the Simple
+// buffer: a multiple of ProgSlots times the Simple grain (so that every
+// step holds whole grains) within [MinBuffSizeSimple, MaxBuffSizeSimple].
+func CheckBuffSizeSimple(n int64) error {
+	if n < MinBuffSizeSimple || n > MaxBuffSizeSimple || n%(ProgSlots*512) != 0 {
+		return fmt.Errorf("NCCL_BUFFSIZE=%d: want a multiple of %d between %d and %d", n, ProgSlots*512, MinBuffSizeSimple, MaxBuffSizeSimple)
+	}
+	return nil
+}
+
 // ProtoStepBytes is the wire size of one step (one slot): buffSize/NCCL_STEPS.
 func ProtoStepBytes(p Protocol) int { return ProtoBuffSize(p) / ProgSlots }
 
@@ -243,8 +261,13 @@ func progLog2i(n int) int {
 // ReduceScatter) on one channel; nNodes and nRanks feed the Tree+LL128
 // reduction.
 func CollChunkBytes(c Collective, a Algorithm, p Protocol, nBytes int64, nNodes, nRanks int) int64 {
+	return collChunkBytes(c, a, p, nBytes, nNodes, nRanks, ProtoStepBytes(p))
+}
+
+// collChunkBytes is CollChunkBytes with steps of stepBytes.
+func collChunkBytes(c Collective, a Algorithm, p Protocol, nBytes int64, nNodes, nRanks, stepBytes int) int64 {
 	chunkSteps, _ := ChunkSliceSteps(c, a, p)
-	chunk := int64(ProtoStepBytes(p) * chunkSteps)
+	chunk := int64(stepBytes * chunkSteps)
 	switch p {
 	case ProtoLL:
 		chunk /= 2
@@ -366,6 +389,11 @@ func SplitChannels(c Collective, p Protocol, count int64, elemSize, nRanks, maxC
 // plan with nChannels channels as NCCL does (SplitChannels, the whole
 // channel budget), with one chunk size per share from CollChunkBytes.
 func CollParts(c Collective, a Algorithm, p Protocol, d Dtype, count int64, nChannels, nNodes, nRanks int) []CollPart {
+	return collParts(c, a, p, d, count, nChannels, nNodes, nRanks, ProtoStepBytes(p))
+}
+
+// collParts is CollParts with steps of stepBytes.
+func collParts(c Collective, a Algorithm, p Protocol, d Dtype, count int64, nChannels, nNodes, nRanks, stepBytes int) []CollPart {
 	if count <= 0 || nChannels <= 0 {
 		return nil
 	}
@@ -379,7 +407,7 @@ func CollParts(c Collective, a Algorithm, p Protocol, d Dtype, count int64, nCha
 	}
 	g := int64(ProtoGrainSize(p))
 	chunkCount := func(n int64) int64 {
-		bytes := CollChunkBytes(c, a, p, n*elem*progMaxSendRecvCount(c, nRanks), nNodes, nRanks)
+		bytes := collChunkBytes(c, a, p, n*elem*progMaxSendRecvCount(c, nRanks), nNodes, nRanks, stepBytes)
 		return bytes / g * (g / elem)
 	}
 	var parts []CollPart

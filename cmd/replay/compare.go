@@ -16,7 +16,7 @@ import (
 	"github.com/twinccl/twinccl/model"
 )
 
-const compareHelp = `Usage: replay compare HW.parquet|HW.json [--topo FILE.xml] [--env KEY=VALUE]...
+const compareHelp = `Usage: replay compare HW.parquet|HW.json [--topo FILE.xml] [--nodes N] [--env KEY=VALUE]...
                       [--calib FILE.json] [--json OUT] [--svg OUT.svg] [--title T] [--events]
 
 Compares hardware measurements with the simulator. HW is either a hardware call
@@ -31,9 +31,13 @@ Every call is simulated on the topology (default: the embedded %s) with the
 algorithm, protocol and channels it was recorded with. NCCL's column is
 compared with the simulation at the tuner's choice (NCCL's rules), which is
 what NCCL ran; both are the same call unless our executor chose otherwise.
-The search and the simulation follow the NCCL_* settings of the environment
-and of --env KEY=VALUE (which wins; repeat it): give the settings the run was
-recorded under, e.g. --env NCCL_P2P_DISABLE=1 for a run over SHM.
+The search and the simulation follow the NCCL_* settings that a JSON file
+says NCCL ran under (nccl_env: run gpu records them, with the NCCL_PROTO,
+NCCL_ALGO and channel counts its --proto, --algo and --channels forced), then
+those of the environment, then --env KEY=VALUE (which wins; repeat it): give
+the settings an older recording was made under, e.g. --env NCCL_P2P_DISABLE=1
+for a run over SHM. A run over several hosts (or TWINCCL_HOSTID=split:K on
+one) is compared with --nodes N and a topology FILE of one host.
 
 It prints a table per call, per (op, size, protocol) where calls repeat, and
 the median and maximum absolute error and the median signed error (bias:
@@ -67,6 +71,7 @@ func runCompare(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	topo := fs.String("topo", "", "topology XML `FILE` (default: the embedded one)")
+	nodes := fs.Int("nodes", 1, "the run spanned `N` hosts, each like the topology FILE (e.g. one GPU per host over sockets)")
 	env := envFlags{}
 	fs.Var(env, "env", "NCCL_* setting `KEY=VALUE` the run was recorded under (repeatable; wins over the environment)")
 	calibPath := fs.String("calib", "", "calibration `FILE.json` (default: embedded)")
@@ -103,7 +108,14 @@ func runCompare(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("--events: %w", err)
 		}
 	}
+	if *nodes < 1 {
+		return fmt.Errorf("%w: --nodes %d: want at least 1", errUsage, *nodes)
+	}
+	// The settings NCCL's run recorded, then this environment's, then --env.
 	settings := map[string]string{}
+	for k, v := range in.NCCLEnv {
+		settings[k] = v
+	}
 	for _, kv := range os.Environ() {
 		if k, v, ok := strings.Cut(kv, "="); ok && strings.HasPrefix(k, "NCCL_") {
 			settings[k] = v
@@ -120,7 +132,7 @@ func runCompare(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cp, err := hwcmp.NewComparer(root, file, settings, calib, calibName)
+	cp, err := hwcmp.NewComparerNodes(root, file, *nodes, settings, calib, calibName)
 	if err != nil {
 		return err
 	}

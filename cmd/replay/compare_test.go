@@ -119,3 +119,50 @@ func TestCompareCalib(t *testing.T) {
 		t.Errorf("output does not name the calibration or lacks statistics:\n%s", out)
 	}
 }
+
+// TestCompareRecordedSettings: a recording's nccl_env (NCCL forced to LL
+// by run gpu --proto ll) makes NCCL's column simulate LL at 8 MiB, where
+// the tuner alone picks Simple; a split-host run compares on two hosts of
+// one GPU with --nodes 2 and its recorded socket settings.
+func TestCompareRecordedSettings(t *testing.T) {
+	h100 := filepath.Join("..", "..", "testdata", "hw", "h100x2")
+	run := func(args ...string) compareJSON {
+		t.Helper()
+		out := filepath.Join(t.TempDir(), "c.json")
+		var so, se bytes.Buffer
+		if err := runCompare(append(args, "--json", out), &so, &se); err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, se.String())
+		}
+		var doc compareJSON
+		data, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(data, &doc); err != nil {
+			t.Fatal(err)
+		}
+		return doc
+	}
+	doc := run(filepath.Join(h100, "proto", "p2p-allreduce-ll.json"), "--topo", filepath.Join(h100, "topo.xml"))
+	if !strings.Contains(doc.Settings, "NCCL_PROTO=LL") {
+		t.Errorf("settings %q lack the recorded NCCL_PROTO=LL", doc.Settings)
+	}
+	last := doc.Calls[len(doc.Calls)-1]
+	if last.Bytes != 8<<20 || last.TunerProto != "LL" {
+		t.Errorf("last call: %d B, NCCL's column simulated with %q, want 8 MiB in LL", last.Bytes, last.TunerProto)
+	}
+	// --env wins over the recording.
+	doc = run(filepath.Join(h100, "proto", "p2p-allreduce-ll.json"), "--topo", filepath.Join(h100, "topo.xml"), "--env", "NCCL_PROTO=Simple")
+	if last := doc.Calls[len(doc.Calls)-1]; last.TunerProto != "Simple" {
+		t.Errorf("with --env NCCL_PROTO=Simple: NCCL's column in %q", last.TunerProto)
+	}
+	doc = run(filepath.Join(h100, "net-broadcast.json"), "--topo", filepath.Join(h100, "topo-1gpu.xml"), "--nodes", "2")
+	if !strings.Contains(doc.Settings, "NCCL_NET=Socket") || len(doc.Calls) == 0 {
+		t.Fatalf("split-host run: settings %q, %d calls", doc.Settings, len(doc.Calls))
+	}
+	var so, se bytes.Buffer
+	err := runCompare([]string{filepath.Join(h100, "net-broadcast.json"), "--topo", filepath.Join(h100, "topo-1gpu.xml"), "--nodes", "0"}, &so, &se)
+	if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), "--nodes") {
+		t.Errorf("--nodes 0: %v", err)
+	}
+}

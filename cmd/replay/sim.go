@@ -163,7 +163,11 @@ func newSimulator(res *search.Result, calibPath string, mode sim.Mode, force boo
 		return nil, nil, "", nil, err
 	}
 	s.Mode = mode
-	s.Machine.SetSettings(sim.SettingsFromEnv(os.LookupEnv))
+	st, err := sim.SettingsFromEnv(os.LookupEnv)
+	if err != nil {
+		return nil, nil, "", nil, err
+	}
+	s.Machine.SetSettings(st)
 	bar := newProgressBar(stderr, force)
 	if bar != nil {
 		s.Machine.Progress = bar.update

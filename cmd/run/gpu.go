@@ -11,6 +11,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -311,7 +312,11 @@ type gpuReport struct {
 	Topology    string   `json:"topology"`
 	GPUs        []string `json:"gpus"`
 	NCCLVersion string   `json:"nccl_version,omitempty"`
-	Rows        []gpuRow `json:"rows"`
+	// NCCLEnv are the NCCL_* settings of the environment NCCL's
+	// communicator was created in: those inherited and those that
+	// --algo, --proto and --channels set (ncclForcedEnv).
+	NCCLEnv map[string]string `json:"nccl_env,omitempty"`
+	Rows    []gpuRow          `json:"rows"`
 }
 
 // gpuJob is one rank's state for the sweep.
@@ -716,6 +721,7 @@ func (j *gpuJob) sweep() error {
 	rep := gpuReport{NRanks: j.n, Collective: j.o.coll.String(), Graph: j.o.graph == 1, Repetitions: gpuReps, Topology: topo, GPUs: gpus}
 	if j.lib != nil {
 		rep.NCCLVersion = j.lib.VersionString()
+		rep.NCCLEnv = ncclEnviron()
 	}
 	if j.rank == 0 {
 		j.header(rep)
@@ -770,10 +776,70 @@ func (j *gpuJob) describeGPUs() ([]string, error) {
 	return out, nil
 }
 
+// ncclForcedEnv are the NCCL_* settings that make NCCL run what --algo,
+// --proto and --channels make our executor run: NCCL_ALGO, NCCL_PROTO,
+// and NCCL_MIN_NCHANNELS = NCCL_MAX_NCHANNELS. NCCL applies them at
+// communicator creation, so its tuner may still give a small call fewer
+// channels than --channels does ours.
+func ncclForcedEnv(o gpuOpts) map[string]string {
+	env := map[string]string{}
+	if o.algoSet {
+		env["NCCL_ALGO"] = o.algoV.String()
+	}
+	if o.protoSet {
+		env["NCCL_PROTO"] = o.protoV.String()
+	}
+	if o.channels > 0 {
+		env["NCCL_MIN_NCHANNELS"] = strconv.Itoa(o.channels)
+		env["NCCL_MAX_NCHANNELS"] = strconv.Itoa(o.channels)
+	}
+	return env
+}
+
+// forceNCCLEnv puts ncclForcedEnv into this process's environment before
+// NCCL reads it. A setting already there that says otherwise is an error:
+// NCCL and our executor would run different things under one flag.
+func forceNCCLEnv(o gpuOpts) error {
+	env := ncclForcedEnv(o)
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		v := env[k]
+		if old, ok := os.LookupEnv(k); ok && old != v {
+			return fmt.Errorf("%s=%s in the environment contradicts the %s the flags force (%s=%s)", k, old, strings.ToLower(strings.TrimPrefix(k, "NCCL_")), k, v)
+		}
+		if err := os.Setenv(k, v); err != nil {
+			return fmt.Errorf("set %s: %w", k, err)
+		}
+	}
+	return nil
+}
+
+// ncclEnviron is the NCCL_* part of the environment, or nil.
+func ncclEnviron() map[string]string {
+	var env map[string]string
+	for _, kv := range os.Environ() {
+		k, v, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(k, "NCCL_") {
+			if env == nil {
+				env = map[string]string{}
+			}
+			env[k] = v
+		}
+	}
+	return env
+}
+
 // initNCCL loads libnccl on every rank, sends rank 0's unique id over the
 // bootstrap and creates the communicator. Every rank learns whether all
 // could load the library, so that none waits for the others in vain.
 func (j *gpuJob) initNCCL() error {
+	if err := forceNCCLEnv(j.o); err != nil {
+		return fmt.Errorf("--baseline nccl: %w", err)
+	}
 	lib, lerr := nccl.Open()
 	var msg []byte
 	var id nccl.UniqueID

@@ -345,3 +345,42 @@ func TestGPULostRank(t *testing.T) {
 		})
 	}
 }
+
+// TestNCCLForcedEnv: --algo, --proto and --channels become the NCCL_*
+// settings NCCL's baseline is created under, a contradicting setting in
+// the environment is an error naming both, and an agreeing one is kept.
+func TestNCCLForcedEnv(t *testing.T) {
+	o := gpuOpts{algoSet: true, algoV: model.AlgoRing, protoSet: true, protoV: model.ProtoLL128, channels: 4}
+	got := ncclForcedEnv(o)
+	want := map[string]string{"NCCL_ALGO": "Ring", "NCCL_PROTO": "LL128", "NCCL_MIN_NCHANNELS": "4", "NCCL_MAX_NCHANNELS": "4"}
+	if len(got) != len(want) {
+		t.Fatalf("forced %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s=%q, want %q", k, got[k], v)
+		}
+	}
+	if env := ncclForcedEnv(gpuOpts{}); len(env) != 0 {
+		t.Errorf("nothing forced: %v", env)
+	}
+	for _, k := range []string{"NCCL_ALGO", "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS"} {
+		t.Setenv(k, "")
+		os.Unsetenv(k)
+	}
+	t.Setenv("NCCL_PROTO", "Simple")
+	err := forceNCCLEnv(o)
+	if err == nil || !strings.Contains(err.Error(), "NCCL_PROTO=Simple") || !strings.Contains(err.Error(), "NCCL_PROTO=LL128") {
+		t.Errorf("contradicting NCCL_PROTO: %v", err)
+	}
+	t.Setenv("NCCL_PROTO", "LL128")
+	if err := forceNCCLEnv(o); err != nil {
+		t.Fatal(err)
+	}
+	env := ncclEnviron()
+	for k, v := range want {
+		if env[k] != v {
+			t.Errorf("environment %s=%q after forcing, want %q", k, env[k], v)
+		}
+	}
+}

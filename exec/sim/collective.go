@@ -165,7 +165,7 @@ func (s *Simulator) Generator(c Call) (*model.ProgGen, CallResult, error) {
 		return nil, cr, fmt.Errorf("sim: %s with %s/%s has no Program (ring for every collective, tree for AllReduce)", c.Coll, algo, proto)
 	}
 	nch = max(nch, 1)
-	g, err := model.NewProgGen(s.Search.Plan, c.Coll, genAlgo, proto, c.Count, c.Dtype, c.Op, model.ProgOptions{NChannels: nch, Root: c.Root, InPlace: c.InPlace})
+	g, err := model.NewProgGen(s.Search.Plan, c.Coll, genAlgo, proto, c.Count, c.Dtype, c.Op, model.ProgOptions{NChannels: nch, Root: c.Root, InPlace: c.InPlace, BuffSize: s.Machine.settings.BuffSize})
 	if err != nil {
 		return nil, cr, fmt.Errorf("sim: %w", err)
 	}

@@ -196,7 +196,9 @@ type FitTable struct {
 // NewFitTable prepares a Table for fitting: res is the search result under
 // the table's settings (SearchTable).
 func NewFitTable(t *Table, res *search.Result) FitTable {
-	return FitTable{Name: t.Name, Res: res, Settings: SettingsFromEnv(t.Lookup), Harness: t.Harness, Rows: t.Rows, Loop: DefaultLoopCalls, Eager: t.Eager}
+	// SearchTable, which made res, has checked the settings.
+	st, _ := SettingsFromEnv(t.Lookup)
+	return FitTable{Name: t.Name, Res: res, Settings: st, Harness: t.Harness, Rows: t.Rows, Loop: DefaultLoopCalls, Eager: t.Eager}
 }
 
 // simulator builds the table's simulator with calibration c.

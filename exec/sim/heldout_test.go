@@ -57,35 +57,43 @@ func loadTable(t testing.TB, spec string) (*Table, *search.Result) {
 func TestTunerMatchesLogs(t *testing.T) {
 	for _, name := range heldOutTables {
 		tb, res := loadTable(t, name)
-		f, err := os.Open(filepath.Join(timingsDir(), name+".log"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		lc, err := ReadLoggedChoices(f, name+".log")
-		f.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(lc) == 0 {
-			t.Fatalf("%s: no logged calls", name)
-		}
-		s := newSim(t, res, nil)
-		bad := 0
-		for _, c := range lc {
-			// The channels that carry work: the tuner's count, cut as NCCL
-			// cuts the call (model.SplitChannels).
-			_, cr, err := s.Generator(Call{Coll: c.Coll, Count: c.Bytes / 4, Dtype: model.DtypeFP32, Algo: -1, Proto: -1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if cr.Algo != c.Algo || cr.Proto != c.Proto || cr.NChannels != c.NChannels {
-				bad++
-				t.Errorf("%s:%d %s %d B: NCCL %s/%s/%d, sim %s/%s/%d", name, c.Line, c.Coll, c.Bytes,
-					c.Algo, c.Proto, c.NChannels, cr.Algo, cr.Proto, cr.NChannels)
-			}
-		}
-		t.Logf("%s (%s): %d logged calls, %d differ", name, strings.TrimSpace(tb.Settings()), len(lc), bad)
+		checkLoggedChoices(t, tb, res, filepath.Join(timingsDir(), name+".log"))
 	}
+}
+
+// checkLoggedChoices checks that the tuner on res picks, for every call
+// of NCCL's INFO log at path, the algorithm, protocol and channel count
+// NCCL logged.
+func checkLoggedChoices(t *testing.T, tb *Table, res *search.Result, path string) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc, err := ReadLoggedChoices(f, filepath.Base(path))
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lc) == 0 {
+		t.Fatalf("%s: no logged calls", path)
+	}
+	s := newSim(t, res, nil)
+	bad := 0
+	for _, c := range lc {
+		// The channels that carry work: the tuner's count, cut as NCCL
+		// cuts the call (model.SplitChannels).
+		_, cr, err := s.Generator(Call{Coll: c.Coll, Count: c.Bytes / 4, Dtype: model.DtypeFP32, Algo: -1, Proto: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cr.Algo != c.Algo || cr.Proto != c.Proto || cr.NChannels != c.NChannels {
+			bad++
+			t.Errorf("%s:%d %s %d B: NCCL %s/%s/%d, sim %s/%s/%d", filepath.Base(path), c.Line, c.Coll, c.Bytes,
+				c.Algo, c.Proto, c.NChannels, cr.Algo, cr.Proto, cr.NChannels)
+		}
+	}
+	t.Logf("%s (%s): %d logged calls, %d differ", tb.Name, strings.TrimSpace(tb.Settings()), len(lc), bad)
 }
 
 // heldOutBounds are the tolerances on the tables the embedded calibration

@@ -29,7 +29,11 @@ func socketRun(t *testing.T, c *Calib, tasks []model.P2PTask) (float64, map[[2]i
 	t.Helper()
 	tb, res := loadTable(t, "net-socket")
 	s := newSim(t, res, c)
-	s.Machine.SetSettings(SettingsFromEnv(tb.Lookup))
+	st, err := SettingsFromEnv(tb.Lookup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Machine.SetSettings(st)
 	p, err := model.GenerateP2PProgram(res.Plan, tasks, model.ProtoSimple, model.DtypeFP32,
 		model.P2POptions{P2PChannels: 1, ChannelsPerPeer: 1})
 	if err != nil {

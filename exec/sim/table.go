@@ -259,6 +259,9 @@ func (t *Table) Settings() string {
 // settings and runs NCCL's search and tuner under them, as the measured
 // run did.
 func SearchTable(root *model.Element, file string, nodes int, t *Table) (*search.Result, error) {
+	if _, err := SettingsFromEnv(t.Lookup); err != nil {
+		return nil, fmt.Errorf("table %s: %w", t.Name, err)
+	}
 	params, err := model.ParamsFromEnv(t.Lookup)
 	if err != nil {
 		return nil, fmt.Errorf("table %s: %w", t.Name, err)

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/twinccl/twinccl/model"
@@ -116,20 +117,51 @@ type Settings struct {
 	// interface (NCCL_SOCKET_IFNAME=lo): NET connections stay within the
 	// machine and cross no NIC, only the proxies and host memory.
 	LoopbackNet bool
+	// BuffSize is NCCL_BUFFSIZE, the Simple buffer of every connection (0:
+	// NCCL's default, model.BuffSizeSimple): it sets the step, chunk and
+	// slice sizes of Simple collectives (model.ProgOptions.BuffSize).
+	BuffSize int
+}
+
+// unmodelled are NCCL settings that change what NCCL runs but that the
+// Programs do not follow, with the one value they are built for: a run
+// under another value cannot be simulated faithfully.
+var unmodelled = []struct {
+	key, what string
+	value     int
+}{
+	{"NCCL_LL_BUFFSIZE", "the LL buffer", model.BuffSizeLL},
+	{"NCCL_LL128_BUFFSIZE", "the LL128 buffer", model.BuffSizeLL128},
 }
 
 // SettingsFromEnv reads Settings from NCCL_* variables through lookup
-// (nil: none set).
-func SettingsFromEnv(lookup func(string) (string, bool)) Settings {
+// (nil: none set). A bad NCCL_BUFFSIZE, or a setting of unmodelled at
+// another value than NCCL's default, is an error naming it.
+func SettingsFromEnv(lookup func(string) (string, bool)) (Settings, error) {
 	var st Settings
 	if lookup == nil {
-		return st
+		return st, nil
+	}
+	for _, u := range unmodelled {
+		if v, ok := lookup(u.key); ok && strings.TrimSpace(v) != strconv.Itoa(u.value) {
+			return st, fmt.Errorf("%s=%s: the simulator models %s at NCCL's default only (%d)", u.key, v, u.what, u.value)
+		}
+	}
+	if v, ok := lookup("NCCL_BUFFSIZE"); ok {
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 0, 64)
+		if err != nil {
+			return st, fmt.Errorf("NCCL_BUFFSIZE=%q: not a number of bytes", v)
+		}
+		if err := model.CheckBuffSizeSimple(n); err != nil {
+			return st, err
+		}
+		st.BuffSize = int(n)
 	}
 	if v, ok := lookup("NCCL_SOCKET_IFNAME"); ok {
 		v = strings.TrimLeft(v, "=^")
 		st.LoopbackNet = v == "lo" || strings.HasPrefix(v, "lo") && !strings.Contains(v, ",")
 	}
-	return st
+	return st, nil
 }
 
 // resKind names the type of resource id: its link type, or MEM.

@@ -49,6 +49,17 @@ CONFIGS = {
     "ll-nch-4": ({"NCCL_PROTO": "LL", "NCCL_MIN_NCHANNELS": "4", "NCCL_MAX_NCHANNELS": "4"}, 1 << 23, 1 << 13),
     "ll128-nch-1": ({"NCCL_PROTO": "LL128", "NCCL_MIN_NCHANNELS": "1", "NCCL_MAX_NCHANNELS": "1"}, 1 << 23, 1 << 13),
     "ll128-nch-4": ({"NCCL_PROTO": "LL128", "NCCL_MIN_NCHANNELS": "4", "NCCL_MAX_NCHANNELS": "4"}, 1 << 23, 1 << 13),
+    # Simple on one channel under other buffer sizes (slice sizes) and
+    # thread counts: per-slice costs against per-byte costs, and whether a
+    # block's rate scales with its threads.
+    "simple-nch-1-buffsize-1m": ({"NCCL_PROTO": "Simple", "NCCL_MIN_NCHANNELS": "1", "NCCL_MAX_NCHANNELS": "1",
+                                  "NCCL_BUFFSIZE": str(1 << 20)}, 1 << 25, 1 << 13),
+    "simple-nch-1-buffsize-16m": ({"NCCL_PROTO": "Simple", "NCCL_MIN_NCHANNELS": "1", "NCCL_MAX_NCHANNELS": "1",
+                                   "NCCL_BUFFSIZE": str(1 << 24)}, 1 << 25, 1 << 13),
+    "simple-nch-1-nthreads-128": ({"NCCL_PROTO": "Simple", "NCCL_MIN_NCHANNELS": "1", "NCCL_MAX_NCHANNELS": "1",
+                                   "NCCL_NTHREADS": "128"}, 1 << 25, 1 << 13),
+    "simple-nch-1-nthreads-256": ({"NCCL_PROTO": "Simple", "NCCL_MIN_NCHANNELS": "1", "NCCL_MAX_NCHANNELS": "1",
+                                   "NCCL_NTHREADS": "256"}, 1 << 25, 1 << 13),
     # SHM Simple on one channel: the per-block rate through host memory.
     "shm-simple-nch-1": ({"NCCL_P2P_DISABLE": "1", "NCCL_PROTO": "Simple", "NCCL_MIN_NCHANNELS": "1",
                           "NCCL_MAX_NCHANNELS": "1"}, 1 << 23, 1 << 13),

@@ -28,11 +28,21 @@ type Comparer struct {
 // NCCL_* settings env, as the measured run did, and builds its simulator
 // with calibration c.
 func NewComparer(root *model.Element, file string, env map[string]string, c *sim.Calib, calibName string) (*Comparer, error) {
+	return NewComparerNodes(root, file, 1, env, c, calibName)
+}
+
+// NewComparerNodes is NewComparer for a job over nodes identical hosts,
+// each described by root (e.g. one rank per host, over the net
+// transport).
+func NewComparerNodes(root *model.Element, file string, nodes int, env map[string]string, c *sim.Calib, calibName string) (*Comparer, error) {
 	if c == nil {
 		return nil, fmt.Errorf("hwcmp: no calibration")
 	}
+	if nodes < 1 {
+		return nil, fmt.Errorf("hwcmp: %d nodes", nodes)
+	}
 	t := &sim.Table{Name: "compare", Env: env, Harness: sim.HarnessNCCLTests}
-	res, err := sim.SearchTable(root, file, 1, t)
+	res, err := sim.SearchTable(root, file, nodes, t)
 	if err != nil {
 		return nil, err
 	}
@@ -46,7 +56,11 @@ func NewComparerFor(res *search.Result, t *sim.Table, c *sim.Calib, calibName st
 	if err != nil {
 		return nil, err
 	}
-	s.Machine.SetSettings(sim.SettingsFromEnv(t.Lookup))
+	st, err := sim.SettingsFromEnv(t.Lookup)
+	if err != nil {
+		return nil, err
+	}
+	s.Machine.SetSettings(st)
 	s.Harness = t.Harness
 	return &Comparer{Sim: s, Topology: res.Cluster.File, Settings: t.Settings(), CalibName: calibName, calib: c}, nil
 }

@@ -289,6 +289,7 @@ func TestBadInputs(t *testing.T) {
 		"badsize.json":   []byte(`{"nranks": 2, "rows": [{"op":"AllReduce","bytes":9,"count":2,"time_us":1}]}`),
 		"badproto.json":  []byte(`{"nranks": 2, "rows": [{"op":"AllReduce","bytes":8,"count":2,"time_us":1,"proto":"warp"}]}`),
 		"badch.json":     []byte(`{"nranks": 2, "rows": [{"op":"AllReduce","bytes":8,"count":2,"time_us":1,"nchannels":100000}]}`),
+		"badenv.json":    []byte(`{"nranks": 2, "nccl_env": {"LD_PRELOAD": "x"}, "rows": [{"op":"AllReduce","bytes":8,"count":2,"time_us":1}]}`),
 		"hugecount.json": []byte(`{"nranks": 2, "rows": [{"op":"AllReduce","count":9223372036854775807,"time_us":1}]}`),
 		"par1.parquet":   []byte("PAR1 not really"),
 		"trunc.parquet":  real[:len(real)/2],

@@ -93,7 +93,11 @@ type Input struct {
 	// Collective and NCCLVersion come from a JSON header.
 	Collective  string
 	NCCLVersion string
-	Calls       []Call
+	// NCCLEnv are the NCCL_* settings NCCL's run was made under, from a
+	// JSON header (run gpu records them, with those its --algo, --proto
+	// and --channels forced); nil when the file does not say.
+	NCCLEnv map[string]string
+	Calls   []Call
 	// Empty counts the JSON rows left out because they move no element
 	// (e.g. 8 bytes of AllGather over 4 ranks of float32): there is no
 	// call to simulate.
@@ -119,10 +123,11 @@ type gpuRow struct {
 
 // gpuReport is the "run gpu --json" document.
 type gpuReport struct {
-	NRanks      int      `json:"nranks"`
-	Collective  string   `json:"collective"`
-	NCCLVersion string   `json:"nccl_version"`
-	Rows        []gpuRow `json:"rows"`
+	NRanks      int               `json:"nranks"`
+	Collective  string            `json:"collective"`
+	NCCLVersion string            `json:"nccl_version"`
+	NCCLEnv     map[string]string `json:"nccl_env"`
+	Rows        []gpuRow          `json:"rows"`
 }
 
 // Open reads a JSON file of "run gpu --json" or a hardware call trace
@@ -173,6 +178,15 @@ func ReadJSON(r io.Reader, name string) (*Input, error) {
 		return nil, fmt.Errorf("%s: %d rows, more than %d", name, len(rep.Rows), MaxCalls)
 	}
 	in := &Input{Path: name, Kind: KindJSON, NRanks: rep.NRanks, Collective: rep.Collective, NCCLVersion: rep.NCCLVersion}
+	for k, v := range rep.NCCLEnv {
+		if !strings.HasPrefix(k, "NCCL_") {
+			return nil, fmt.Errorf("%s: nccl_env: %q is not an NCCL_* setting", name, k)
+		}
+		if in.NCCLEnv == nil {
+			in.NCCLEnv = map[string]string{}
+		}
+		in.NCCLEnv[k] = v
+	}
 	for i, r := range rep.Rows {
 		where := fmt.Sprintf("%s: row %d", name, i)
 		op := r.Op
