@@ -818,12 +818,14 @@ func forceNCCLEnv(o gpuOpts) error {
 	return nil
 }
 
-// ncclEnviron is the NCCL_* part of the environment, or nil.
+// ncclEnviron is the NCCL_* part of the environment, or nil. NCCL_VERSION
+// is left out: NVIDIA's container images set it to name the installed
+// library; NCCL does not read it.
 func ncclEnviron() map[string]string {
 	var env map[string]string
 	for _, kv := range os.Environ() {
 		k, v, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(k, "NCCL_") {
+		if strings.HasPrefix(k, "NCCL_") && k != "NCCL_VERSION" {
 			if env == nil {
 				env = map[string]string{}
 			}
