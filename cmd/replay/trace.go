@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,6 +18,7 @@ const traceHelp = `Usage:
   replay trace info FILE...
   replay trace cat FILE [--rank R] [--call COMM:CALL] [--limit N]
   replay trace export FILE... [--format chrome|pprof|summary] [-o OUT]
+  replay trace merge -o OUT.parquet PART.parquet...
 
 Inspects twinccl trace files (parquet; call traces and event traces, schema
 version %s; files of another major version are refused).
@@ -32,6 +34,11 @@ version %s; files of another major version are refused).
             pprof    a pprof profile of step time per rank, channel, link
                      and primitive (needs an event trace; go tool pprof);
             summary  tables of calls and steps.
+  merge   joins the call traces that the ranks of one job wrote under a
+          launcher other than "run -np" (OUT.rankR.parquet) into
+          OUT.parquet, and their event traces (PART.events.parquet beside
+          each part, where every part has one) into OUT.events.parquet;
+          written atomically, both or neither.
 
 Flags:
 `
@@ -40,7 +47,7 @@ func runTrace(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprintf(stderr, traceHelp, traces.CurrentVersion)
 		if len(args) == 0 {
-			return fmt.Errorf("%w: missing subcommand (info, cat or export)", errUsage)
+			return fmt.Errorf("%w: missing subcommand (info, cat, export or merge)", errUsage)
 		}
 		return flag.ErrHelp
 	}
@@ -114,8 +121,60 @@ func runTrace(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("%w: --format %q: want chrome, pprof or summary", errUsage, *format)
 		}
 		return traceExport(stdout, pos, *format, *out)
+	case "merge":
+		out := fs.String("o", "", "write the merged call trace to `OUT.parquet` (and its event trace to OUT.events.parquet)")
+		pos, err := parseInterspersed(fs, args)
+		if err != nil {
+			return err
+		}
+		if *out == "" || !strings.HasSuffix(*out, ".parquet") || strings.HasSuffix(*out, ".events.parquet") {
+			return fmt.Errorf("%w: trace merge needs -o OUT.parquet (a call trace's name)", errUsage)
+		}
+		if len(pos) == 0 {
+			return fmt.Errorf("%w: trace merge needs the call traces to merge", errUsage)
+		}
+		return traceMerge(stdout, pos, *out)
 	}
-	return fmt.Errorf("%w: unknown trace subcommand %q (want info, cat or export)", errUsage, sub)
+	return fmt.Errorf("%w: unknown trace subcommand %q (want info, cat, export or merge)", errUsage, sub)
+}
+
+// traceMerge merges the call traces parts into out and, where every part
+// has an event trace beside it, those into out's event trace.
+func traceMerge(w io.Writer, parts []string, out string) error {
+	var events []string
+	for _, p := range parts {
+		kind, err := traces.ReadKind(p)
+		if err != nil {
+			return err
+		}
+		if kind != traces.KindCall {
+			return fmt.Errorf("%w: %s is not a call trace (give the call traces; their event traces are found beside them)", errUsage, p)
+		}
+		if p == out {
+			return fmt.Errorf("%w: %s is both a part and the output", errUsage, p)
+		}
+		ev := strings.TrimSuffix(p, ".parquet") + ".events.parquet"
+		if _, err := os.Stat(ev); err == nil {
+			events = append(events, ev)
+		}
+	}
+	if len(events) != 0 && len(events) != len(parts) {
+		return fmt.Errorf("%d of %d parts have an event trace beside them: all or none must", len(events), len(parts))
+	}
+	if err := writeOutput(out, w, func(f io.Writer) error { return traces.MergeCallFiles(f, parts) }); err != nil {
+		return fmt.Errorf("merge %s: %w", out, err)
+	}
+	fmt.Fprintf(w, "wrote %s (%d parts)\n", out, len(parts))
+	if len(events) == 0 {
+		return nil
+	}
+	evOut := strings.TrimSuffix(out, ".parquet") + ".events.parquet"
+	if err := writeOutput(evOut, w, func(f io.Writer) error { return traces.MergeEventFiles(f, events) }); err != nil {
+		os.Remove(out) // both or neither
+		return fmt.Errorf("merge %s: %w", evOut, err)
+	}
+	fmt.Fprintf(w, "wrote %s\n", evOut)
+	return nil
 }
 
 // openTraces opens each path with the reader its kind needs.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -93,4 +94,125 @@ func TestTraceCommands(t *testing.T) {
 	err = runTrace([]string{"info", bad}, &out, &errb)
 	require.ErrorContains(t, err, bad)
 	require.NotErrorIs(t, err, errUsage)
+}
+
+// TestTraceMerge joins the two ranks' trace parts of a split-host run:
+// every call and event row of both parts ends in the merged files, which
+// replay compare then takes; bad invocations are usage errors naming the
+// problem, and a failed merge leaves no output.
+func TestTraceMerge(t *testing.T) {
+	src := filepath.Join("..", "..", "testdata", "hw", "h200x2")
+	dir := t.TempDir()
+	// Two parts: rank 0's and rank 1's rows of a recorded trace.
+	parts := make([]string, 2)
+	for r := range parts {
+		parts[r] = filepath.Join(dir, fmt.Sprintf("p.rank%d.parquet", r))
+		filter := traces.Filter{}.Rank(int32(r))
+		split(t, filepath.Join(src, "p2p-allreduce.parquet"), parts[r], filter, false)
+		split(t, filepath.Join(src, "p2p-allreduce.events.parquet"), strings.TrimSuffix(parts[r], ".parquet")+".events.parquet", filter, true)
+	}
+	out := filepath.Join(dir, "merged.parquet")
+	var so, se bytes.Buffer
+	if err := runTrace(append([]string{"merge", "-o", out}, parts...), &so, &se); err != nil {
+		t.Fatalf("%v\n%s", err, se.String())
+	}
+	for _, pair := range [][2]string{
+		{filepath.Join(src, "p2p-allreduce.parquet"), out},
+		{filepath.Join(src, "p2p-allreduce.events.parquet"), strings.TrimSuffix(out, ".parquet") + ".events.parquet"},
+	} {
+		if a, b := rowCount(t, pair[0]), rowCount(t, pair[1]); a != b || a == 0 {
+			t.Errorf("%s has %d rows, merged %s %d", pair[0], a, pair[1], b)
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"merge", parts[0]}, "-o OUT.parquet"},
+		{[]string{"merge", "-o", filepath.Join(dir, "x.events.parquet"), parts[0]}, "-o OUT.parquet"},
+		{[]string{"merge", "-o", filepath.Join(dir, "x.parquet")}, "call traces to merge"},
+		{[]string{"merge", "-o", filepath.Join(dir, "x.parquet"), strings.TrimSuffix(parts[0], ".parquet") + ".events.parquet"}, "not a call trace"},
+		{[]string{"merge", "-o", parts[0], parts[0], parts[1]}, "both a part and the output"},
+	} {
+		err := runTrace(tc.args, &so, &se)
+		if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v, want a usage error with %q", tc.args, err, tc.want)
+		}
+	}
+	// A part without its event trace while the other has one: refused,
+	// nothing written.
+	os.Remove(strings.TrimSuffix(parts[1], ".parquet") + ".events.parquet")
+	lone := filepath.Join(dir, "lone.parquet")
+	if err := runTrace(append([]string{"merge", "-o", lone}, parts...), &so, &se); err == nil || !strings.Contains(err.Error(), "1 of 2 parts") {
+		t.Errorf("one part without events: %v", err)
+	}
+	if _, err := os.Stat(lone); err == nil {
+		t.Errorf("%s written by a refused merge", lone)
+	}
+}
+
+// split writes the rows of the trace at src that filter selects to dst.
+func split(t *testing.T, src, dst string, filter traces.Filter, events bool) {
+	t.Helper()
+	f, err := os.Create(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if events {
+		rd, err := traces.OpenEventFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rd.Close()
+		w, err := traces.NewEventWriter(f, traces.WriterOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := rd.Scan(filter, func(rows []traces.EventRow) error { return w.Append(rows...) }); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	rd, err := traces.OpenCallFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	w, err := traces.NewCallWriter(f, traces.WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rd.Scan(filter, func(rows []traces.CallRow) error { return w.Append(rows...) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// rowCount is the number of rows of a trace file.
+func rowCount(t *testing.T, path string) int64 {
+	t.Helper()
+	kind, err := traces.ReadKind(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kind == traces.KindCall {
+		rd, err := traces.OpenCallFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rd.Close()
+		return rd.Info().Rows
+	}
+	rd, err := traces.OpenEventFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	return rd.Info().Rows
 }

@@ -130,7 +130,8 @@ names the library.
 stamping each slice (the GPU clock, ns), and writes one call row per rank and
 size to OUT.parquet and one event row per slice to OUT.events.parquet (the
 local launcher merges the ranks' parts; under another launcher every rank
-writes OUT.rankR.parquet and OUT.rankR.events.parquet). A call's start and
+writes OUT.rankR.parquet and OUT.rankR.events.parquet, which "replay trace
+merge" joins). A call's start and
 end are its first and last slice stamps, its enqueue time the host clock.
 
 Flags:

@@ -144,50 +144,14 @@ func (t *traceSink) write(callPath, eventPath string) error {
 // atomically; on error neither is written.
 func mergeTraces(dir string, n int, out string) error {
 	callPath, eventPath := tracePaths(out, -1)
-	if err := atomicfile.Write(callPath, func(w io.Writer) error {
-		cw, err := traces.NewCallWriter(w, traces.WriterOptions{})
-		if err != nil {
-			return err
-		}
-		for r := 0; r < n; r++ {
-			part, _ := tracePaths(filepath.Join(dir, "part"), r)
-			rd, err := traces.OpenCallFile(part)
-			if err != nil {
-				cw.Close()
-				return fmt.Errorf("rank %d's call trace: %w", r, err)
-			}
-			err = rd.Scan(traces.Filter{}, func(rows []traces.CallRow) error { return cw.Append(rows...) })
-			rd.Close()
-			if err != nil {
-				cw.Close()
-				return fmt.Errorf("rank %d's call trace: %w", r, err)
-			}
-		}
-		return cw.Close()
-	}); err != nil {
+	callParts, eventParts := make([]string, n), make([]string, n)
+	for r := range n {
+		callParts[r], eventParts[r] = tracePaths(filepath.Join(dir, "part"), r)
+	}
+	if err := atomicfile.Write(callPath, func(w io.Writer) error { return traces.MergeCallFiles(w, callParts) }); err != nil {
 		return fmt.Errorf("merge call trace %s: %w", callPath, err)
 	}
-	if err := atomicfile.Write(eventPath, func(w io.Writer) error {
-		ew, err := traces.NewEventWriter(w, traces.WriterOptions{})
-		if err != nil {
-			return err
-		}
-		for r := 0; r < n; r++ {
-			_, part := tracePaths(filepath.Join(dir, "part"), r)
-			rd, err := traces.OpenEventFile(part)
-			if err != nil {
-				ew.Close()
-				return fmt.Errorf("rank %d's event trace: %w", r, err)
-			}
-			err = rd.Scan(traces.Filter{}, func(rows []traces.EventRow) error { return ew.Append(rows...) })
-			rd.Close()
-			if err != nil {
-				ew.Close()
-				return fmt.Errorf("rank %d's event trace: %w", r, err)
-			}
-		}
-		return ew.Close()
-	}); err != nil {
+	if err := atomicfile.Write(eventPath, func(w io.Writer) error { return traces.MergeEventFiles(w, eventParts) }); err != nil {
 		os.Remove(callPath)
 		return fmt.Errorf("merge event trace %s: %w", eventPath, err)
 	}
