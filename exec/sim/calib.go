@@ -36,7 +36,8 @@ import (
 //     figures where there are any; and net_socket.send_op_us and
 //     recv_op_us (the time a network operation holds a socket proxy
 //     thread), and p2p_lane_share per protocol (the copy throughput of
-//     one direction of a p2p channel).
+//     one direction of a p2p channel), and gpu_copy_GBps per protocol (the
+//     copy throughput a GPU's blocks share).
 //
 // Since the simulator predicts measured rows as the back-to-back loops
 // they were timed with (Simulator.Loop, loop.go), the embedded files are
@@ -111,6 +112,14 @@ type ProtoCalib struct {
 	// rather than by the warps). With n lanes on a channel each gets
 	// 2·share/n, at most all of it. 0: 1/2.
 	P2PLaneShare float64 `json:"p2p_lane_share,omitempty"`
+	// GPUCopyGBps is the memory traffic, in CopyGBps's units (loads and
+	// stores), that all of a GPU's blocks of one collective sustain
+	// together: on a Program of n channels each block moves at most
+	// GPUCopyGBps/n, less than CopyGBps when many channels run at once.
+	// It is fitted on collectives run on 1, 4, 12 and 24 channels; p2p
+	// Programs (AlltoAll, SendRecv) run without it (on two H200 NCCL's
+	// AlltoAll moves more than it allows: docs/perf.md). 0: no limit.
+	GPUCopyGBps float64 `json:"gpu_copy_GBps,omitempty"`
 }
 
 // p2pLaneShare is P2PLaneShare with its default.
@@ -391,6 +400,7 @@ func (c *Calib) Validate() error {
 			{"remote_fence_us", pc.RemoteFenceUs, 0, 1e6},
 			{"remote_load_cost", pc.RemoteLoadCost, 0, 100},
 			{"p2p_lane_share", pc.P2PLaneShare, 0, 1},
+			{"gpu_copy_GBps", pc.GPUCopyGBps, 0, 1e6},
 		}
 		for _, k := range checks {
 			if err := bad(n+"."+k.name, k.v, k.lo, k.hi); err != nil {

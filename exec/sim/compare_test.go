@@ -75,12 +75,14 @@ func TestCompareWorkers(t *testing.T) {
 
 // TestHarnessInPlace checks that rows timed by PyTorch run its broadcast
 // in place (the root sends without copying to its output) and rows of
-// nccl-tests out of place, and that the root's copy costs time.
+// nccl-tests out of place, and that the root's copy costs time (at 1 MiB,
+// where the root's thread blocks set the pace; from 2 MiB on NVLink bounds
+// both).
 func TestHarnessInPlace(t *testing.T) {
 	s := newSim(t, loadSearch(t, "", 1), nil)
-	m := []Measurement{{Coll: model.CollBroadcast, Bytes: 2 << 20, MeanUs: 20, Line: 1}}
+	m := []Measurement{{Coll: model.CollBroadcast, Bytes: 1 << 20, MeanUs: 20, Line: 1}}
 	run := func(inPlace bool) float64 {
-		cr, err := s.RunTimed(Call{Coll: model.CollBroadcast, Count: 1 << 19, Dtype: model.DtypeFP32, Algo: -1, Proto: -1, InPlace: inPlace}, false)
+		cr, err := s.RunTimed(Call{Coll: model.CollBroadcast, Count: 1 << 18, Dtype: model.DtypeFP32, Algo: -1, Proto: -1, InPlace: inPlace}, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -88,7 +90,7 @@ func TestHarnessInPlace(t *testing.T) {
 	}
 	in, out := run(true), run(false)
 	if in >= out {
-		t.Fatalf("2 MiB Broadcast: %.3f us in place, %.3f us out of place: the root's copy should cost", in, out)
+		t.Fatalf("1 MiB Broadcast: %.3f us in place, %.3f us out of place: the root's copy should cost", in, out)
 	}
 	for _, h := range []string{HarnessNCCLTests, HarnessPyTorch} {
 		s.Harness = h

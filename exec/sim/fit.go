@@ -40,6 +40,11 @@ type fitUse struct {
 	// p2pProtos are the protocols of AlltoAll and SendRecv rows (p2p
 	// channels, their lanes sharing a block: P2PLaneShare).
 	p2pProtos []model.Protocol
+	// gpuProtos are the protocols of rows run on several channel counts
+	// (GPUCopyGBps: what a GPU's blocks share shows only when the same
+	// calls run on few and on many channels, e.g. under
+	// NCCL_MIN_NCHANNELS/NCCL_MAX_NCHANNELS).
+	gpuProtos []model.Protocol
 }
 
 // fitParams are the constants that measurements of what u describes can
@@ -90,6 +95,21 @@ func fitParams(u fitUse) []FitParam {
 			FitParam{Name: n + ".load_cost", Floor: 0, Lo: 0.02, Hi: 2,
 				get: func(c *Calib) float64 { return c.Proto(p).loadCost() }, set: func(c *Calib, v float64) { c.Proto(p).LoadCost = v }},
 		)
+	}
+	for _, p := range u.gpuProtos {
+		p := p
+		n := strings.ToLower(p.String())
+		// Unset (no limit), it starts where 24 blocks at the copy rate
+		// would just meet it.
+		ps = append(ps, FitParam{Name: n + ".gpu_copy_GBps", Floor: 0, Lo: 10, Hi: 1e5,
+			get: func(c *Calib) float64 {
+				if pc := c.Proto(p); pc.GPUCopyGBps > 0 {
+					return pc.GPUCopyGBps
+				} else {
+					return 24 * pc.CopyGBps
+				}
+			},
+			set: func(c *Calib, v float64) { c.Proto(p).GPUCopyGBps = v }})
 	}
 	for _, p := range u.fenceProtos {
 		p := p
@@ -409,6 +429,15 @@ func usage(tables []FitTable, c *Calib) (fitUse, error) {
 	fenceSet := map[model.Protocol]bool{}
 	readSet := map[model.Protocol]bool{}
 	p2pSet := map[model.Protocol]bool{}
+	// A call (protocol, collective, size) seen on two channel counts
+	// identifies the protocol's GPUCopyGBps.
+	type chanKey struct {
+		proto model.Protocol
+		coll  model.Collective
+		bytes int64
+	}
+	chans := map[chanKey]int{}
+	gpuSet := map[model.Protocol]bool{}
 	linkSet := map[model.LinkType]bool{}
 	harn := map[string]bool{}
 	for i := range tables {
@@ -434,6 +463,11 @@ func usage(tables []FitTable, c *Calib) (fitUse, error) {
 			if p.Coll.IsP2P() {
 				p2pSet[p.Proto] = true
 			}
+			k := chanKey{p.Proto, p.Coll, m.Bytes}
+			if seen, ok := chans[k]; ok && seen != p.NChannels {
+				gpuSet[p.Proto] = true
+			}
+			chans[k] = p.NChannels
 			for _, cn := range p.Conns {
 				rt, err := s.Machine.route(int(cn.From), int(cn.To), int(cn.Channel))
 				if err != nil {
@@ -480,6 +514,9 @@ func usage(tables []FitTable, c *Calib) (fitUse, error) {
 		}
 		if p2pSet[p] {
 			u.p2pProtos = append(u.p2pProtos, p)
+		}
+		if gpuSet[p] {
+			u.gpuProtos = append(u.gpuProtos, p)
 		}
 	}
 	for t := range linkSet {

@@ -453,6 +453,9 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 	x.opOv = usToPs(x.pc.OpOverheadUs)
 	x.slOv = usToPs(x.pc.SliceOverheadUs)
 	x.copyBps = x.pc.CopyGBps * 1e-3
+	if g := x.pc.GPUCopyGBps; g > 0 && !p.Coll.IsP2P() {
+		x.copyBps = min(x.copyBps, g*1e-3/float64(max(p.NChannels, 1)))
+	}
 	x.remoteCost = x.pc.remoteStoreCost()
 	x.loadCost = x.pc.loadCost()
 	x.hostLoad = x.pc.hostLoadCost()
