@@ -14,10 +14,11 @@ import (
 // held to them (minbytes): the tables were timed with eager launches,
 // several of one process driving all 8 GPUs, whose 35-45 us floor per
 // call the simulator (which predicts graph-timed loops) does not model.
-// SendRecv and AlltoAll depend on the p2p lane share, fitted on NCCL's
-// AlltoAll of our H200 pair: SendRecv on 4-16 channels went from 66-82%
-// slow to within 11%; AlltoAll over 7 peers is now 5-11% fast (3-4% with
-// the default half share, which made SendRecv that slow). Their sizes
+// SendRecv and AlltoAll depend on the p2p lane share: NCCL's half block
+// for each direction, with Simple's per-block rates measured on one
+// channel (before that, a share fitted to 0.86 made up for too low
+// per-block rates; with the half share and those rates SendRecv on 4-16
+// channels was 66-82% slow). AlltoAll over 7 peers is 5-11% fast. Their sizes
 // stop at 1 GiB: with every NVLink saturated, each flow start and end
 // reshares hundreds of flows, and the 2-16 GiB rows take minutes. Values
 // at the time of writing: median / max |error| in the comments.
@@ -25,13 +26,13 @@ var publishedBounds = []struct {
 	spec, topo  string
 	median, max float64
 }{
-	{"h100x8-together-allreduce.tsv,minbytes=128M", h100Topo, 0.07, 0.09},          // 4.9, 6.3
-	{"h100x8-together-allgather.tsv,minbytes=128M", h100Topo, 0.05, 0.09},          // 2.9, 6.6
-	{"h100x8-together-reducescatter.tsv,minbytes=128M", h100Topo, 0.06, 0.11},      // 4.0, 8.3
-	{"h100x8-xxrjun-allgather.tsv,minbytes=128M", h100Topo, 0.06, 0.10},            // 3.9, 7.2
-	{"h100x8-xxrjun-reducescatter.tsv,minbytes=128M", h100Topo, 0.06, 0.12},        // 4.0, 9.0
-	{"h100x8-xxrjun-alltoall.tsv,minbytes=128M,maxbytes=1G", h100Topo, 0.11, 0.13}, // 8.6, 11.1
-	{"h100x8-xxrjun-sendrecv.tsv,minbytes=32M,maxbytes=1G", h100Topo, 0.11, 0.13},  // 9.8, 10.9
+	{"h100x8-together-allreduce.tsv,minbytes=128M", h100Topo, 0.07, 0.09},          // 4.3, 5.9
+	{"h100x8-together-allgather.tsv,minbytes=128M", h100Topo, 0.05, 0.09},          // 2.7, 6.4
+	{"h100x8-together-reducescatter.tsv,minbytes=128M", h100Topo, 0.06, 0.11},      // 3.4, 7.8
+	{"h100x8-xxrjun-allgather.tsv,minbytes=128M", h100Topo, 0.06, 0.10},            // 3.7, 7.1
+	{"h100x8-xxrjun-reducescatter.tsv,minbytes=128M", h100Topo, 0.06, 0.12},        // 3.5, 8.5
+	{"h100x8-xxrjun-alltoall.tsv,minbytes=128M,maxbytes=1G", h100Topo, 0.11, 0.13}, // 7.8, 10.9
+	{"h100x8-xxrjun-sendrecv.tsv,minbytes=32M,maxbytes=1G", h100Topo, 0.08, 0.10},  // 4.6, 7.0
 }
 
 // h100Topo is the public 8x H100 SXM dump the H100 tables are compared on.
