@@ -68,9 +68,13 @@ var h100Bounds = []struct {
 	// large calls, do not show. Simple's per-block rates come from these
 	// tables; LL128's and SHM Simple's are still 1.3-2.8x too slow on one
 	// channel at 8 MiB (docs/perf.md).
-	{"simple-nch-1", 0.07, 0.36},              // 3.83, 30.14
-	{"simple-nch-4", 0.11, 0.44},              // 7.47, 38.49
-	{"simple-nch-12", 0.12, 0.31},             // 8.25, 25.75
+	{"simple-nch-1", 0.07, 0.36},  // 3.83, 30.14
+	{"simple-nch-4", 0.11, 0.44},  // 7.47, 38.49
+	{"simple-nch-12", 0.12, 0.31}, // 8.25, 25.75
+	// Channel counts no fit used, recorded after the fit.
+	{"simple-nch-2", 0.08, 0.37},              // 4.38, 31.51
+	{"simple-nch-8", 0.12, 0.28},              // 8.64, 22.27
+	{"simple-nch-16", 0.12, 0.28},             // 8.25, 22.62
 	{"simple-nch-1-buffsize-1m", 0.08, 0.41},  // 4.87, 35.20
 	{"simple-nch-1-buffsize-16m", 0.09, 0.36}, // 5.78, 30.55
 	{"simple-nch-1-nthreads-128", 0.13, 0.48}, // 9.69, 42.92

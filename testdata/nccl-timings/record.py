@@ -44,6 +44,11 @@ CONFIGS = {
     "simple-nch-1": ({"NCCL_PROTO": "Simple", "NCCL_MIN_NCHANNELS": "1", "NCCL_MAX_NCHANNELS": "1"}, 1 << 23, 1 << 13),
     "simple-nch-4": ({"NCCL_PROTO": "Simple", "NCCL_MIN_NCHANNELS": "4", "NCCL_MAX_NCHANNELS": "4"}, 1 << 23, 1 << 13),
     "simple-nch-12": ({"NCCL_PROTO": "Simple", "NCCL_MIN_NCHANNELS": "12", "NCCL_MAX_NCHANNELS": "12"}, 1 << 25, 1 << 13),
+    # Channel counts no fit uses: held out for the copy throughput a GPU's
+    # blocks share (exec/sim's gpu_copy_GBps).
+    "simple-nch-2": ({"NCCL_PROTO": "Simple", "NCCL_MIN_NCHANNELS": "2", "NCCL_MAX_NCHANNELS": "2"}, 1 << 25, 1 << 13),
+    "simple-nch-8": ({"NCCL_PROTO": "Simple", "NCCL_MIN_NCHANNELS": "8", "NCCL_MAX_NCHANNELS": "8"}, 1 << 25, 1 << 13),
+    "simple-nch-16": ({"NCCL_PROTO": "Simple", "NCCL_MIN_NCHANNELS": "16", "NCCL_MAX_NCHANNELS": "16"}, 1 << 25, 1 << 13),
     # The same for LL and LL128: per-block rates at 1 and 4 channels.
     "ll-nch-1": ({"NCCL_PROTO": "LL", "NCCL_MIN_NCHANNELS": "1", "NCCL_MAX_NCHANNELS": "1"}, 1 << 23, 1 << 13),
     "ll-nch-4": ({"NCCL_PROTO": "LL", "NCCL_MIN_NCHANNELS": "4", "NCCL_MAX_NCHANNELS": "4"}, 1 << 23, 1 << 13),
