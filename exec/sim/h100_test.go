@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -128,25 +127,6 @@ func TestAccuracyH100x2(t *testing.T) {
 	}
 	for _, b := range h100Bounds {
 		tb, res := loadH100Table(t, b.name)
-		ft := NewFitTable(tb, res)
-		rows, err := ft.Compare(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var clean []Comparison
-		var noisy []string
-		for _, r := range rows {
-			if r.Noisy() {
-				noisy = append(noisy, fmt.Sprintf("%s %d (%+.1f%%)", r.Coll, r.Bytes, 100*r.Err))
-				continue
-			}
-			clean = append(clean, r)
-		}
-		med, mx := ErrorStats(clean)
-		t.Logf("%-20s median %5.2f%% max %6.2f%% over %2d rows (bounds %.0f%%/%.0f%%); disturbed rows not bounded: %s",
-			tb.Name, 100*med, 100*mx, len(clean), 100*b.median, 100*b.max, strings.Join(noisy, ", "))
-		if off := offenders(clean, b.max); med > b.median || off != "" {
-			t.Errorf("%s (held out): median %.2f%% (bound %.0f%%), rows beyond %.0f%%:%s", tb.Name, 100*med, 100*b.median, 100*b.max, off)
-		}
+		checkTableBound(t, c, tb, res, b.median, b.max)
 	}
 }
