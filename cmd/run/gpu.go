@@ -73,9 +73,9 @@ func gpuFlags(o *gpuOpts, minS, maxS *string) *flag.FlagSet {
 	fs.IntVar(&o.check, "c", 0, "1: check every size's result once (the #wrong column; any wrong element makes the exit status non-zero)")
 	fs.StringVar(&o.dtype, "dtype", "float", "datatype: int8, uint8, int32, uint32, int64, uint64, half, float, double, bfloat16")
 	fs.StringVar(&o.redop, "redop", "sum", "reduction: sum, prod, max, min, avg")
-	fs.StringVar(&o.algo, "algo", "", "force the `algorithm` (ring, tree) instead of the tuner's choice")
-	fs.StringVar(&o.proto, "proto", "", "force the `protocol` (ll, ll128, simple) instead of the tuner's choice")
-	fs.IntVar(&o.channels, "channels", 0, "force the number of channels (0: the tuner's choice)")
+	fs.StringVar(&o.algo, "algo", "", "force the `algorithm` (ring, tree) instead of the tuner's choice; --baseline nccl forces NCCL's too (NCCL_ALGO)")
+	fs.StringVar(&o.proto, "proto", "", "force the `protocol` (ll, ll128, simple) instead of the tuner's choice; --baseline nccl forces NCCL's too (NCCL_PROTO)")
+	fs.IntVar(&o.channels, "channels", 0, "force the number of channels (0: the tuner's choice); --baseline nccl creates NCCL's communicator with as many (NCCL_MIN/MAX_NCHANNELS)")
 	fs.IntVar(&o.root, "root", 0, "root rank of broadcast and reduce")
 	fs.StringVar(&o.topo, "topo", "", "topology XML `FILE` to plan on (default: live discovery, else the embedded H200 pair)")
 	fs.StringVar(&o.baseline, "baseline", "", "\"nccl\": run the same sweep through the system's libnccl and print both side by side")
@@ -123,8 +123,13 @@ of puts per slice.
 --baseline nccl runs every size through the system's libnccl as well (the
 unique id goes from rank 0 over the bootstrap), timed the same way, and adds
 NCCL's time and busbw and the ratio ours/NCCL (busbw; above 1 we are faster).
-Set NCCL_NVLS_ENABLE=0 where NVLink SHARP must stay off. TWINCCL_NCCL_LIB
-names the library.
+--algo, --proto and --channels force NCCL the same way through NCCL_ALGO,
+NCCL_PROTO and NCCL_MIN_NCHANNELS/NCCL_MAX_NCHANNELS (a contradicting value
+already in the environment is an error), and --json records the NCCL_*
+settings NCCL ran under as nccl_env, which "replay compare" applies. Set
+NCCL_NVLS_ENABLE=0 where NVLink SHARP must stay off. TWINCCL_NCCL_LIB names
+the library. NCCL_BUFFSIZE reaches NCCL only: our Programs keep NCCL's
+default 4 MiB Simple buffer.
 
 --trace OUT.parquet runs every size once more, untimed, with the kernel
 stamping each slice (the GPU clock, ns), and writes one call row per rank and

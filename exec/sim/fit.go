@@ -105,9 +105,8 @@ func fitParams(u fitUse) []FitParam {
 			get: func(c *Calib) float64 {
 				if pc := c.Proto(p); pc.GPUCopyGBps > 0 {
 					return pc.GPUCopyGBps
-				} else {
-					return 24 * pc.CopyGBps
 				}
+				return 24 * c.Proto(p).CopyGBps
 			},
 			set: func(c *Calib, v float64) { c.Proto(p).GPUCopyGBps = v }})
 	}
