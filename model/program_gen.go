@@ -30,6 +30,10 @@ type ProgOptions struct {
 	P2P P2POptions
 }
 
+// otherBuffSize reports whether the options ask for a Simple buffer other
+// than NCCL's default.
+func (o ProgOptions) otherBuffSize() bool { return o.BuffSize != 0 && o.BuffSize != BuffSizeSimple }
+
 // ProgGen generates the lanes of a collective Program one rank and channel at
 // a time, so that very large Programs can be streamed instead of held in
 // memory. Program() materialises all of them.
@@ -73,7 +77,7 @@ func NewProgGen(plan *Plan, c Collective, a Algorithm, p Protocol, count int64, 
 	case CollSendRecv:
 		return nil, fmt.Errorf("generate %s: a group of sends and receives needs its task list (GenerateP2PProgram)", c)
 	case CollAlltoAll:
-		if opts.BuffSize != 0 && opts.BuffSize != BuffSizeSimple {
+		if opts.otherBuffSize() {
 			return nil, fmt.Errorf("generate %s: NCCL_BUFFSIZE=%d: p2p Programs use NCCL's default buffer only", c, opts.BuffSize)
 		}
 		po := opts.P2P
@@ -111,7 +115,7 @@ func NewProgGen(plan *Plan, c Collective, a Algorithm, p Protocol, count int64, 
 		credits = ProgSlots
 	}
 	stepBytes := ProtoStepBytes(p)
-	if opts.BuffSize != 0 && opts.BuffSize != BuffSizeSimple {
+	if opts.otherBuffSize() {
 		if err := CheckBuffSizeSimple(int64(opts.BuffSize)); err != nil {
 			return nil, fmt.Errorf("generate %s: %w", c, err)
 		}

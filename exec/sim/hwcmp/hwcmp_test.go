@@ -214,13 +214,10 @@ func checkRegression(t *testing.T, dir string, bounds []bound, comparer func(nam
 				name, b.col, b.bucket, st.N, 100*st.MedianAbs, 100*b.median, 100*st.MaxAbs, 100*b.max, 100*st.Bias)
 			var off strings.Builder
 			for _, r := range rep.Rows {
-				if b.bucket == BucketSmall && r.Bytes >= SmallBytes || b.bucket == BucketLarge && r.Bytes < SmallBytes {
+				if !inBucket(r, b.bucket) {
 					continue
 				}
-				e, hw, s := r.Err, r.HwUs, r.SimUs
-				if b.col == ColNCCL {
-					e, hw, s = r.NCCLErr, r.NCCLUs, r.SimNCCLUs
-				}
+				e, hw, _, s := r.column(b.col)
 				if !math.IsNaN(e) && math.Abs(e) > b.max {
 					fmt.Fprintf(&off, "\n  %-14s %11d %-6s hw %9.2f us  sim %9.2f us  err %+6.1f%% (bound %.0f%%)", r.Coll, r.Bytes, r.SimProto, hw, s, 100*e, 100*b.max)
 				}
@@ -231,6 +228,21 @@ func checkRegression(t *testing.T, dir string, bounds []bound, comparer func(nam
 			}
 		}
 	}
+}
+
+// inBucket reports whether row r is of the sizes of bucket (BucketAll,
+// BucketSmall or BucketLarge).
+func inBucket(r Row, bucket string) bool {
+	return !(bucket == BucketSmall && r.Bytes >= SmallBytes || bucket == BucketLarge && r.Bytes < SmallBytes)
+}
+
+// column is row r's error, measured time, best repetition and simulated
+// time against column col (ColOurs or ColNCCL).
+func (r Row) column(col string) (err, hwUs, bestUs, simUs float64) {
+	if col == ColNCCL {
+		return r.NCCLErr, r.NCCLUs, r.NCCLBestUs, r.SimNCCLUs
+	}
+	return r.Err, r.HwUs, r.HwBestUs, r.SimUs
 }
 
 // TestTraceAndEvents compares a call trace and its event trace: every

@@ -178,14 +178,13 @@ func ReadJSON(r io.Reader, name string) (*Input, error) {
 		return nil, fmt.Errorf("%s: %d rows, more than %d", name, len(rep.Rows), MaxCalls)
 	}
 	in := &Input{Path: name, Kind: KindJSON, NRanks: rep.NRanks, Collective: rep.Collective, NCCLVersion: rep.NCCLVersion}
-	for k, v := range rep.NCCLEnv {
+	for k := range rep.NCCLEnv {
 		if !strings.HasPrefix(k, "NCCL_") {
 			return nil, fmt.Errorf("%s: nccl_env: %q is not an NCCL_* setting", name, k)
 		}
-		if in.NCCLEnv == nil {
-			in.NCCLEnv = map[string]string{}
-		}
-		in.NCCLEnv[k] = v
+	}
+	if len(rep.NCCLEnv) > 0 {
+		in.NCCLEnv = rep.NCCLEnv
 	}
 	for i, r := range rep.Rows {
 		where := fmt.Sprintf("%s: row %d", name, i)

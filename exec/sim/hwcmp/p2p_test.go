@@ -48,8 +48,10 @@ func TestNCCLAlltoAll(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ft := embeddedFitTable(t, tb)
-		if m.topo != "" {
+		var ft sim.FitTable
+		if m.topo == "" {
+			ft = embeddedFitTable(t, tb)
+		} else {
 			ft = fitTableOn(t, tb, m.topo)
 		}
 		rows, err := ft.Compare(c)
