@@ -25,8 +25,10 @@ or testdata/nccl-timings/*.tsv ('#' comments, then "coll bytes mean_us [best_us 
 line; nccl-tests sizes; float32, sum). A header comment "settings: K=V ..." gives the
 NCCL_* environment the table was recorded under (NCCL_PROTO, NCCL_P2P_DISABLE,
 NCCL_SHM_DISABLE, NCCL_SOCKET_IFNAME, ...), and a header naming PyTorch its timing
-harness; KEY=VALUE pairs add or override settings (harness=nccl-tests|pytorch|run-gpu;
-timing=eager fits the fifth column, the eager loops' times, simulated with the host
+harness; KEY=VALUE pairs add or override settings (harness=nccl-tests|pytorch|run-gpu,
+with @MACHINE for that harness on another machine than the calibration's: its cost per
+call is then a constant of its own, harness_us.NAME@MACHINE, that the fit moves and that
+starts from, and without it defaults to, NAME's; timing=eager fits the fifth column, the eager loops' times, simulated with the host
 issuing every call: host_call_us),
 colls=all_reduce+broadcast keeps only those collectives' rows, minbytes=32M only the
 sizes of 32 MiB or more (e.g. the bandwidth-bound rows of a table whose small sizes

@@ -223,7 +223,7 @@ func (s *Simulator) compareRow(m *Measurement) (Comparison, error) {
 	if err != nil {
 		return Comparison{}, fmt.Errorf("line %d: %w", m.Line, err)
 	}
-	t := cr.TimeUs + s.Machine.calib.HarnessUs[s.Harness]
+	t := cr.TimeUs + s.Machine.calib.HarnessCostUs(s.Harness)
 	if kernel {
 		t = cr.KernelUs
 	}
@@ -236,7 +236,7 @@ func (s *Simulator) compareRow(m *Measurement) (Comparison, error) {
 // nccl-tests' tables (their out-of-place column) and run gpu use two
 // buffers.
 func harnessInPlace(harness string, c model.Collective) bool {
-	if harness != HarnessPyTorch {
+	if HarnessBase(harness) != HarnessPyTorch {
 		return false
 	}
 	switch c {

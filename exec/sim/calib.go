@@ -37,7 +37,8 @@ import (
 //     recv_op_us (the time a network operation holds a socket proxy
 //     thread), and p2p_lane_share per protocol (the copy throughput of
 //     one direction of a p2p channel), and gpu_copy_GBps per protocol (the
-//     copy throughput a GPU's blocks share).
+//     copy throughput a GPU's blocks share), and host_load_us per protocol
+//     (a slice's first loads from host memory).
 //
 // Since the simulator predicts measured rows as the back-to-back loops
 // they were timed with (Simulator.Loop, loop.go), the embedded files are
@@ -86,6 +87,13 @@ type ProtoCalib struct {
 	// HostStoreCost is the cost of a store into host memory (SHM and
 	// staged NET sends). 0 reads as RemoteStoreCost.
 	HostStoreCost float64 `json:"host_store_cost,omitempty"`
+	// HostLoadUs is paid, like SliceOverheadUs, by every slice with data
+	// that a lane receives from host memory (SHM, or NET staged through
+	// host memory): the round trip of the first loads over PCIe, which the
+	// block waits for before it can store or forward anything (LL and
+	// LL128 read their flags with the data; Simple reads after the tail).
+	// HostLoadCost is the rest of the slice's loads, per byte. 0: none.
+	HostLoadUs float64 `json:"host_load_us,omitempty"`
 	// LinkEff multiplies every link's effective bandwidth for this
 	// protocol's wire traffic (store granularity, line format efficiency
 	// beyond the flag overhead that is modelled exactly).
@@ -152,6 +160,16 @@ func (pc *ProtoCalib) hostLoadCost() float64 {
 		return pc.loadCost()
 	}
 	return pc.HostLoadCost
+}
+
+// HarnessCostUs is the extra time per call of harness h (HarnessUs[h]);
+// a harness on another machine ("NAME@MACHINE") that the calibration
+// has no cost for costs what its HarnessBase does.
+func (c *Calib) HarnessCostUs(h string) float64 {
+	if v, ok := c.HarnessUs[h]; ok {
+		return v
+	}
+	return c.HarnessUs[HarnessBase(h)]
 }
 
 // hostStoreCost is HostStoreCost with its default.
@@ -264,6 +282,8 @@ type Calib struct {
 	// HarnessUs is the extra time per call of a timing harness (see
 	// HarnessPyTorch) over nccl-tests', added to the simulated rows of a
 	// table measured with it (Simulator.Harness); never to "replay sim".
+	// A key "NAME@MACHINE" is the harness's cost on another machine than
+	// the calibration's (HarnessCostUs).
 	HarnessUs map[string]float64 `json:"harness_us,omitempty"`
 	// NetIB are the RDMA costs of NET connections of the ib plugin and of
 	// GIN puts between hosts (absent: the defaults IBCalib documents).
@@ -395,6 +415,7 @@ func (c *Calib) Validate() error {
 			{"load_cost", pc.LoadCost, 0, 100},
 			{"host_load_cost", pc.HostLoadCost, 0, 1000},
 			{"host_store_cost", pc.HostStoreCost, 0, 1000},
+			{"host_load_us", pc.HostLoadUs, 0, 1e6},
 			{"link_eff", pc.LinkEff, 1e-3, 10},
 			{"reduce_frac", pc.ReduceFrac, 0.05, 0.95},
 			{"remote_fence_us", pc.RemoteFenceUs, 0, 1e6},

@@ -68,7 +68,7 @@ func fitParams(u fitUse) []FitParam {
 	for _, h := range u.harnesses {
 		h := h
 		ps = append(ps, FitParam{Name: "harness_us." + h, Floor: 1, Lo: 0, Hi: 50,
-			get: func(c *Calib) float64 { return c.HarnessUs[h] },
+			get: func(c *Calib) float64 { return c.HarnessCostUs(h) },
 			set: func(c *Calib, v float64) {
 				if c.HarnessUs == nil {
 					c.HarnessUs = map[string]float64{}
@@ -136,6 +136,8 @@ func fitParams(u fitUse) []FitParam {
 				get: func(c *Calib) float64 { return c.Proto(p).hostLoadCost() }, set: func(c *Calib, v float64) { c.Proto(p).HostLoadCost = v }},
 			FitParam{Name: n + ".host_store_cost", Floor: 0, Lo: 0.05, Hi: 100,
 				get: func(c *Calib) float64 { return c.Proto(p).hostStoreCost() }, set: func(c *Calib, v float64) { c.Proto(p).HostStoreCost = v }},
+			FitParam{Name: n + ".host_load_us", Floor: 0.01, Lo: 0, Hi: 20,
+				get: func(c *Calib) float64 { return c.Proto(p).HostLoadUs }, set: func(c *Calib, v float64) { c.Proto(p).HostLoadUs = v }},
 		)
 	}
 	if u.shm || u.noGDR {
@@ -445,7 +447,7 @@ func usage(tables []FitTable, c *Calib) (fitUse, error) {
 		if err != nil {
 			return u, err
 		}
-		if ft.Harness != "" && ft.Harness != HarnessNCCLTests {
+		if ft.Harness != "" && ft.Harness != HarnessNCCLTests { // "nccl-tests@MACHINE" is fitted
 			harn[ft.Harness] = true
 		}
 		u.eager = u.eager || ft.Eager

@@ -87,8 +87,9 @@ type actor struct {
 	// it receives and sends
 	kind         model.PrimKind
 	recvs, sends bool
-	// remote says the lane stores into another GPU's memory
-	remote bool
+	// remote says the lane stores into another GPU's memory; hostRecv
+	// that it loads what it receives from host memory
+	remote, hostRecv bool
 	// slice is the number of elements of each slice of the current call
 	slice int64
 	// rate is the current call's copy rate (data bytes per ps)
@@ -263,6 +264,7 @@ type runner struct {
 	per     uint32
 	opOv    Time
 	slOv    Time
+	hostLat Time    // HostLoadUs
 	copyBps float64 // bytes (loads + stores) per ps of a whole block
 	// remoteCost is the cost of a store into a peer's memory in units of a
 	// local load or store
@@ -452,6 +454,7 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 	x.window = m.streamWindow()
 	x.opOv = usToPs(x.pc.OpOverheadUs)
 	x.slOv = usToPs(x.pc.SliceOverheadUs)
+	x.hostLat = usToPs(x.pc.HostLoadUs)
 	x.copyBps = x.pc.CopyGBps * 1e-3
 	if g := x.pc.GPUCopyGBps; g > 0 && !p.Coll.IsP2P() {
 		x.copyBps = min(x.copyBps, g*1e-3/float64(max(p.NChannels, 1)))
@@ -596,6 +599,7 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 			switch {
 			case rt.hostRecv:
 				ac.hostRecvs++
+				a.hostRecv = true
 			case x.read && rt.transport == TransportP2P && len(rt.res) > 0:
 				ac.remoteRecvs++
 			}
@@ -929,10 +933,14 @@ func (x *runner) ready(a *actor, block bool) bool {
 }
 
 // sliceDelay is the overhead actor a's current slice pays once ready
-// (SliceOverheadUs; nothing for a Simple slice without data).
+// (SliceOverheadUs, and HostLoadUs for what it receives from host memory;
+// nothing for a Simple slice without data).
 func (x *runner) sliceDelay(a *actor) Time {
 	if x.proto == model.ProtoSimple && a.elems() == 0 {
 		return 0
+	}
+	if a.recvs && a.hostRecv {
+		return x.slOv + x.hostLat
 	}
 	return x.slOv
 }

@@ -35,6 +35,30 @@ const (
 	HarnessRunGPU = "run-gpu"
 )
 
+// HarnessBase is the harness a harness name measures with: the name
+// without its machine ("pytorch@h100" is PyTorch's harness on a machine
+// whose cost per call differs from the calibration's own machine; see
+// Calib.HarnessCostUs).
+func HarnessBase(h string) string {
+	base, _, _ := strings.Cut(h, "@")
+	return base
+}
+
+// checkHarness checks a harness name: one of the three, optionally with
+// "@MACHINE" (letters, digits, '-', '.' and '_').
+func checkHarness(h string) error {
+	base, machine, tagged := strings.Cut(h, "@")
+	if base != HarnessNCCLTests && base != HarnessPyTorch && base != HarnessRunGPU {
+		return fmt.Errorf("harness %q (want %s, %s or %s, optionally with @MACHINE)", h, HarnessNCCLTests, HarnessPyTorch, HarnessRunGPU)
+	}
+	if tagged && (machine == "" || strings.TrimFunc(machine, func(r rune) bool {
+		return r == '-' || r == '.' || r == '_' || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9')
+	}) != "") {
+		return fmt.Errorf("harness %q: the machine after '@' must be letters, digits, '-', '.' or '_'", h)
+	}
+	return nil
+}
+
 // Table is a measured timing table and the settings it was recorded
 // under: the NCCL_* environment (which decides transports, protocols and
 // channels through the search and the tuner) and the timing harness.
@@ -44,7 +68,8 @@ type Table struct {
 	// Env holds the NCCL_* settings of the run ("settings:" header line,
 	// then overrides).
 	Env map[string]string
-	// Harness is HarnessNCCLTests, HarnessPyTorch or HarnessRunGPU.
+	// Harness is HarnessNCCLTests, HarnessPyTorch or HarnessRunGPU,
+	// optionally with "@MACHINE" (HarnessBase).
 	Harness string
 	// Topo is the topology file the table was measured on ("topo=" in
 	// the table argument; "": the caller's default topology).
@@ -171,8 +196,8 @@ func (t *Table) ApplySpec(kvs []string) error {
 			continue
 		}
 		if k == "harness" {
-			if v != HarnessNCCLTests && v != HarnessPyTorch && v != HarnessRunGPU {
-				return fmt.Errorf("harness %q (want %s, %s or %s)", v, HarnessNCCLTests, HarnessPyTorch, HarnessRunGPU)
+			if err := checkHarness(v); err != nil {
+				return err
 			}
 			t.Harness = v
 			continue

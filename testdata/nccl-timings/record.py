@@ -65,6 +65,16 @@ CONFIGS = {
                                    "NCCL_NTHREADS": "128"}, 1 << 25, 1 << 13),
     "simple-nch-1-nthreads-256": ({"NCCL_PROTO": "Simple", "NCCL_MIN_NCHANNELS": "1", "NCCL_MAX_NCHANNELS": "1",
                                    "NCCL_NTHREADS": "256"}, 1 << 25, 1 << 13),
+    # LL through host memory (SHM) and every protocol over sockets: the
+    # per-slice round trip of a GPU's loads from host memory, and the socket
+    # proxies' costs per protocol.
+    "shm-ll": ({"NCCL_P2P_DISABLE": "1", "NCCL_PROTO": "LL"}, 1 << 25),
+    "shm-ll-nch-1": ({"NCCL_P2P_DISABLE": "1", "NCCL_PROTO": "LL", "NCCL_MIN_NCHANNELS": "1",
+                      "NCCL_MAX_NCHANNELS": "1"}, 1 << 23, 1 << 13),
+    "net-socket-ll": ({"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1", "NCCL_NET": "Socket",
+                       "NCCL_SOCKET_IFNAME": "lo", "NCCL_PROTO": "LL"}, 1 << 23),
+    "net-socket-simple": ({"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1", "NCCL_NET": "Socket",
+                           "NCCL_SOCKET_IFNAME": "lo", "NCCL_PROTO": "Simple"}, 1 << 27),
     # SHM Simple on one channel: the per-block rate through host memory.
     "shm-simple-nch-1": ({"NCCL_P2P_DISABLE": "1", "NCCL_PROTO": "Simple", "NCCL_MIN_NCHANNELS": "1",
                           "NCCL_MAX_NCHANNELS": "1"}, 1 << 23, 1 << 13),

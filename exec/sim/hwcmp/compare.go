@@ -181,7 +181,7 @@ func (cp *Comparer) timeOf(cr sim.CallResult, kind string) float64 {
 	if kind == KindTrace {
 		return cr.KernelUs
 	}
-	return cr.TimeUs + cp.calib.HarnessUs[cp.Sim.Harness]
+	return cr.TimeUs + cp.calib.HarnessCostUs(cp.Sim.Harness)
 }
 
 // Group is the calls of one (op, size, protocol).

@@ -1,0 +1,87 @@
+package sim
+
+import (
+	"math"
+	"testing"
+
+	"github.com/twinccl/twinccl/model"
+)
+
+// TestHostLoadRoundTrip: host_load_us is paid once per slice by a lane
+// that receives from host memory, and by no other. On two GPUs with P2P
+// disabled (SHM through host memory) a one-slice LL Broadcast, whose one
+// receiver loads one slice, takes one round trip longer; an AllReduce,
+// whose ranks each receive twice in sequence (reduce-scatter, then
+// all-gather), two; over P2P nothing changes.
+func TestHostLoadRoundTrip(t *testing.T) {
+	file := h100x2Topo() // the H200 pair's topology, with the H100s' PCI ids
+	root, _, err := model.ReadTopologyFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := DefaultCalib(90)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const rtt = 3.0 // us, far above the calibration's own
+	simulate := func(env map[string]string, coll model.Collective, hostUs float64) float64 {
+		t.Helper()
+		tb := &Table{Name: "t.tsv", Env: env, Harness: HarnessNCCLTests,
+			Rows: []Measurement{{Coll: coll, Bytes: 8, MeanUs: 1, Line: 1, Recorded: &Recorded{Algo: model.AlgoRing, Proto: model.ProtoLL}}}}
+		res, err := SearchTable(root, file, 1, tb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cal := *base
+		cal.LL.HostLoadUs = hostUs
+		ft := NewFitTable(tb, res)
+		rows, err := ft.Compare(&cal)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rows[0].SimUs
+	}
+	shm := map[string]string{"NCCL_P2P_DISABLE": "1"}
+	for _, tc := range []struct {
+		env   map[string]string
+		coll  model.Collective
+		trips float64
+	}{
+		{shm, model.CollBroadcast, 1},
+		{shm, model.CollAllReduce, 2},
+		{nil, model.CollBroadcast, 0},
+		{nil, model.CollAllReduce, 0},
+	} {
+		without, with := simulate(tc.env, tc.coll, 0), simulate(tc.env, tc.coll, rtt)
+		if d, want := with-without, tc.trips*rtt; math.Abs(d-want) > 0.05*rtt {
+			t.Errorf("%v LL 8 B (settings %v): %.3f us without host_load_us, %.3f us with %.1f us: %+.3f us, want %+.1f (%g round trips)",
+				tc.coll, tc.env, without, with, rtt, d, want, tc.trips)
+		}
+	}
+}
+
+// TestHarnessOnAnotherMachine: a harness named NAME@MACHINE costs what
+// the calibration says for it, else what NAME costs; it calls in place as
+// NAME does, and a malformed name is refused.
+func TestHarnessOnAnotherMachine(t *testing.T) {
+	c := &Calib{HarnessUs: map[string]float64{HarnessPyTorch: 1.5, HarnessPyTorch + "@h100": 0.8}}
+	for h, want := range map[string]float64{
+		HarnessPyTorch:           1.5,
+		HarnessPyTorch + "@h100": 0.8,
+		HarnessPyTorch + "@b200": 1.5,
+		HarnessRunGPU + "@h100":  0,
+		HarnessNCCLTests:         0,
+	} {
+		if got := c.HarnessCostUs(h); got != want {
+			t.Errorf("HarnessCostUs(%q) = %g, want %g", h, got, want)
+		}
+	}
+	if !harnessInPlace(HarnessPyTorch+"@h100", model.CollAllReduce) || harnessInPlace(HarnessRunGPU+"@h100", model.CollAllReduce) {
+		t.Error("a harness on another machine should call in place as its base does")
+	}
+	for _, bad := range []string{"pytorch@", "torch@h100", "pytorch@h 100", "@h100"} {
+		if err := (&Table{}).ApplySpec([]string{"harness=" + bad}); err == nil {
+			t.Errorf("harness=%s accepted", bad)
+		}
+	}
+}
