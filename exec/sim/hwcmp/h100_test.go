@@ -63,6 +63,48 @@ var h100Bounds = []poolBound{
 	{"proto/net-*-ll", ColNCCL, BucketAll, 0.16, 0.50},     // 12.7, 44.0
 	{"proto/net-*-simple", ColNCCL, BucketAll, 0.15, 0.46}, // 11.7, 40.5
 	{"proto/net-*", ColOurs, BucketLarge, 0.23, 0.37},      // 19.4, 31.5
+	// Recorded a session later at sizes no other file has (heldout/).
+	{"heldout/p2p-*-ll", ColNCCL, BucketAll, 0.07, 0.2},      // 3.5, 13.5
+	{"heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.09, 0.23},  // 5.5, 16.6
+	{"heldout/p2p-*-simple", ColNCCL, BucketAll, 0.1, 0.34},  // 6.9, 27.7
+	{"heldout/shm-*-ll", ColNCCL, BucketAll, 0.14, 0.35},     // 10.1, 28.4
+	{"heldout/shm-*-simple", ColNCCL, BucketAll, 0.11, 0.31}, // 7.7, 24.2
+	{"heldout/net-*-ll", ColNCCL, BucketAll, 0.27, 0.46},     // 23.4, 39.7
+	{"heldout/net-*-simple", ColNCCL, BucketAll, 0.23, 0.5},  // 19.8, 43.7
+	{"heldout/p2p-*", ColOurs, BucketAll, 0.3, 0.81},         // 26.3, 75.0
+	{"heldout/shm-*", ColOurs, BucketAll, 0.24, 0.69},        // 20.8, 62.5
+	{"heldout/net-*", ColOurs, BucketLarge, 0.66, 0.92},      // 63.0, 85.3
+}
+
+// h100OursBounds are tolerances on our executor's column simulated with
+// calib/h100-twinccl.json, the calibration of our kernels fitted on the
+// forced-protocol recordings of the H100 pair (proto/), as h100Bounds:
+// per transport and protocol on what it was fitted on, on the files of
+// the tuner's choices recorded with them, and on heldout/, recorded a
+// session later at other sizes.
+var h100OursBounds = []poolBound{
+	{"proto/p2p-*-ll", ColOurs, BucketAll, 0.1, 0.21},        // 6.8, 14.5
+	{"proto/p2p-*-ll128", ColOurs, BucketAll, 0.12, 0.23},    // 8.6, 16.1
+	{"proto/p2p-*-simple", ColOurs, BucketAll, 0.07, 0.2},    // 3.1, 13.9
+	{"proto/shm-*-ll", ColOurs, BucketAll, 0.16, 0.71},       // 13.0, 64.6
+	{"proto/shm-*-simple", ColOurs, BucketAll, 0.17, 0.33},   // 13.1, 26.1
+	{"proto/net-*-ll", ColOurs, BucketAll, 0.37, 0.62},       // 33.6, 55.2
+	{"proto/net-*-simple", ColOurs, BucketAll, 0.26, 1.4},    // 22.6, 133.8
+	{"p2p-*", ColOurs, BucketAll, 0.11, 0.23},                // 7.8, 16.6
+	{"shm-*", ColOurs, BucketAll, 0.13, 0.48},                // 9.9, 41.7
+	{"net-*", ColOurs, BucketAll, 0.39, 1.34},                // 35.4, 127.4
+	{"heldout/p2p-*-ll", ColOurs, BucketAll, 0.11, 0.24},     // 8.0, 17.3
+	{"heldout/p2p-*-ll128", ColOurs, BucketAll, 0.1, 0.25},   // 6.8, 19.0
+	{"heldout/p2p-*-simple", ColOurs, BucketAll, 0.08, 0.25}, // 4.4, 18.2
+	{"heldout/shm-*-ll", ColOurs, BucketAll, 0.16, 0.64},     // 12.7, 58.0
+	{"heldout/shm-*-simple", ColOurs, BucketAll, 0.14, 0.34}, // 10.9, 27.2
+	{"heldout/net-*-ll", ColOurs, BucketAll, 0.43, 0.58},     // 39.5, 51.9
+	{"heldout/net-*-simple", ColOurs, BucketAll, 0.2, 1.48},  // 17.0, 141.6
+}
+
+// h100OursCalib is the calibration of our executor on the H100 pair.
+func h100OursCalib() string {
+	return filepath.Join(hwDir(), "..", "..", "..", "exec", "sim", "calib", "h100-twinccl.json")
 }
 
 // h100TwincclBounds are tolerances on our executor's column simulated
@@ -81,8 +123,8 @@ var h100TwincclBounds = []poolBound{
 // h100Comparer compares one H100 recording: on NCCL's dump of the machine
 // under the settings NCCL's run recorded, or, for the split-host runs (one
 // rank per "host" over sockets), on two hosts of one GPU each; with the
-// embedded calibration, or with our executor's when ours is set.
-func h100Comparer(t testing.TB, name string, in *Input, ours bool) *Comparer {
+// embedded calibration (calib "") or the calibration file calib.
+func h100Comparer(t testing.TB, name string, in *Input, calib string) *Comparer {
 	t.Helper()
 	topo, nodes := filepath.Join(h100Dir(), "topo.xml"), 1
 	if strings.HasPrefix(path.Base(name), "net-") {
@@ -97,9 +139,9 @@ func h100Comparer(t testing.TB, name string, in *Input, ours bool) *Comparer {
 	}
 	c, err := sim.DefaultCalib(90)
 	cname := "embedded:" + sim.DefaultCalibName
-	if ours {
-		c, err = sim.LoadCalib(twincclCalib())
-		cname = twincclCalib()
+	if calib != "" {
+		c, err = sim.LoadCalib(calib)
+		cname = calib
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -117,7 +159,7 @@ func h100Comparer(t testing.TB, name string, in *Input, ours bool) *Comparer {
 // column it has.
 func TestRegressionH100x2(t *testing.T) {
 	var names []string
-	for _, glob := range []string{"*.json", "proto/*.json"} {
+	for _, glob := range []string{"*.json", "proto/*.json", "heldout/*.json"} {
 		files, err := filepath.Glob(filepath.Join(h100Dir(), glob))
 		if err != nil {
 			t.Fatal(err)
@@ -127,29 +169,33 @@ func TestRegressionH100x2(t *testing.T) {
 			names = append(names, strings.TrimSuffix(filepath.ToSlash(rel), ".json"))
 		}
 	}
-	if len(names) < 40 {
-		t.Fatalf("%d recordings in %s, want the 51 of its README", len(names), h100Dir())
+	if len(names) < 77 {
+		t.Fatalf("%d recordings in %s, want the 77 its README and heldout/README.md list", len(names), h100Dir())
 	}
 	sort.Strings(names)
-	// The reports of every file under the embedded calibration (false),
-	// and of the files h100TwincclBounds covers under our executor's
-	// (true).
-	reports := map[bool]map[string]*Report{}
-	for _, ours := range []bool{false, true} {
-		reports[ours] = map[string]*Report{}
+	// The reports of every file under the embedded calibration (""), and
+	// of the files the other bounds cover under our executor's
+	// calibrations.
+	calibs := []struct {
+		file   string
+		bounds []poolBound
+	}{{"", h100Bounds}, {twincclCalib(), h100TwincclBounds}, {h100OursCalib(), h100OursBounds}}
+	reports := map[string]map[string]*Report{}
+	for _, cb := range calibs {
+		reports[cb.file] = map[string]*Report{}
 		for _, name := range names {
-			if ours && !inPools(name, h100TwincclBounds) {
+			if !inPools(name, cb.bounds) {
 				continue
 			}
 			in, err := Open(filepath.Join(h100Dir(), filepath.FromSlash(name)+".json"))
 			if err != nil {
 				t.Fatal(err)
 			}
-			rep, err := h100Comparer(t, name, in, ours).Compare(in)
+			rep, err := h100Comparer(t, name, in, cb.file).Compare(in)
 			if err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}
-			reports[ours][name] = rep
+			reports[cb.file][name] = rep
 		}
 	}
 	for _, col := range []string{ColOurs, ColNCCL} {
@@ -165,11 +211,14 @@ func TestRegressionH100x2(t *testing.T) {
 			}
 		}
 	}
-	for _, b := range h100Bounds {
-		checkPool(t, "", b, names, reports[false])
-	}
-	for _, b := range h100TwincclBounds {
-		checkPool(t, "h200-twinccl.json", b, names, reports[true])
+	for _, cb := range calibs {
+		label := ""
+		if cb.file != "" {
+			label = filepath.Base(cb.file)
+		}
+		for _, b := range cb.bounds {
+			checkPool(t, label, b, names, reports[cb.file])
+		}
 	}
 }
 

@@ -10,7 +10,8 @@ import (
 
 // Table turns the measured calls of in into a timing table for
 // sim.FitTables ("replay calibrate"): one row per call, timed by column
-// col of the recording under the NCCL_* settings env.
+// col of the recording under the NCCL_* settings the recording says NCCL
+// ran under (Input.NCCLEnv), overridden by env, as "replay compare" does.
 //
 //   - ColOurs: our executor's time (time_us of a JSON file, the traced
 //     kernel time of the rank that started last for a call trace), with
@@ -36,6 +37,9 @@ func Table(in *Input, col string, env map[string]string) (*sim.Table, error) {
 		harness = sim.HarnessRunGPU
 	}
 	t := &sim.Table{Name: filepath.Base(in.Path) + ":" + col, Env: map[string]string{}, Harness: harness}
+	for k, v := range in.NCCLEnv {
+		t.Env[k] = v
+	}
 	for k, v := range env {
 		t.Env[k] = v
 	}
