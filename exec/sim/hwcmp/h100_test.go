@@ -102,6 +102,28 @@ var h100OursBounds = []poolBound{
 	{"heldout/net-*-simple", ColOurs, BucketAll, 0.2, 1.48},  // 17.0, 141.6
 }
 
+// h100NCCLBounds are tolerances on NCCL's column simulated with
+// calib/h100.json, NCCL's calibration of the H100 pair (h200.json with
+// the host's SHM and socket constants refitted on NCCL's column of
+// proto/shm-* and proto/net-*), as h100Bounds.
+var h100NCCLBounds = []poolBound{
+	{"proto/shm-*-ll", ColNCCL, BucketAll, 0.08, 0.2},        // 4.2, 13.1
+	{"proto/shm-*-simple", ColNCCL, BucketAll, 0.12, 0.23},   // 8.6, 16.5
+	{"proto/net-*-ll", ColNCCL, BucketAll, 0.13, 0.43},       // 9.9, 36.7
+	{"proto/net-*-simple", ColNCCL, BucketAll, 0.17, 0.35},   // 13.8, 28.2
+	{"shm-*", ColNCCL, BucketAll, 0.09, 0.36},                // 5.1, 29.2
+	{"net-*", ColNCCL, BucketAll, 0.13, 0.43},                // 9.3, 36.2
+	{"heldout/shm-*-ll", ColNCCL, BucketAll, 0.08, 0.27},     // 4.8, 20.2
+	{"heldout/shm-*-simple", ColNCCL, BucketAll, 0.12, 0.29}, // 8.4, 22.1
+	{"heldout/net-*-ll", ColNCCL, BucketAll, 0.18, 0.36},     // 14.5, 29.9
+	{"heldout/net-*-simple", ColNCCL, BucketAll, 0.14, 0.4},  // 10.6, 33.3
+}
+
+// h100NCCLCalib is NCCL's calibration of the H100 pair.
+func h100NCCLCalib() string {
+	return filepath.Join(hwDir(), "..", "..", "..", "exec", "sim", "calib", "h100.json")
+}
+
 // h100OursCalib is the calibration of our executor on the H100 pair.
 func h100OursCalib() string {
 	return filepath.Join(hwDir(), "..", "..", "..", "exec", "sim", "calib", "h100-twinccl.json")
@@ -179,7 +201,7 @@ func TestRegressionH100x2(t *testing.T) {
 	calibs := []struct {
 		file   string
 		bounds []poolBound
-	}{{"", h100Bounds}, {twincclCalib(), h100TwincclBounds}, {h100OursCalib(), h100OursBounds}}
+	}{{"", h100Bounds}, {twincclCalib(), h100TwincclBounds}, {h100OursCalib(), h100OursBounds}, {h100NCCLCalib(), h100NCCLBounds}}
 	reports := map[string]map[string]*Report{}
 	for _, cb := range calibs {
 		reports[cb.file] = map[string]*Report{}
