@@ -27,9 +27,9 @@ NCCL_* environment the table was recorded under (NCCL_PROTO, NCCL_P2P_DISABLE,
 NCCL_SHM_DISABLE, NCCL_SOCKET_IFNAME, ...), and a header naming PyTorch its timing
 harness; KEY=VALUE pairs add or override settings (harness=nccl-tests|pytorch|run-gpu,
 with @MACHINE for that harness on another machine than the calibration's: its cost per
-call is then a constant of its own, harness_us.NAME@MACHINE, that the fit moves and that
-starts from, and without it defaults to, NAME's; timing=eager fits the fifth column, the eager loops' times, simulated with the host
-issuing every call: host_call_us),
+call is then a constant of its own, harness_us.NAME@MACHINE, which the fit moves and
+which is NAME's until set; timing=eager fits the fifth column, the eager loops' times,
+simulated with the host issuing every call: host_call_us),
 colls=all_reduce+broadcast keeps only those collectives' rows, minbytes=32M only the
 sizes of 32 MiB or more (e.g. the bandwidth-bound rows of a table whose small sizes
 were timed with another launch method) and maxbytes=1G those of 1 GiB or less, and

@@ -447,7 +447,9 @@ func usage(tables []FitTable, c *Calib) (fitUse, error) {
 		if err != nil {
 			return u, err
 		}
-		if ft.Harness != "" && ft.Harness != HarnessNCCLTests { // "nccl-tests@MACHINE" is fitted
+		// nccl-tests costs nothing by definition; on another machine
+		// ("nccl-tests@MACHINE") it has a cost of its own to fit
+		if ft.Harness != "" && ft.Harness != HarnessNCCLTests {
 			harn[ft.Harness] = true
 		}
 		u.eager = u.eager || ft.Eager

@@ -53,8 +53,8 @@ func loadH100Table(t testing.TB, name string) (*Table, *search.Result) {
 // there (h100Harness, fitted on the P2P rows up to 512 B). With that
 // cost the LL rows are within 3% (8-15% slow under the H200 pair's) and
 // the Simple rows of 32-512 KiB up to 10-30% fast, which the larger cost
-// had hidden (docs/perf.md). The SHM LL
-// rows from 128 KiB were fitted (stage 4).
+// had hidden (docs/perf.md). The SHM LL rows from 128 KiB were fitted
+// (stage 4).
 var h100Bounds = []struct {
 	name        string
 	median, max float64

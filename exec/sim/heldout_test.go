@@ -113,8 +113,8 @@ func checkLoggedChoices(t *testing.T, tb *Table, res *search.Result, path string
 // 32-512 KiB 11-16% fast. shm-simple was 4.4% / 21.6% before SHM's stage
 // was refitted with host_load_us and the H100 pair's SHM LL tables, which
 // move the constants SHM Simple shares with LL (PCI latency and
-// efficiency, host memory bandwidth): 7.0% / 21.3% now. The socket NET costs are
-// fitted on the AllReduce and Broadcast rows; the AllGather,
+// efficiency, host memory bandwidth): 7.0% / 21.3% now. The socket NET
+// costs are fitted on the AllReduce and Broadcast rows; the AllGather,
 // ReduceScatter and Reduce rows are held out.
 var heldOutBounds = []struct {
 	spec        string

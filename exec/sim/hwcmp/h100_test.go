@@ -38,9 +38,10 @@ type poolBound struct {
 // 7.9% and SHM LL 10.1% (31.4% before host_load_us, the round trip of a
 // slice's first loads from host memory, and the SHM LL tables of the H100
 // pair from 128 KiB in the fit: the small rows are 7-12% fast, since the
-// H100 host's SHM latency is higher than the H200 host's the fit follows);
-// sockets between split hosts 12.7% (LL) and 11.7% (Simple). Against our executor
-// the simulator is 17-24% fast: our LL and LL128 steps cost more than the
+// H100 host's SHM latency is higher than the H200 host's the fit follows;
+// calib/h100.json has the H100 host's: h100NCCLBounds); sockets between
+// split hosts 12.7% (LL) and 11.7% (Simple). Against our executor the
+// simulator is 17-24% fast: our LL and LL128 steps cost more than the
 // simulated NCCL ones (docs/perf.md), and our socket proxy takes about
 // 300 us per small call where NCCL's takes 25 us, so only its large calls
 // are bounded.
