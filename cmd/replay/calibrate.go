@@ -87,7 +87,7 @@ func runCalibrate(args []string, stdout, stderr io.Writer) error {
 	fs.Var(&heldout, "heldout", "measured timings `FILE[,K=V...]` to predict only (repeatable)")
 	topo := fs.String("topo", "", "topology XML `FILE` the timings were measured on (default: the embedded one)")
 	nodes := fs.Int("nodes", 1, "number of identical hosts the file stands for")
-	start := fs.String("start", "", "calibration to start from (default: embedded)")
+	start := fs.String("start", "", "calibration to start from: "+calibFlagHelp)
 	out := fs.String("out", "", "write the fitted calibration to `FILE.json` (- for stdout)")
 	maxEvals := fs.Int("max-evals", 3000, "bound on simulated sweeps of all the tables")
 	restarts := fs.Int("restarts", 3, "Nelder–Mead restarts")

@@ -74,7 +74,7 @@ func runCompare(args []string, stdout, stderr io.Writer) error {
 	nodes := fs.Int("nodes", 1, "the run spanned `N` hosts, each like the topology FILE (e.g. one GPU per host over sockets)")
 	env := envFlags{}
 	fs.Var(env, "env", "NCCL_* setting `KEY=VALUE` the run was recorded under (repeatable; wins over the environment)")
-	calibPath := fs.String("calib", "", "calibration `FILE.json` (default: embedded)")
+	calibPath := fs.String("calib", "", calibFlagHelp)
 	jsonOut := fs.String("json", "", "write the comparison as JSON to `OUT` (- for stdout)")
 	svgOut := fs.String("svg", "", "write a busbw-vs-size plot to `OUT.svg`")
 	title := fs.String("title", "", "title of the SVG plot (default: the op and the input's name)")

@@ -64,7 +64,7 @@ func runGin(args []string, stdout, stderr io.Writer) error {
 	maxBytes := fs.String("e", "1G", "largest size (nccl-tests' -e)")
 	factor := fs.Int64("f", 4, "size multiplication factor between rows (nccl-tests' -f)")
 	contexts := fs.Int("contexts", 4, "GIN contexts (one thread block each)")
-	calibPath := fs.String("calib", "", "calibration `FILE.json` (default: embedded)")
+	calibPath := fs.String("calib", "", calibFlagHelp)
 	withP2P := fs.Bool("p2p", false, "also simulate the p2p-schedule AlltoAll of each size")
 	jsonOut := fs.String("json", "", "also write the rows as JSON to `OUT` (- for stdout only)")
 	fs.Usage = func() {

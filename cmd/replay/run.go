@@ -66,7 +66,7 @@ func runReplayRun(args []string, stdout, stderr io.Writer) error {
 	topo := fs.String("topo", "", "topology XML `FILE` (default: the embedded one)")
 	nodes := fs.Int("nodes", 1, "number of identical hosts the file stands for (single-host files)")
 	out := fs.String("out", "", "output `PREFIX` of the predicted traces")
-	calibPath := fs.String("calib", "", "calibration `FILE.json` (default: embedded)")
+	calibPath := fs.String("calib", "", calibFlagHelp)
 	modeName := fs.String("mode", "auto", "engine: auto, fast or accurate")
 	progress := fs.Bool("progress", false, "draw a progress bar on stderr even when it is not a terminal")
 	fs.Usage = func() {

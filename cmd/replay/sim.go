@@ -175,6 +175,11 @@ func newSimulator(res *search.Result, calibPath string, mode sim.Mode, force boo
 	return s, calib, calibName, bar, nil
 }
 
+// calibFlagHelp is the help of every --calib flag.
+const calibFlagHelp = "calibration `FILE.json`, or embedded:NAME.json for one built in: h200.json " +
+	"(NCCL on two H200, the default), h100.json (NCCL on two H100), h200-twinccl.json and " +
+	"h100-twinccl.json (our executor's kernels)"
+
 func loadCalib(path string, cl *model.Cluster) (*sim.Calib, string, error) {
 	if path != "" {
 		c, err := sim.LoadCalib(path)
@@ -194,7 +199,7 @@ func loadCalib(path string, cl *model.Cluster) (*sim.Calib, string, error) {
 	if sm != 90 {
 		slog.Warn("no calibration measured for this GPU architecture; using the sm90 one", "sm", sm)
 	}
-	return c, "embedded:" + sim.DefaultCalibName, nil
+	return c, sim.EmbeddedPrefix + sim.DefaultCalibName, nil
 }
 
 func runSim(args []string, stdout, stderr io.Writer) error {
@@ -212,7 +217,7 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 	dtype := fs.String("dtype", "float32", "datatype")
 	root := fs.Int("root", 0, "root rank of broadcast and reduce")
 	inPlace := fs.Bool("inplace", false, "run every call in place, one buffer for input and output (nccl-tests' in-place column; PyTorch's broadcast): a broadcast root and every allgather rank send without copying")
-	calibPath := fs.String("calib", "", "calibration `FILE.json` (default: embedded)")
+	calibPath := fs.String("calib", "", calibFlagHelp)
 	jsonOut := fs.String("json", "", "also write the rows as JSON to `OUT` (- for stdout only)")
 	traceOut := fs.String("trace", "", "write predicted call and event traces to `PREFIX`.calls.parquet and PREFIX.events.parquet")
 	timelineOut := fs.String("timeline", "", "write a Chrome/Perfetto timeline to `OUT.json`")

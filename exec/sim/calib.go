@@ -482,7 +482,7 @@ func DefaultCalib(sm int) (*Calib, error) {
 	if err != nil {
 		return nil, fmt.Errorf("embedded calibration: %w", err)
 	}
-	return ParseCalib(bytes.NewReader(data), "embedded:"+DefaultCalibName)
+	return ParseCalib(bytes.NewReader(data), EmbeddedPrefix+DefaultCalibName)
 }
 
 // ParseCalib reads a JSON calibration file; name is used in errors.
@@ -499,8 +499,35 @@ func ParseCalib(r io.Reader, name string) (*Calib, error) {
 	return c, nil
 }
 
-// LoadCalib reads a JSON calibration file from disk.
+// EmbeddedPrefix names a calibration built into the binary in LoadCalib's
+// path ("embedded:h100.json"; EmbeddedCalibNames lists them).
+const EmbeddedPrefix = "embedded:"
+
+// EmbeddedCalibNames lists the calibrations built into the binary
+// (calib/*.json), sorted.
+func EmbeddedCalibNames() []string {
+	entries, err := calibFiles.ReadDir("calib")
+	if err != nil {
+		return nil
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+// LoadCalib reads a JSON calibration file from disk, or, for a path
+// "embedded:NAME.json", the calibration of that name built into the
+// binary.
 func LoadCalib(path string) (*Calib, error) {
+	if name, ok := strings.CutPrefix(path, EmbeddedPrefix); ok {
+		data, err := calibFiles.ReadFile("calib/" + name)
+		if err != nil {
+			return nil, fmt.Errorf("%s: no such embedded calibration (there are %s)", path, strings.Join(EmbeddedCalibNames(), ", "))
+		}
+		return ParseCalib(bytes.NewReader(data), path)
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err

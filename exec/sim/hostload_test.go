@@ -59,29 +59,3 @@ func TestHostLoadRoundTrip(t *testing.T) {
 		}
 	}
 }
-
-// TestHarnessOnAnotherMachine: a harness named NAME@MACHINE costs what
-// the calibration says for it, else what NAME costs; it calls in place as
-// NAME does, and a malformed name is refused.
-func TestHarnessOnAnotherMachine(t *testing.T) {
-	c := &Calib{HarnessUs: map[string]float64{HarnessPyTorch: 1.5, HarnessPyTorch + "@h100": 0.8}}
-	for h, want := range map[string]float64{
-		HarnessPyTorch:           1.5,
-		HarnessPyTorch + "@h100": 0.8,
-		HarnessPyTorch + "@b200": 1.5,
-		HarnessRunGPU + "@h100":  0,
-		HarnessNCCLTests:         0,
-	} {
-		if got := c.HarnessCostUs(h); got != want {
-			t.Errorf("HarnessCostUs(%q) = %g, want %g", h, got, want)
-		}
-	}
-	if !harnessInPlace(HarnessPyTorch+"@h100", model.CollAllReduce) || harnessInPlace(HarnessRunGPU+"@h100", model.CollAllReduce) {
-		t.Error("a harness on another machine should call in place as its base does")
-	}
-	for _, bad := range []string{"pytorch@", "torch@h100", "pytorch@h 100", "@h100"} {
-		if err := (&Table{}).ApplySpec([]string{"harness=" + bad}); err == nil {
-			t.Errorf("harness=%s accepted", bad)
-		}
-	}
-}
