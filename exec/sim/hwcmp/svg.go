@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // svgSeries is one line of the plot.
@@ -104,10 +106,10 @@ func WriteSVG(w io.Writer, rep *Report, title string) error {
 	p(`<?xml version="1.0" encoding="UTF-8"?>` + "\n")
 	p(`<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="Helvetica, Arial, sans-serif" font-size="12">`+"\n", svgW, svgH, svgW, svgH)
 	p(`<rect x="0" y="0" width="%d" height="%d" fill="white"/>`+"\n", svgW, svgH)
-	p(`<text x="%d" y="24" font-size="16" font-weight="bold">%s</text>`+"\n", svgLeft, xmlEscape(title))
+	p(`<text x="%d" y="24" font-size="%s" font-weight="bold">%s</text>`+"\n", svgLeft, fitFont(title, 16), xmlEscape(title))
 	sub, settings := subtitle(rep)
-	p(`<text x="%d" y="44" font-size="11" fill="#444">%s</text>`+"\n", svgLeft, xmlEscape(sub))
-	p(`<text x="%d" y="60" font-size="11" fill="#444">%s</text>`+"\n", svgLeft, xmlEscape(settings))
+	p(`<text x="%d" y="44" font-size="%s" fill="#444">%s</text>`+"\n", svgLeft, fitFont(sub, 11), xmlEscape(sub))
+	p(`<text x="%d" y="60" font-size="%s" fill="#444">%s</text>`+"\n", svgLeft, fitFont(settings, 11), xmlEscape(settings))
 
 	// Main panel: grid, ticks, labels.
 	x0, x1 := float64(svgLeft), float64(svgLeft)+plotW
@@ -343,4 +345,15 @@ func xmlEscape(s string) string {
 		}
 	}
 	return b.String()
+}
+
+// fitFont is the font size of a header line of text s: px, or less when
+// the line, at about 0.62 em per character, would run past the image's
+// edge (down to half of px; a longer line is cut).
+func fitFont(s string, px float64) string {
+	width := float64(svgW - svgLeft - 8)
+	if need := float64(utf8.RuneCountInString(s)) * 0.62 * px; need > width {
+		px = max(0.5*px, px*width/need)
+	}
+	return strconv.FormatFloat(math.Floor(px*10)/10, 'f', 1, 64) // rounded down: it still fits
 }

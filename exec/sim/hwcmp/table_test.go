@@ -2,6 +2,8 @@ package hwcmp
 
 import (
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -29,5 +31,21 @@ func TestTableTakesNCCLEnv(t *testing.T) {
 	}
 	if tb.Env["NCCL_P2P_DISABLE"] != "0" {
 		t.Errorf("settings %v: the caller's NCCL_P2P_DISABLE=0 should win", tb.Env)
+	}
+}
+
+// TestSVGHeaderFits: a header line that would run past the plot's edge
+// is drawn smaller (at most halved), a short one at its own size.
+func TestSVGHeaderFits(t *testing.T) {
+	if got := fitFont("2x H100: p2p-allreduce", 16); got != "16.0" {
+		t.Errorf("short title: font %s, want 16.0", got)
+	}
+	long := strings.Repeat("NCCL_SETTING=value ", 8) // 152 characters
+	got, err := strconv.ParseFloat(fitFont(long, 11), 64)
+	if err != nil || !(got < 11 && got > 5.5) || float64(len(long))*0.62*got > float64(svgW-svgLeft-8)+1 {
+		t.Errorf("152-character line: font %v (%v), want it below 11 and fitting the width", got, err)
+	}
+	if got := fitFont(strings.Repeat("x", 2000), 11); got != "5.5" {
+		t.Errorf("very long line: font %s, want half of 11", got)
 	}
 }
