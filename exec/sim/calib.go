@@ -38,7 +38,8 @@ import (
 //     thread), and p2p_lane_share per protocol (the copy throughput of
 //     one direction of a p2p channel), and gpu_copy_GBps per protocol (the
 //     copy throughput a GPU's blocks share), and host_load_us per protocol
-//     (a slice's first loads from host memory).
+//     (a slice's first loads from host memory), and
+//     net_socket.flag_check_GBps (a socket send proxy's reading of LL lines).
 //
 // Since the simulator predicts measured rows as the back-to-back loops
 // they were timed with (Simulator.Loop, loop.go), the embedded files are
@@ -209,6 +210,11 @@ type SocketCalib struct {
 	// sees a slice when its proxy's operation ends. 0: none.
 	SendOpUs float64 `json:"send_op_us,omitempty"`
 	RecvOpUs float64 `json:"recv_op_us,omitempty"`
+	// FlagCheckGBps is the rate at which a send proxy reads an LL or
+	// LL128 slice's lines in host memory to check their flags before it
+	// sends the slice (NCCL's proxy does so when the buffer is in host
+	// memory), per wire byte, on top of ProxyGBps. 0: no such cost.
+	FlagCheckGBps float64 `json:"flag_check_GBps,omitempty"`
 }
 
 // proxyGBps is ProxyGBps with its default.
@@ -453,7 +459,8 @@ func (c *Calib) Validate() error {
 		v    float64
 	}{{"host_mem_GBps", c.HostMemGBps}, {"shm_latency_us", c.SHMLatencyUs},
 		{"net_socket.proxy_GBps", c.NetSocket.ProxyGBps}, {"net_socket.latency_us", c.NetSocket.LatencyUs},
-		{"net_socket.send_op_us", c.NetSocket.SendOpUs}, {"net_socket.recv_op_us", c.NetSocket.RecvOpUs}} {
+		{"net_socket.send_op_us", c.NetSocket.SendOpUs}, {"net_socket.recv_op_us", c.NetSocket.RecvOpUs},
+		{"net_socket.flag_check_GBps", c.NetSocket.FlagCheckGBps}} {
 		if err := bad(k.name, k.v, 0, 1e6); err != nil {
 			return err
 		}

@@ -28,8 +28,11 @@ type fitUse struct {
 	protos, hostProtos []model.Protocol
 	links              []model.LinkType
 	shm, net, socket   bool
-	noGDR              bool
-	harnesses          []string
+	// socketFlags says LL or LL128 rows cross a socket proxy (its flag
+	// check can be fitted)
+	socketFlags bool
+	noGDR       bool
+	harnesses   []string
 	// eager says some table was timed outside CUDA graphs (HostCallUs)
 	eager bool
 	// fenceProtos are the protocols of rows recorded on twinccl's own
@@ -169,6 +172,17 @@ func fitParams(u fitUse) []FitParam {
 				get: func(c *Calib) float64 { return c.NetSocket.SendOpUs }, set: func(c *Calib, v float64) { c.NetSocket.SendOpUs = v }},
 			FitParam{Name: "net_socket.recv_op_us", Floor: 1, Lo: 0, Hi: 1000,
 				get: func(c *Calib) float64 { return c.NetSocket.RecvOpUs }, set: func(c *Calib, v float64) { c.NetSocket.RecvOpUs = v }})
+		if u.socketFlags {
+			// Unset (no cost), it starts at ten times the proxy's copy rate.
+			ps = append(ps, FitParam{Name: "net_socket.flag_check_GBps", Floor: 0, Lo: 0.1, Hi: 1000,
+				get: func(c *Calib) float64 {
+					if g := c.NetSocket.FlagCheckGBps; g > 0 {
+						return g
+					}
+					return 10 * c.NetSocket.proxyGBps()
+				},
+				set: func(c *Calib, v float64) { c.NetSocket.FlagCheckGBps = v }})
+		}
 	}
 	for _, t := range u.links {
 		k := t.String()
@@ -488,6 +502,7 @@ func usage(tables []FitTable, c *Calib) (fitUse, error) {
 					u.net = true
 					u.noGDR = u.noGDR || !rt.gdr
 					u.socket = u.socket || rt.proxyCopies > 0
+					u.socketFlags = u.socketFlags || (rt.proxyCopies > 0 && p.Proto != model.ProtoSimple)
 				}
 				if rt.hostSend || rt.hostRecv {
 					hostSet[p.Proto] = true

@@ -120,3 +120,58 @@ func TestSocketProxyCopies(t *testing.T) {
 		t.Errorf("%v slices of %.0f B at %v GB/s: %.1f us, want %.1f", k, slice, gbps, got, want)
 	}
 }
+
+// TestSocketFlagCheck: with flag_check_GBps set, a send proxy reads an LL
+// slice's lines before it sends it: a 1 MiB LL Broadcast over sockets,
+// whose 2 MiB of lines all pass rank 0's proxy, takes their reading at
+// that rate longer; a Simple one, which has no flags, takes as long; and
+// without the constant nothing changes. The fit frees the constant only
+// for tables with LL rows over sockets.
+func TestSocketFlagCheck(t *testing.T) {
+	tb, res := loadTable(t, "net-socket")
+	run := func(proto model.Protocol, gbps float64) float64 {
+		t.Helper()
+		c := socketCalib(t, 1, 1, 10)
+		c.NetSocket.FlagCheckGBps = gbps
+		one := &Table{Name: "t.tsv", Env: tb.Env, Harness: HarnessNCCLTests,
+			Rows: []Measurement{{Coll: model.CollBroadcast, Bytes: 1 << 20, MeanUs: 1, Line: 1,
+				Recorded: &Recorded{Algo: model.AlgoRing, Proto: proto, NChannels: 1}}}}
+		ft := NewFitTable(one, res)
+		rows, err := ft.Compare(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rows[0].SimUs
+	}
+	const gbps = 1.0
+	want := float64(2<<20) / (gbps * 1e3) // us: LL's 16-byte lines carry 8 bytes each
+	if d := run(model.ProtoLL, gbps) - run(model.ProtoLL, 0); math.Abs(d-want) > 0.1*want {
+		t.Errorf("LL Broadcast 1 MiB: %+.1f us with flag checks at %g GB/s, want %+.1f", d, gbps, want)
+	}
+	if a, b := run(model.ProtoSimple, gbps), run(model.ProtoSimple, 0); a != b {
+		t.Errorf("Simple Broadcast 1 MiB: %.2f us with flag checks, %.2f without: want equal", a, b)
+	}
+	base, err := DefaultCalib(90)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fitted := func(tables ...FitTable) bool {
+		u, err := usage(tables, base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range fitParams(u) {
+			if p.Name == "net_socket.flag_check_GBps" {
+				return true
+			}
+		}
+		return false
+	}
+	ll := &Table{Name: "ll.tsv", Env: tb.Env, Rows: []Measurement{{Coll: model.CollBroadcast, Bytes: 1 << 20, MeanUs: 1, Line: 1,
+		Recorded: &Recorded{Algo: model.AlgoRing, Proto: model.ProtoLL}}}}
+	simple := &Table{Name: "simple.tsv", Env: tb.Env, Rows: []Measurement{{Coll: model.CollBroadcast, Bytes: 1 << 20, MeanUs: 1, Line: 1,
+		Recorded: &Recorded{Algo: model.AlgoRing, Proto: model.ProtoSimple}}}}
+	if !fitted(NewFitTable(ll, res)) || fitted(NewFitTable(simple, res)) {
+		t.Error("flag_check_GBps should be fitted for LL rows over sockets and only then")
+	}
+}

@@ -301,8 +301,11 @@ type runner struct {
 	// its receiver's proxy (their durations, in order)
 	proxySendOp, proxyRecvOp float64
 	proxyPs                  float64
-	proxyFree                []Time
-	proxyRecv                [][]float64
+	// flagPs is the send proxy's time per wire byte to check an LL or
+	// LL128 slice's flags (SocketCalib.FlagCheckGBps; 0 for Simple)
+	flagPs    float64
+	proxyFree []Time
+	proxyRecv [][]float64
 }
 
 // streamWindow is the number of runs of primitive calls (see cop) a
@@ -502,6 +505,9 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 				x.proxySendOp = x.c.NetSocket.SendOpUs * psPerUs
 				x.proxyRecvOp = x.c.NetSocket.RecvOpUs * psPerUs
 				x.proxyPs = 1 / (x.c.NetSocket.proxyGBps() * 1e-3)
+				if g := x.c.NetSocket.FlagCheckGBps; g > 0 && x.proto != model.ProtoSimple {
+					x.flagPs = 1 / (g * 1e-3)
+				}
 				x.proxyFree = make([]Time, p.NRanks)
 				x.proxyRecv = make([][]float64, len(p.Conns))
 			}
@@ -1027,7 +1033,7 @@ func (x *runner) post(a *actor, st uint32) {
 // proxy, empty ones too (the proxies exchange a message for it).
 func (x *runner) proxySend(c int32, cs *sendConn, tail uint64, data int64) {
 	wire := float64(x.wireBytes(data))
-	send := x.proxySendOp + x.rt[c].proxyCopies*wire*x.proxyPs
+	send := x.proxySendOp + x.rt[c].proxyCopies*wire*x.proxyPs + wire*x.flagPs
 	x.proxyRecv[c] = append(x.proxyRecv[c], x.proxyRecvOp+wire*x.proxyPs)
 	x.q.push(x.proxyServe(cs.proxyFrom, send)+cs.lat, evProxyRecv, c, tail)
 }
