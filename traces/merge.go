@@ -10,40 +10,44 @@ import (
 // order, e.g. the parts that the ranks of one job wrote) to w as one call
 // trace. Every part must be a call trace; no row is dropped or changed.
 func MergeCallFiles(w io.Writer, paths []string) error {
-	cw, err := NewCallWriter(w, WriterOptions{})
-	if err != nil {
-		return err
-	}
-	for _, p := range paths {
-		rd, err := OpenCallFile(p)
-		if err != nil {
-			return errors.Join(err, cw.Close())
-		}
-		err = rd.Scan(Filter{}, func(rows []CallRow) error { return cw.Append(rows...) })
-		rd.Close()
-		if err != nil {
-			return errors.Join(fmt.Errorf("%s: %w", p, err), cw.Close())
-		}
-	}
-	return cw.Close()
+	return mergeFiles(w, paths, NewCallWriter, OpenCallFile)
 }
 
 // MergeEventFiles is MergeCallFiles for event traces.
 func MergeEventFiles(w io.Writer, paths []string) error {
-	ew, err := NewEventWriter(w, WriterOptions{})
+	return mergeFiles(w, paths, NewEventWriter, OpenEventFile)
+}
+
+// rowWriter and rowReader are what the call and event writers and
+// readers have in common.
+type rowWriter[R any] interface {
+	Append(rows ...R) error
+	Close() error
+}
+
+type rowReader[R any] interface {
+	Scan(filter Filter, fn func([]R) error) error
+	Close() error
+}
+
+// mergeFiles appends every row of the files at paths, opened with open,
+// to one trace written to w by a writer from create.
+func mergeFiles[R any, W rowWriter[R], D rowReader[R]](w io.Writer, paths []string,
+	create func(io.Writer, WriterOptions) (W, error), open func(string) (D, error)) error {
+	tw, err := create(w, WriterOptions{})
 	if err != nil {
 		return err
 	}
 	for _, p := range paths {
-		rd, err := OpenEventFile(p)
+		rd, err := open(p)
 		if err != nil {
-			return errors.Join(err, ew.Close())
+			return errors.Join(err, tw.Close())
 		}
-		err = rd.Scan(Filter{}, func(rows []EventRow) error { return ew.Append(rows...) })
+		err = rd.Scan(Filter{}, func(rows []R) error { return tw.Append(rows...) })
 		rd.Close()
 		if err != nil {
-			return errors.Join(fmt.Errorf("%s: %w", p, err), ew.Close())
+			return errors.Join(fmt.Errorf("%s: %w", p, err), tw.Close())
 		}
 	}
-	return ew.Close()
+	return tw.Close()
 }

@@ -485,11 +485,7 @@ const DefaultCalibName = "h200.json"
 // architectures get it too, which the caller should report.
 func DefaultCalib(sm int) (*Calib, error) {
 	_ = sm
-	data, err := calibFiles.ReadFile("calib/" + DefaultCalibName)
-	if err != nil {
-		return nil, fmt.Errorf("embedded calibration: %w", err)
-	}
-	return ParseCalib(bytes.NewReader(data), EmbeddedPrefix+DefaultCalibName)
+	return LoadCalib(EmbeddedPrefix + DefaultCalibName)
 }
 
 // ParseCalib reads a JSON calibration file; name is used in errors.

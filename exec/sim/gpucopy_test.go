@@ -62,16 +62,7 @@ func TestGPUCopyIdentified(t *testing.T) {
 			tb, res := loadH100Table(t, n)
 			fts = append(fts, NewFitTable(tb, res))
 		}
-		u, err := usage(fts, c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, p := range fitParams(u) {
-			if p.Name == "simple.gpu_copy_GBps" {
-				return true
-			}
-		}
-		return false
+		return fitsParam(t, c, "simple.gpu_copy_GBps", fts...)
 	}
 	if has("simple-nch-1") {
 		t.Error("one channel count: simple.gpu_copy_GBps freed")

@@ -82,3 +82,20 @@ func newSim(t testing.TB, res *search.Result, c *Calib) *Simulator {
 	}
 	return s
 }
+
+// fitsParam reports whether a fit of tables from calibration c frees the
+// constant named name (the constants a fit moves depend on what its
+// tables exercise: usage).
+func fitsParam(t testing.TB, c *Calib, name string, tables ...FitTable) bool {
+	t.Helper()
+	u, err := usage(tables, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range fitParams(u) {
+		if p.Name == name {
+			return true
+		}
+	}
+	return false
+}

@@ -155,23 +155,14 @@ func TestSocketFlagCheck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fitted := func(tables ...FitTable) bool {
-		u, err := usage(tables, base)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, p := range fitParams(u) {
-			if p.Name == "net_socket.flag_check_GBps" {
-				return true
-			}
-		}
-		return false
+	fitted := func(tb *Table) bool {
+		return fitsParam(t, base, "net_socket.flag_check_GBps", NewFitTable(tb, res))
 	}
 	ll := &Table{Name: "ll.tsv", Env: tb.Env, Rows: []Measurement{{Coll: model.CollBroadcast, Bytes: 1 << 20, MeanUs: 1, Line: 1,
 		Recorded: &Recorded{Algo: model.AlgoRing, Proto: model.ProtoLL}}}}
 	simple := &Table{Name: "simple.tsv", Env: tb.Env, Rows: []Measurement{{Coll: model.CollBroadcast, Bytes: 1 << 20, MeanUs: 1, Line: 1,
 		Recorded: &Recorded{Algo: model.AlgoRing, Proto: model.ProtoSimple}}}}
-	if !fitted(NewFitTable(ll, res)) || fitted(NewFitTable(simple, res)) {
+	if !fitted(ll) || fitted(simple) {
 		t.Error("flag_check_GBps should be fitted for LL rows over sockets and only then")
 	}
 }

@@ -121,16 +121,6 @@ var h100NCCLBounds = []poolBound{
 	{"heldout/net-*-simple", ColNCCL, BucketAll, 0.14, 0.41}, // 10.9, 34.9
 }
 
-// h100NCCLCalib is NCCL's calibration of the H100 pair.
-func h100NCCLCalib() string {
-	return filepath.Join(hwDir(), "..", "..", "..", "exec", "sim", "calib", "h100.json")
-}
-
-// h100OursCalib is the calibration of our executor on the H100 pair.
-func h100OursCalib() string {
-	return filepath.Join(hwDir(), "..", "..", "..", "exec", "sim", "calib", "h100-twinccl.json")
-}
-
 // h100TwincclBounds are tolerances on our executor's column simulated
 // with calib/h200-twinccl.json, the calibration of our kernels (fitted on
 // the H200 pair's recordings of the tuner's choices), as h100Bounds. It
@@ -203,7 +193,7 @@ func TestRegressionH100x2(t *testing.T) {
 	calibs := []struct {
 		file   string
 		bounds []poolBound
-	}{{"", h100Bounds}, {twincclCalib(), h100TwincclBounds}, {h100OursCalib(), h100OursBounds}, {h100NCCLCalib(), h100NCCLBounds}}
+	}{{"", h100Bounds}, {twincclCalib(), h100TwincclBounds}, {calibFile("h100-twinccl.json"), h100OursBounds}, {calibFile("h100.json"), h100NCCLBounds}}
 	reports := map[string]map[string]*Report{}
 	for _, cb := range calibs {
 		reports[cb.file] = map[string]*Report{}

@@ -21,10 +21,13 @@ import (
 // links, load/store and reduction costs, kernel start) stay NCCL's.
 const xvalParams = `^((ll|simple)\.(op_overhead_us|slice_overhead_us|copy_GBps|remote_fence_us|remote_load_cost))$`
 
-// twincclCalib is the calibration file of our executor.
-func twincclCalib() string {
-	return filepath.Join(hwDir(), "..", "..", "..", "exec", "sim", "calib", "h200-twinccl.json")
+// calibFile is the path of calibration file name in exec/sim/calib.
+func calibFile(name string) string {
+	return filepath.Join(hwDir(), "..", "..", "..", "exec", "sim", "calib", name)
 }
+
+// twincclCalib is the calibration file of our executor on the H200 pair.
+func twincclCalib() string { return calibFile("h200-twinccl.json") }
 
 // oursTable reads a P2P recording as a table of our executor's times.
 func oursTable(t testing.TB, name string) sim.FitTable {
