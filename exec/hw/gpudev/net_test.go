@@ -115,9 +115,9 @@ func TestLink(t *testing.T) {
 
 // netPair bootstraps two ranks on loopback, each with a transport Set in
 // polled mode as the device runs it (every connection on the net
-// transport), and connects 0->1 and 1->0: ends[r][0] is rank r's send
-// side, ends[r][1] its receive side.
-func netPair(t *testing.T) (ends [2][2]*transport.Conn) {
+// transport) and the socket plugin with options opt, and connects 0->1
+// and 1->0: ends[r][0] is rank r's send side, ends[r][1] its receive side.
+func netPair(t testing.TB, opt transport.SocketOptions) (ends [2][2]*transport.Conn) {
 	t.Helper()
 	root, err := bootstrap.StartRoot("127.0.0.1", bootstrap.RandomMagic(), 2, 10*time.Second, nil)
 	if err != nil {
@@ -137,7 +137,7 @@ func netPair(t *testing.T) (ends [2][2]*transport.Conn) {
 			if errs[r] != nil {
 				return
 			}
-			if sets[r], errs[r] = transport.NewSet(comms[r], transport.Config{HostIDs: []string{"a", "a"}, ForceNet: true}); errs[r] != nil {
+			if sets[r], errs[r] = transport.NewSet(comms[r], transport.Config{HostIDs: []string{"a", "a"}, ForceNet: true, Net: transport.NewSocket(opt)}); errs[r] != nil {
 				return
 			}
 			sets[r].Proxy().PollCounters()
@@ -319,7 +319,7 @@ func emuLaunch(proto model.Protocol, dir, i int) []emuSlice {
 // one-step launches checks that polled mode answers without waiting for
 // the idle timer.
 func TestNetProxyEmulated(t *testing.T) {
-	ends := netPair(t)
+	ends := netPair(t, transport.SocketOptionsFromEnv())
 	var base [2][2]uint64 // [rank][send, recv]
 	for _, proto := range []model.Protocol{model.ProtoSimple, model.ProtoLL} {
 		deadline := time.Now().Add(30 * time.Second)
@@ -378,17 +378,17 @@ func TestNetProxyEmulated(t *testing.T) {
 		return n
 	}
 	before := timeouts()
-	emuPingPong(t, ends, &base)
+	trips := emuPingPong(t, ends, &base, 100)
+	t.Logf("ping-pong round trip through the proxies: median %v, fastest %v, slowest %v", trips[len(trips)/2], trips[0], trips[len(trips)-1])
 	if d := timeouts() - before; d != 0 {
 		t.Errorf("the proxies woke from their idle timer %d times in 100 round trips: they do not see the counters move", d)
 	}
 }
 
-// emuPingPong times 100 round trips of one LL step from rank 0 to rank 1
-// and back through the proxies and returns the median.
-func emuPingPong(t *testing.T, ends [2][2]*transport.Conn, base *[2][2]uint64) time.Duration {
+// emuPingPong makes rounds round trips of one LL step from rank 0 to
+// rank 1 and back through the proxies and returns their times, sorted.
+func emuPingPong(t testing.TB, ends [2][2]*transport.Conn, base *[2][2]uint64, rounds int) []time.Duration {
 	t.Helper()
-	const rounds = 100
 	msg := []emuSlice{{data: []byte("ping-pong"), steps: 1}}
 	deadline := time.Now().Add(30 * time.Second)
 	var trips []time.Duration // rank 0's round trips
@@ -420,9 +420,26 @@ func emuPingPong(t *testing.T, ends [2][2]*transport.Conn, base *[2][2]uint64) t
 		}
 	}
 	slices.Sort(trips)
-	rt := trips[len(trips)/2]
-	t.Logf("ping-pong round trip through the proxies: median %v, fastest %v, slowest %v", rt, trips[0], trips[len(trips)-1])
-	return rt
+	return trips
+}
+
+// BenchmarkNetPingPong times a round trip of one LL step through two
+// proxies and the socket plugin, emulated kernels at both ends (no GPU),
+// with the plugin's helper goroutines (NCCL_SOCKET_NTHREADS=1) and
+// without them (NCCL's default: the proxy moves the socket); compare the
+// two sub-benchmarks' ns/op. median-us is the median round trip.
+func BenchmarkNetPingPong(b *testing.B) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(max(8, runtime.GOMAXPROCS(0))))
+	for _, nt := range []int{1, 0} {
+		b.Run(fmt.Sprintf("nthreads=%d", nt), func(b *testing.B) {
+			ends := netPair(b, transport.SocketOptions{NThreads: nt, NSocksPerThread: 1})
+			var base [2][2]uint64
+			emuPingPong(b, ends, &base, 100) // warm up
+			b.ResetTimer()
+			trips := emuPingPong(b, ends, &base, b.N)
+			b.ReportMetric(float64(trips[len(trips)/2].Nanoseconds())/1e3, "median-us")
+		})
+	}
 }
 
 // netCases are the conformance cases of up to maxRanks ranks except
@@ -581,6 +598,54 @@ func TestNetClose(t *testing.T) {
 			if d.set != nil || d.netMem != nil {
 				t.Errorf("job %d: proxy or registered memory left after Close", i)
 			}
+		}
+	}
+}
+
+// BenchmarkNetStream moves full LL and Simple steps one way (rank 0 to
+// rank 1) through the proxies and the socket plugin with emulated kernels
+// at both ends (no GPU), launch after launch of 64 one-step slices; the
+// bandwidth (MB/s of data) is what the host side of the net transport can
+// carry on one connection, without and with the plugin's helpers.
+func BenchmarkNetStream(b *testing.B) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(max(8, runtime.GOMAXPROCS(0))))
+	for _, nt := range []int{1, 0} {
+		for _, proto := range []model.Protocol{model.ProtoLL, model.ProtoSimple} {
+			b.Run(fmt.Sprintf("%s/nthreads=%d", proto, nt), func(b *testing.B) {
+				ends := netPair(b, transport.SocketOptions{NThreads: nt, NSocksPerThread: 1})
+				per := transport.SlotStride(proto)
+				if proto == model.ProtoLL {
+					per /= 2 // half of an LL line is its flags
+				}
+				launch := make([]emuSlice, 64)
+				for i := range launch {
+					launch[i] = emuSlice{data: bytes.Repeat([]byte{byte(i)}, per), steps: 1}
+				}
+				var base [2][2]uint64
+				b.SetBytes(int64(len(launch) * per))
+				b.ResetTimer()
+				var wg sync.WaitGroup
+				var errs [2]error
+				wg.Add(2)
+				go func() {
+					defer wg.Done()
+					for i := 0; i < b.N && errs[0] == nil; i++ {
+						errs[0] = emuSend(ends[0][0].Mem, &base[0][0], proto, launch, time.Now().Add(30*time.Second))
+					}
+				}()
+				go func() {
+					defer wg.Done()
+					for i := 0; i < b.N && errs[1] == nil; i++ {
+						errs[1] = emuRecv(ends[1][1].Mem, &base[1][1], proto, launch, time.Now().Add(30*time.Second))
+					}
+				}()
+				wg.Wait()
+				for r, err := range errs {
+					if err != nil {
+						b.Fatalf("rank %d: %v", r, err)
+					}
+				}
+			})
 		}
 	}
 }

@@ -110,7 +110,8 @@ const HeaderSize = 32
 // SocketOptions tune the socket plugin.
 type SocketOptions struct {
 	// NThreads is NCCL_SOCKET_NTHREADS (TWINCCL_SOCKET_NTHREADS): helper
-	// goroutines per connection.
+	// goroutines per connection. 0, NCCL's default, means none: one
+	// socket per connection, moved by the proxy itself (inlineComm).
 	NThreads int
 	// NSocksPerThread is NCCL_NSOCKS_PERTHREAD (TWINCCL_NSOCKS_PERTHREAD).
 	NSocksPerThread int
@@ -120,19 +121,19 @@ type SocketOptions struct {
 
 // SocketOptionsFromEnv reads TWINCCL_SOCKET_NTHREADS and
 // TWINCCL_NSOCKS_PERTHREAD (NCCL_* names are read when ours are unset);
-// the default is one thread with one socket.
+// the default is NCCL's: no helper thread, one socket.
 func SocketOptionsFromEnv() SocketOptions {
-	get := func(names ...string) int {
+	get := func(def int, names ...string) int {
 		for _, n := range names {
-			if v, err := strconv.Atoi(os.Getenv(n)); err == nil && v > 0 {
+			if v, err := strconv.Atoi(os.Getenv(n)); err == nil && v >= 0 {
 				return v
 			}
 		}
-		return 1
+		return def
 	}
 	o := SocketOptions{
-		NThreads:        get("TWINCCL_SOCKET_NTHREADS", "NCCL_SOCKET_NTHREADS"),
-		NSocksPerThread: get("TWINCCL_NSOCKS_PERTHREAD", "NCCL_NSOCKS_PERTHREAD"),
+		NThreads:        get(0, "TWINCCL_SOCKET_NTHREADS", "NCCL_SOCKET_NTHREADS"),
+		NSocksPerThread: get(1, "TWINCCL_NSOCKS_PERTHREAD", "NCCL_NSOCKS_PERTHREAD"),
 		MinChunk:        64 << 10,
 	}
 	o.NThreads, o.NSocksPerThread = min(o.NThreads, 16), min(o.NSocksPerThread, 16)
@@ -150,7 +151,7 @@ type Socket struct {
 
 // NewSocket returns the socket plugin.
 func NewSocket(opt SocketOptions) *Socket {
-	opt.NThreads, opt.NSocksPerThread = max(1, opt.NThreads), max(1, opt.NSocksPerThread)
+	opt.NThreads, opt.NSocksPerThread = max(0, opt.NThreads), max(1, opt.NSocksPerThread)
 	if opt.MinChunk <= 0 {
 		opt.MinChunk = 64 << 10
 	}
@@ -160,7 +161,9 @@ func NewSocket(opt SocketOptions) *Socket {
 // Name is "Socket".
 func (s *Socket) Name() string { return "Socket" }
 
-func (s *Socket) nsocks() int { return s.opt.NThreads * s.opt.NSocksPerThread }
+// nsocks is the number of sockets of a connection: NThreads ×
+// NSocksPerThread, or one without helper threads.
+func (s *Socket) nsocks() int { return max(1, s.opt.NThreads*s.opt.NSocksPerThread) }
 
 // Init registers the plugin's handler on the bootstrap listener.
 func (s *Socket) Init(comm *bootstrap.Comm) error {
@@ -316,7 +319,7 @@ func (c *sockConnector) TryConnect() (SendComm, error) {
 	c.mu.Lock()
 	c.spent = true
 	c.mu.Unlock()
-	return newSockComm(c.socks, c.s.opt, c.peer), nil
+	return openSockComm(c.socks, c.s.opt, c.peer, true)
 }
 
 // Close abandons the connection: sockets up or waiting for their
@@ -394,7 +397,7 @@ func (l *sockListener) TryAccept() (RecvComm, error) {
 	l.s.mu.Lock()
 	delete(l.s.pending, l.key)
 	l.s.mu.Unlock()
-	return newSockComm(l.socks, l.s.opt, l.peer), nil
+	return openSockComm(l.socks, l.s.opt, l.peer, false)
 }
 
 func (l *sockListener) closeSocks() {
@@ -417,6 +420,31 @@ func (l *sockListener) Close() error {
 	l.s.mu.Unlock()
 	l.closeSocks()
 	return nil
+}
+
+// openSockComm makes the comm of a connection's sockets: the proxy moves
+// a single socket itself unless helper threads were asked for
+// (NThreads > 0); several sockets always have helpers. Either way the
+// bytes on one socket are the header then the payload, message after
+// message, so the two sides of a one-socket connection need not agree
+// on the mode.
+func openSockComm(socks []net.Conn, opt SocketOptions, peer int, send bool) (sockConn, error) {
+	if len(socks) == 1 && opt.NThreads == 0 {
+		c, err := newInlineComm(socks[0], peer, send)
+		if err != nil {
+			socks[0].Close()
+			return nil, err
+		}
+		return c, nil
+	}
+	return newSockComm(socks, opt, peer), nil
+}
+
+// sockConn is a socket connection, either end of it.
+type sockConn interface {
+	SendComm
+	IrecvHeader(hdr []byte) (Request, error)
+	Irecv(data []byte) (Request, error)
 }
 
 // sockComm is a connection over several sockets. Transfers are

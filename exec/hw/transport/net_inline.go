@@ -1,0 +1,231 @@
+package transport
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+)
+
+// inlineComm is a socket connection without helper goroutines, NCCL's
+// socket plugin by default (NCCL_SOCKET_NTHREADS unset or 0): one socket,
+// whose transfers the caller moves itself. Requests queue in the order
+// they are posted; Isend, Irecv and every Test move the queue as far as
+// the socket lets them without blocking (non-blocking read and write
+// system calls on the socket), so a message that arrived is taken by the
+// proxy's next poll, with no goroutine to wake between the socket and the
+// proxy. This is where the helper mode spends most of a small message's
+// time: a hand-off to the helper and back per message.
+//
+// A proxy that blocks when idle still needs a wake-up when the socket
+// becomes readable (or writable, after a full send buffer): a waiter
+// goroutine, armed whenever a Test leaves the queue blocked, parks on the
+// socket in Go's network poller, moves the queue itself when the socket
+// is ready, and calls the wake function.
+type inlineComm struct {
+	conn net.Conn
+	raw  syscall.RawConn
+	fd   int
+	peer int
+	send bool // the send side (writes) or the receive side (reads)
+
+	mu     sync.Mutex
+	queue  []*inlineReq
+	err    error // sticky: the first failure, or the close
+	closed bool
+	wake   atomic.Pointer[func()]
+	arm    chan struct{} // wakes the waiter (buffered: one pending arm)
+	done   chan struct{} // closed when the waiter returned
+}
+
+// inlineReq is a request of an inlineComm: up to two buffers moved in
+// order (header and payload).
+type inlineReq struct {
+	c    *inlineComm
+	bufs [2][]byte
+	part int // the buffer being moved
+	off  int // bytes of it moved
+	done bool
+	err  error
+}
+
+// errInlineClosed is the error of requests still queued when the
+// connection is closed.
+var errInlineClosed = errors.New("connection closed")
+
+// newInlineComm takes over conn, a TCP socket that the Go runtime put in
+// non-blocking mode (as it does every socket of package net).
+func newInlineComm(conn net.Conn, peer int, send bool) (*inlineComm, error) {
+	sc, ok := conn.(syscall.Conn)
+	if !ok {
+		return nil, fmt.Errorf("socket plugin: connection with rank %d is a %T, not a socket", peer, conn)
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return nil, fmt.Errorf("socket plugin: connection with rank %d: %w", peer, err)
+	}
+	fd := -1
+	if err := raw.Control(func(f uintptr) { fd = int(f) }); err != nil {
+		return nil, fmt.Errorf("socket plugin: connection with rank %d: %w", peer, err)
+	}
+	c := &inlineComm{conn: conn, raw: raw, fd: fd, peer: peer, send: send, arm: make(chan struct{}, 1), done: make(chan struct{})}
+	go c.waiter()
+	return c, nil
+}
+
+// Isend queues hdr then data and starts writing them.
+func (c *inlineComm) Isend(hdr, data []byte) (Request, error) { return c.post(hdr, data) }
+
+// IrecvHeader queues the read of the next header.
+func (c *inlineComm) IrecvHeader(hdr []byte) (Request, error) { return c.post(hdr, nil) }
+
+// Irecv queues the read of a payload.
+func (c *inlineComm) Irecv(data []byte) (Request, error) { return c.post(data, nil) }
+
+// SetWake registers the function the waiter calls when the socket moved.
+func (c *inlineComm) SetWake(f func()) { c.wake.Store(&f) }
+
+func (c *inlineComm) post(a, b []byte) (Request, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, fmt.Errorf("socket plugin: connection with rank %d closed", c.peer)
+	}
+	r := &inlineReq{c: c, bufs: [2][]byte{a, b}}
+	if c.err != nil {
+		r.done, r.err = true, c.err
+		return r, nil
+	}
+	c.queue = append(c.queue, r)
+	c.progress()
+	return r, nil
+}
+
+// Test moves the queue and reports whether r is done, with its error.
+func (r *inlineReq) Test() (bool, error) {
+	c := r.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !r.done {
+		c.progress()
+	}
+	return r.done, r.err
+}
+
+// progress moves the queue as far as the socket allows (c.mu held) and
+// arms the waiter when it is left blocked.
+func (c *inlineComm) progress() {
+	if c.advance() {
+		select {
+		case c.arm <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// advance moves the queued requests in order with non-blocking system
+// calls (c.mu held); blocked is true when requests remain because the
+// socket would block. A failure ends every queued request with the error.
+func (c *inlineComm) advance() (blocked bool) {
+	for len(c.queue) > 0 {
+		r := c.queue[0]
+		for r.part < len(r.bufs) {
+			b := r.bufs[r.part][r.off:]
+			if len(b) == 0 {
+				r.part, r.off = r.part+1, 0
+				continue
+			}
+			n, err := c.io(b)
+			switch {
+			case err == syscall.EAGAIN:
+				return true
+			case err == syscall.EINTR:
+				continue
+			case err != nil:
+				c.fail(fmt.Errorf("socket plugin: connection with rank %d: %w", c.peer, err))
+				return false
+			case n == 0:
+				c.fail(fmt.Errorf("socket plugin: rank %d closed the connection", c.peer))
+				return false
+			}
+			r.off += n
+		}
+		r.done = true
+		c.queue[0] = nil
+		c.queue = c.queue[1:]
+	}
+	return false
+}
+
+// io is one non-blocking read or write on the socket (no SIGPIPE when the
+// peer is gone: EPIPE comes back as an error).
+func (c *inlineComm) io(b []byte) (int, error) {
+	if c.send {
+		return syscall.SendmsgN(c.fd, b, nil, nil, syscall.MSG_NOSIGNAL|syscall.MSG_DONTWAIT)
+	}
+	return syscall.Read(c.fd, b)
+}
+
+// fail ends every queued request with err (c.mu held); later requests
+// fail at once.
+func (c *inlineComm) fail(err error) {
+	if c.err == nil {
+		c.err = err
+	}
+	for i, r := range c.queue {
+		r.done, r.err = true, c.err
+		c.queue[i] = nil
+	}
+	c.queue = c.queue[:0]
+}
+
+// waiter waits, each time it is armed, for the socket to become ready
+// (in the network poller: Go's RawConn parks until the socket is readable
+// or writable), moves the queue, and wakes the proxy. It returns when the
+// connection is closed.
+func (c *inlineComm) waiter() {
+	defer close(c.done)
+	wait := c.raw.Read
+	if c.send {
+		wait = c.raw.Write
+	}
+	for range c.arm {
+		moved := false
+		err := wait(func(uintptr) bool {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if c.closed {
+				return true
+			}
+			before := len(c.queue)
+			blocked := c.advance()
+			moved = moved || len(c.queue) != before || c.err != nil
+			return !blocked
+		})
+		if err != nil {
+			return // closed
+		}
+		if w := c.wake.Load(); w != nil && moved {
+			(*w)()
+		}
+	}
+}
+
+// Close fails what is queued, closes the socket (a waiter parked on it
+// returns) and waits for the waiter.
+func (c *inlineComm) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	c.fail(fmt.Errorf("socket plugin: connection with rank %d: %w", c.peer, errInlineClosed))
+	close(c.arm)
+	c.mu.Unlock()
+	err := c.conn.Close()
+	<-c.done
+	return err
+}

@@ -1,0 +1,286 @@
+package transport
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"strings"
+	"testing"
+	"time"
+)
+
+// tcpPair is two ends of a loopback TCP connection.
+func tcpPair(t *testing.T) (a, b net.Conn) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	acc := make(chan net.Conn, 1)
+	go func() {
+		c, _ := l.Accept()
+		acc <- c
+	}()
+	a, err = net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b = <-acc; b == nil {
+		t.Fatal("accept failed")
+	}
+	return a, b
+}
+
+// inlinePair is a send comm and a receive comm without helpers over one
+// loopback socket; the peer is called rank 7 on both sides.
+func inlinePair(t *testing.T) (*inlineComm, *inlineComm) {
+	t.Helper()
+	a, b := tcpPair(t)
+	snd, err := newInlineComm(a, 7, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rcv, err := newInlineComm(b, 7, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { snd.Close(); rcv.Close() })
+	return snd, rcv
+}
+
+// waitReq waits for r by the proxy's two means: polling Test (poll) or
+// blocking on the comm's wake function between Tests (what a progress
+// loop that sleeps when idle relies on).
+func waitReq(r Request, wake <-chan struct{}, poll bool, what string) error {
+	deadline := time.After(20 * time.Second)
+	for {
+		done, err := r.Test()
+		if done {
+			return err
+		}
+		if poll {
+			select {
+			case <-deadline:
+				return fmt.Errorf("%s: not done after 20 s of polling", what)
+			default:
+			}
+			continue
+		}
+		select {
+		case <-wake:
+		case <-deadline:
+			return fmt.Errorf("%s: no wake-up in 20 s (the waiter never saw the socket ready)", what)
+		}
+	}
+}
+
+// TestInlineCommMessages sends messages of every size class, some far
+// larger than the socket buffers (so the send blocks halfway and goes on
+// when the receiver drains the socket), from a sender that polls to a
+// receiver that only tests after its wake function was called, and then
+// the other way round: the bytes must arrive whole and in order, and
+// neither side may hang waiting for a wake-up that never comes.
+func TestInlineCommMessages(t *testing.T) {
+	checkGoroutines(t)
+	for _, pollRecv := range []bool{false, true} {
+		t.Run(fmt.Sprintf("poll-receiver=%v", pollRecv), func(t *testing.T) {
+			snd, rcv := inlinePair(t)
+			sendWake, recvWake := make(chan struct{}, 1), make(chan struct{}, 1)
+			snd.SetWake(func() { notify(sendWake) })
+			rcv.SetWake(func() { notify(recvWake) })
+			rng := rand.New(rand.NewPCG(1, 2))
+			sizes := []int{0, 1, 13, 4096, 65536, 3 << 20, 17 << 20, 5}
+			msgs := make([][]byte, len(sizes))
+			for i, n := range sizes {
+				msgs[i] = make([]byte, n)
+				for j := range msgs[i] {
+					msgs[i][j] = byte(rng.Uint32())
+				}
+			}
+			errc := make(chan error, 1)
+			go func() {
+				for i, m := range msgs {
+					var hdr [HeaderSize]byte
+					putHeader(hdr[:], FifoEntry{Size: int64(len(m)), Wire: int64(len(m)), Step: int64(i), Steps: 1})
+					r, err := snd.Isend(hdr[:], m)
+					if err == nil {
+						err = waitReq(r, sendWake, !pollRecv, fmt.Sprintf("send %d", i))
+					}
+					if err != nil {
+						errc <- err
+						return
+					}
+				}
+				errc <- nil
+			}()
+			for i, m := range msgs {
+				var hdr [HeaderSize]byte
+				r, err := rcv.IrecvHeader(hdr[:])
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := waitReq(r, recvWake, pollRecv, fmt.Sprintf("header %d", i)); err != nil {
+					t.Fatal(err)
+				}
+				e := getHeader(hdr[:])
+				if e.Step != int64(i) || e.Size != int64(len(m)) {
+					t.Fatalf("header %d: %+v, want step %d of %d bytes", i, e, i, len(m))
+				}
+				got := make([]byte, e.Size)
+				if r, err = rcv.Irecv(got); err != nil {
+					t.Fatal(err)
+				}
+				if err := waitReq(r, recvWake, pollRecv, fmt.Sprintf("payload %d", i)); err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(got, m) {
+					t.Fatalf("message %d (%d bytes): wrong bytes", i, len(m))
+				}
+			}
+			if err := <-errc; err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func notify(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// TestInlineCommPeerGone: when the peer's socket closes, a pending
+// receive ends with an error that names the peer (rank 7), through the
+// waiter's wake-up as well as through Test, and later requests fail at
+// once; a send into the closed connection fails too (no SIGPIPE).
+func TestInlineCommPeerGone(t *testing.T) {
+	checkGoroutines(t)
+	snd, rcv := inlinePair(t)
+	wake := make(chan struct{}, 1)
+	rcv.SetWake(func() { notify(wake) })
+	var hdr [HeaderSize]byte
+	r, err := rcv.IrecvHeader(hdr[:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if done, _ := r.Test(); done {
+		t.Fatal("a header arrived from a sender that sent nothing")
+	}
+	if err := snd.Close(); err != nil {
+		t.Fatal(err)
+	}
+	err = waitReq(r, wake, false, "header from a closed sender")
+	if err == nil || !strings.Contains(err.Error(), "rank 7") {
+		t.Fatalf("pending receive after the peer closed: %v, want an error naming rank 7", err)
+	}
+	r2, err := rcv.Irecv(make([]byte, 8))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if done, err2 := r2.Test(); !done || err2 == nil {
+		t.Fatalf("receive after the failure: done %v, error %v; want a failure at once", done, err2)
+	}
+
+	// The other direction: the receiver goes away, the sender's writes fail.
+	snd2, rcv2 := inlinePair(t)
+	rcv2.Close()
+	big := make([]byte, 32<<20)
+	var failed error
+	for i := 0; i < 4 && failed == nil; i++ {
+		r, err := snd2.Isend(hdr[:], big)
+		if err != nil {
+			failed = err
+			break
+		}
+		failed = waitReq(r, nil, true, "send to a closed receiver")
+	}
+	if failed == nil || !strings.Contains(failed.Error(), "rank 7") {
+		t.Fatalf("sending to a closed receiver: %v, want an error naming rank 7", failed)
+	}
+}
+
+// TestInlineCommClose: Close ends the requests still queued with an
+// error, returns although the waiter was parked on the socket, and
+// refuses new requests.
+func TestInlineCommClose(t *testing.T) {
+	checkGoroutines(t)
+	_, rcv := inlinePair(t)
+	var hdr [HeaderSize]byte
+	r, err := rcv.IrecvHeader(hdr[:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Test() // arms the waiter
+	closed := make(chan error, 1)
+	go func() { closed <- rcv.Close() }()
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close hangs while the waiter is parked on the socket")
+	}
+	done, err := r.Test()
+	if !done || !errors.Is(err, errInlineClosed) {
+		t.Fatalf("queued request after Close: done %v, error %v; want errInlineClosed", done, err)
+	}
+	if _, err := rcv.Irecv(make([]byte, 1)); err == nil {
+		t.Fatal("a request was taken after Close")
+	}
+}
+
+// TestSocketModesInteroperate: over one socket the bytes of a message
+// are the same with helpers or without, so a sender with helpers and a
+// receiver without (and the other way round) understand each other.
+func TestSocketModesInteroperate(t *testing.T) {
+	checkGoroutines(t)
+	for _, inlineSender := range []bool{false, true} {
+		a, b := tcpPair(t)
+		opt := SocketOptions{NThreads: 1, NSocksPerThread: 1, MinChunk: 64 << 10}
+		inline := SocketOptions{NThreads: 0, NSocksPerThread: 1, MinChunk: 64 << 10}
+		so, ro := opt, inline
+		if inlineSender {
+			so, ro = inline, opt
+		}
+		snd, err := openSockComm([]net.Conn{a}, so, 3, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rcv, err := openSockComm([]net.Conn{b}, ro, 3, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := snd.(*inlineComm); ok != inlineSender {
+			t.Fatalf("sender options %+v gave a %T", so, snd)
+		}
+		msg := bytes.Repeat([]byte("twinccl"), 100000)
+		var hdr, got [HeaderSize]byte
+		putHeader(hdr[:], FifoEntry{Size: int64(len(msg)), Wire: int64(len(msg)), Step: 9, Steps: 1})
+		sr, err := snd.Isend(hdr[:], msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hr, err := rcv.IrecvHeader(got[:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		data := make([]byte, len(msg))
+		pr, err := rcv.Irecv(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range []Request{sr, hr, pr} {
+			if err := waitReq(r, nil, true, "interoperating transfer"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got != hdr || !bytes.Equal(data, msg) {
+			t.Fatalf("inline sender %v: the message changed on the way", inlineSender)
+		}
+		snd.Close()
+		rcv.Close()
+	}
+}
