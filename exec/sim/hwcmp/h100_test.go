@@ -40,19 +40,22 @@ type poolBound struct {
 // pair from 128 KiB in the fit: the small rows are 7-12% fast, since the
 // H100 host's SHM latency is higher than the H200 host's the fit follows;
 // calib/h100.json has the H100 host's: h100NCCLBounds); sockets between
-// split hosts 12.7% (LL) and 11.7% (Simple). Against our executor the
+// split hosts 12.7% (LL) and 11.7% (Simple) on sockets-helpers/, 20-40%
+// on the socket runs recorded again with the socket plugin without
+// helpers, where NCCL's own column was disturbed (most of its small rows
+// more than 25% above their best repetition). Against our executor the
 // simulator is 17-24% fast: our LL and LL128 steps cost more than the
-// simulated NCCL ones (docs/perf.md), and our socket proxy takes about
-// 300 us per small call where NCCL's takes 25 us, so only its large calls
-// are bounded.
+// simulated NCCL ones (docs/perf.md); over sockets only large calls are
+// bounded (the socket proxy of sockets-helpers/ took about 300 us per
+// small call where NCCL's takes 25 us; without helpers it takes 30-70).
 var h100Bounds = []poolBound{
 	// The tuner's choice, every op (LL up to 512 KiB, Simple above).
 	{"p2p-*", ColNCCL, BucketAll, 0.07, 0.21},   // 3.3, 15.4
 	{"p2p-*", ColOurs, BucketAll, 0.24, 0.52},   // 21.0, 46.2
 	{"shm-*", ColNCCL, BucketAll, 0.13, 0.40},   // 9.2, 34.3
 	{"shm-*", ColOurs, BucketAll, 0.22, 0.66},   // 18.8, 60.9
-	{"net-*", ColNCCL, BucketAll, 0.20, 0.44},   // 16.5, 38.9
-	{"net-*", ColOurs, BucketLarge, 0.21, 0.66}, // 17.2, 60.7
+	{"net-*", ColNCCL, BucketAll, 0.26, 0.64},   // 23.3, 58.7
+	{"net-*", ColOurs, BucketLarge, 0.30, 0.45}, // 27.3, 40.4
 	// Every protocol forced.
 	{"proto/p2p-*-ll", ColNCCL, BucketAll, 0.06, 0.16},     // 2.6, 10.8
 	{"proto/p2p-*-ll128", ColNCCL, BucketAll, 0.09, 0.24},  // 5.5, 18.7
@@ -61,20 +64,30 @@ var h100Bounds = []poolBound{
 	{"proto/shm-*-ll", ColNCCL, BucketAll, 0.14, 0.25},     // 10.1, 19.3
 	{"proto/shm-*-simple", ColNCCL, BucketAll, 0.11, 0.23}, // 7.9, 17.0
 	{"proto/shm-*", ColOurs, BucketAll, 0.23, 0.67},        // 19.8, 61.5
-	{"proto/net-*-ll", ColNCCL, BucketAll, 0.16, 0.50},     // 12.7, 44.0
-	{"proto/net-*-simple", ColNCCL, BucketAll, 0.15, 0.46}, // 11.7, 40.5
-	{"proto/net-*", ColOurs, BucketLarge, 0.23, 0.37},      // 19.4, 31.5
+	{"proto/net-*-ll", ColNCCL, BucketAll, 0.42, 0.68},     // 39.5, 62.9
+	{"proto/net-*-simple", ColNCCL, BucketAll, 0.23, 0.44}, // 20.4, 39.1
+	{"proto/net-*", ColOurs, BucketLarge, 0.39, 0.42},      // 35.8, 37.4
 	// Recorded a session later at sizes no other file has (heldout/).
 	{"heldout/p2p-*-ll", ColNCCL, BucketAll, 0.07, 0.2},      // 3.5, 13.5
 	{"heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.09, 0.23},  // 5.5, 16.6
 	{"heldout/p2p-*-simple", ColNCCL, BucketAll, 0.1, 0.34},  // 6.9, 27.7
 	{"heldout/shm-*-ll", ColNCCL, BucketAll, 0.14, 0.35},     // 10.1, 28.4
 	{"heldout/shm-*-simple", ColNCCL, BucketAll, 0.11, 0.31}, // 7.7, 24.2
-	{"heldout/net-*-ll", ColNCCL, BucketAll, 0.27, 0.46},     // 23.4, 39.7
-	{"heldout/net-*-simple", ColNCCL, BucketAll, 0.23, 0.5},  // 19.8, 43.7
+	{"heldout/net-*-ll", ColNCCL, BucketAll, 0.32, 0.50},     // 29.4, 44.8
+	{"heldout/net-*-simple", ColNCCL, BucketAll, 0.27, 0.43}, // 24.0, 37.7
 	{"heldout/p2p-*", ColOurs, BucketAll, 0.3, 0.81},         // 26.3, 75.0
 	{"heldout/shm-*", ColOurs, BucketAll, 0.24, 0.69},        // 20.8, 62.5
-	{"heldout/net-*", ColOurs, BucketLarge, 0.66, 0.92},      // 63.0, 85.3
+	{"heldout/net-*", ColOurs, BucketLarge, 0.41, 0.61},      // 38.5, 56.4
+	// The socket runs before the socket plugin lost its helpers
+	// (sockets-helpers/: NCCL's column is another start of the machine).
+	{"sockets-helpers/net-*", ColNCCL, BucketAll, 0.20, 0.44},               // 16.5, 38.9
+	{"sockets-helpers/net-*", ColOurs, BucketLarge, 0.21, 0.66},             // 17.2, 60.7
+	{"sockets-helpers/proto/net-*-ll", ColNCCL, BucketAll, 0.16, 0.50},      // 12.7, 44.0
+	{"sockets-helpers/proto/net-*-simple", ColNCCL, BucketAll, 0.15, 0.46},  // 11.7, 40.5
+	{"sockets-helpers/proto/net-*", ColOurs, BucketLarge, 0.23, 0.37},       // 19.4, 31.5
+	{"sockets-helpers/heldout/net-*-ll", ColNCCL, BucketAll, 0.27, 0.46},    // 23.4, 39.7
+	{"sockets-helpers/heldout/net-*-simple", ColNCCL, BucketAll, 0.23, 0.5}, // 19.8, 43.7
+	{"sockets-helpers/heldout/net-*", ColOurs, BucketLarge, 0.66, 0.92},     // 63.0, 85.3
 }
 
 // h100OursBounds are tolerances on our executor's column simulated with
@@ -82,25 +95,28 @@ var h100Bounds = []poolBound{
 // forced-protocol recordings of the H100 pair (proto/), as h100Bounds:
 // per transport and protocol on what it was fitted on, on the files of
 // the tuner's choices recorded with them, and on heldout/, recorded a
-// session later at other sizes.
+// session later at other sizes. The socket files (net-*) were recorded
+// again, all three groups in one session, after the socket plugin lost
+// its helper goroutines, and the socket constants refitted on proto/net-*
+// (held-out sockets LL 39.5% -> 9.2%, Simple 17.0% -> 9.3% median).
 var h100OursBounds = []poolBound{
 	{"proto/p2p-*-ll", ColOurs, BucketAll, 0.1, 0.21},        // 6.8, 14.5
 	{"proto/p2p-*-ll128", ColOurs, BucketAll, 0.12, 0.23},    // 8.6, 16.1
 	{"proto/p2p-*-simple", ColOurs, BucketAll, 0.07, 0.2},    // 3.1, 13.9
 	{"proto/shm-*-ll", ColOurs, BucketAll, 0.16, 0.71},       // 13.0, 64.6
 	{"proto/shm-*-simple", ColOurs, BucketAll, 0.17, 0.33},   // 13.1, 26.1
-	{"proto/net-*-ll", ColOurs, BucketAll, 0.37, 0.62},       // 33.6, 55.2
-	{"proto/net-*-simple", ColOurs, BucketAll, 0.26, 1.4},    // 22.6, 133.8
+	{"proto/net-*-ll", ColOurs, BucketAll, 0.20, 0.53},       // 16.5, 48.1
+	{"proto/net-*-simple", ColOurs, BucketAll, 0.10, 0.39},   // 7.2, 34.3
 	{"p2p-*", ColOurs, BucketAll, 0.11, 0.23},                // 7.8, 16.6
 	{"shm-*", ColOurs, BucketAll, 0.13, 0.48},                // 9.9, 41.7
-	{"net-*", ColOurs, BucketAll, 0.39, 1.34},                // 35.4, 127.4
+	{"net-*", ColOurs, BucketAll, 0.18, 0.60},                // 15.1, 55.0
 	{"heldout/p2p-*-ll", ColOurs, BucketAll, 0.11, 0.24},     // 8.0, 17.3
 	{"heldout/p2p-*-ll128", ColOurs, BucketAll, 0.1, 0.25},   // 6.8, 19.0
 	{"heldout/p2p-*-simple", ColOurs, BucketAll, 0.08, 0.25}, // 4.4, 18.2
 	{"heldout/shm-*-ll", ColOurs, BucketAll, 0.16, 0.64},     // 12.7, 58.0
 	{"heldout/shm-*-simple", ColOurs, BucketAll, 0.14, 0.34}, // 10.9, 27.2
-	{"heldout/net-*-ll", ColOurs, BucketAll, 0.43, 0.58},     // 39.5, 51.9
-	{"heldout/net-*-simple", ColOurs, BucketAll, 0.2, 1.48},  // 17.0, 141.6
+	{"heldout/net-*-ll", ColOurs, BucketAll, 0.12, 0.46},     // 9.2, 41.2
+	{"heldout/net-*-simple", ColOurs, BucketAll, 0.12, 0.23}, // 9.3, 18.4
 }
 
 // h100NCCLBounds are tolerances on NCCL's column simulated with
@@ -108,17 +124,26 @@ var h100OursBounds = []poolBound{
 // the host's SHM and socket constants refitted on NCCL's column of
 // proto/shm-* and proto/net-*, the socket proxy's LL flag check
 // included: held-out sockets LL 14.9% -> 7.6% with it), as h100Bounds.
+// The socket constants were fitted on sockets-helpers/proto/net-*; on
+// the socket files recorded again (another start of the machine, where
+// NCCL's sockets were slower and noisier: most small rows disturbed) it
+// is 12-19% off.
 var h100NCCLBounds = []poolBound{
-	{"proto/shm-*-ll", ColNCCL, BucketAll, 0.08, 0.2},        // 4.2, 13.2
-	{"proto/shm-*-simple", ColNCCL, BucketAll, 0.09, 0.23},   // 5.9, 16.3
-	{"proto/net-*-ll", ColNCCL, BucketAll, 0.11, 0.39},       // 7.8, 32.6
-	{"proto/net-*-simple", ColNCCL, BucketAll, 0.18, 0.37},   // 14.5, 30.3
-	{"shm-*", ColNCCL, BucketAll, 0.08, 0.38},                // 4.5, 31.3
-	{"net-*", ColNCCL, BucketAll, 0.13, 0.37},                // 9.5, 30.8
-	{"heldout/shm-*-ll", ColNCCL, BucketAll, 0.08, 0.27},     // 4.3, 20.1
-	{"heldout/shm-*-simple", ColNCCL, BucketAll, 0.1, 0.27},  // 6.8, 20.3
-	{"heldout/net-*-ll", ColNCCL, BucketAll, 0.11, 0.38},     // 7.6, 31.1
-	{"heldout/net-*-simple", ColNCCL, BucketAll, 0.14, 0.41}, // 10.9, 34.9
+	{"proto/shm-*-ll", ColNCCL, BucketAll, 0.08, 0.2},                        // 4.2, 13.2
+	{"proto/shm-*-simple", ColNCCL, BucketAll, 0.09, 0.23},                   // 5.9, 16.3
+	{"proto/net-*-ll", ColNCCL, BucketAll, 0.17, 0.59},                       // 13.9, 54.5
+	{"proto/net-*-simple", ColNCCL, BucketAll, 0.16, 0.32},                   // 13.2, 26.6
+	{"shm-*", ColNCCL, BucketAll, 0.08, 0.38},                                // 4.5, 31.3
+	{"net-*", ColNCCL, BucketAll, 0.12, 0.54},                                // 9.5, 49.3
+	{"heldout/shm-*-ll", ColNCCL, BucketAll, 0.08, 0.27},                     // 4.3, 20.1
+	{"heldout/shm-*-simple", ColNCCL, BucketAll, 0.1, 0.27},                  // 6.8, 20.3
+	{"heldout/net-*-ll", ColNCCL, BucketAll, 0.21, 0.32},                     // 18.5, 27.0
+	{"heldout/net-*-simple", ColNCCL, BucketAll, 0.15, 0.41},                 // 12.3, 36.5
+	{"sockets-helpers/proto/net-*-ll", ColNCCL, BucketAll, 0.11, 0.39},       // 7.8, 32.6
+	{"sockets-helpers/proto/net-*-simple", ColNCCL, BucketAll, 0.18, 0.37},   // 14.5, 30.3
+	{"sockets-helpers/net-*", ColNCCL, BucketAll, 0.13, 0.37},                // 9.5, 30.8
+	{"sockets-helpers/heldout/net-*-ll", ColNCCL, BucketAll, 0.11, 0.38},     // 7.6, 31.1
+	{"sockets-helpers/heldout/net-*-simple", ColNCCL, BucketAll, 0.14, 0.41}, // 10.9, 34.9
 }
 
 // h100TwincclBounds are tolerances on our executor's column simulated
@@ -173,7 +198,7 @@ func h100Comparer(t testing.TB, name string, in *Input, calib string) *Comparer 
 // column it has.
 func TestRegressionH100x2(t *testing.T) {
 	var names []string
-	for _, glob := range []string{"*.json", "proto/*.json", "heldout/*.json"} {
+	for _, glob := range []string{"*.json", "proto/*.json", "heldout/*.json", "sockets-helpers/*.json", "sockets-helpers/proto/*.json", "sockets-helpers/heldout/*.json"} {
 		files, err := filepath.Glob(filepath.Join(h100Dir(), glob))
 		if err != nil {
 			t.Fatal(err)
@@ -183,8 +208,8 @@ func TestRegressionH100x2(t *testing.T) {
 			names = append(names, strings.TrimSuffix(filepath.ToSlash(rel), ".json"))
 		}
 	}
-	if len(names) < 77 {
-		t.Fatalf("%d recordings in %s, want the 77 its README and heldout/README.md list", len(names), h100Dir())
+	if len(names) < 94 {
+		t.Fatalf("%d recordings in %s, want the 94 its README, heldout/README.md and sockets-helpers/README.md list", len(names), h100Dir())
 	}
 	sort.Strings(names)
 	// The reports of every file under the embedded calibration (""), and
