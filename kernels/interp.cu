@@ -51,6 +51,18 @@ typedef long long i64;
 #ifndef TW_NTHREADS
 #define TW_NTHREADS 512
 #endif
+// TW_LL_HOST_FENCE 1 (an experiment, off): a system fence by every
+// thread after each LL or LL128 slice of a lane that sends into host
+// memory, so that a lane that only sends (nothing it loads from host
+// memory later pushes its stores out) has them seen sooner.
+#ifndef TW_LL_HOST_FENCE
+#define TW_LL_HOST_FENCE 0
+#endif
+// LL lines a thread starts together when it receives from host memory
+// (llLines).
+#ifndef TW_LL_HOST_LINES
+#define TW_LL_HOST_LINES 4
+#endif
 #ifndef TW_UNROLL
 #define TW_UNROLL 8
 #endif
@@ -73,6 +85,10 @@ enum {
   K_RECV_COPY_SEND, K_COPY_SEND, K_COPY
 };
 enum { F_POSTOP = 1, F_DIRECT = 2, F_FROM_OUTPUT = 4 };
+// TwLane.flags: LANE_HOST_RECV, some receive connection's buffer is in
+// host memory (SHM, or NET staged through host memory);
+// LANE_HOST_SEND, some send connection's buffer is.
+enum { LANE_HOST_RECV = 1, LANE_HOST_SEND = 2 };
 // Reductions (model.RedOp); macros, since #if compares them with TW_OP.
 #define RED_SUM 0
 #define RED_PROD 1
@@ -116,6 +132,8 @@ struct alignas(16) TwOp {
 
 struct TwLane {
   int nRecv, nSend;
+  int flags; // LANE_*
+  int pad;
   TwConn* recv[TW_MAXPEERS];
   TwConn* send[TW_MAXPEERS];
   u64 recvUsed[TW_MAXPEERS]; // steps the Program uses on each connection
@@ -612,6 +630,82 @@ __device__ __forceinline__ void traceSlice(Ctx& c, i64 sliceNo, i64 oi, int s, u
 
 // ---- the interpreter --------------------------------------------------------
 
+// LLSlice is what llLines needs of one LL slice.
+struct LLSlice {
+  const char* src; // own data (input or output), when local
+  char* dstOut;    // output, when writesOut
+  i64 nb;          // data bytes
+  u64 rs, ss;      // receive and send steps of the slice
+  i64 slotBytes;
+  bool recv, send, local, writesOut, postOp;
+};
+
+// llLines moves one LL slice: every thread takes the lines tid,
+// tid + blockDim.x, ..., U at a time. The first loads of a group of U
+// lines (own data, and each line's first poll of the first receive peer)
+// are issued together, so that a thread waits one load latency per group
+// rather than one per line; each line is then finished in order, polling
+// again only where its flags were not there yet. U > 1 pays where the
+// receive buffer is in host memory (SHM, NET staged through host memory:
+// a read over PCIe takes about a microsecond and the reads are what
+// limits the slice); over P2P the receiver mostly waits for the sender,
+// and early polls only cost (U = 1 there).
+template <int U>
+__device__ __forceinline__ void llLines(Ctx& c, const LLSlice& a) {
+  Shared& sh = *c.sh;
+  const TwProg* prog = c.prog;
+  const i64 lines = (a.nb + 7) / 8;
+  const i64 stride = (i64)blockDim.x;
+  for (i64 ln0 = c.tid; ln0 < lines; ln0 += stride * U) {
+    u64 mine[U];
+    uint4 first[U];
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      const i64 ln = ln0 + u * stride;
+      mine[u] = 0;
+      first[u] = make_uint4(0, 0, 0, 0);
+      if (ln < lines) {
+        if (a.local) mine[u] = load8(a.src + ln * 8, a.nb - ln * 8);
+        if (a.recv) first[u] = ldVolatile16(sh.recvRing[0] + ((sh.recvBase[0] + a.rs) % TW_SLOTS) * a.slotBytes + ln * 16);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      const i64 ln = ln0 + u * stride;
+      if (ln >= lines) break;
+      const i64 rem = a.nb - ln * 8;
+      u64 v = 0;
+      bool have = false;
+      if (a.recv) {
+        for (int i = 0; i < c.nRecv; i++) {
+          const u32 flag = (u32)(sh.recvBase[i] + a.rs + 1);
+          const char* p = sh.recvRing[i] + ((sh.recvBase[i] + a.rs) % TW_SLOTS) * a.slotBytes + ln * 16;
+          uint4 w = i == 0 ? first[u] : ldVolatile16(p);
+          u32 spins = 0;
+          c.deadline = 0;
+          while (w.y != flag || w.w != flag) {
+            if (spinCheck(c, spins)) break;
+            w = ldVolatile16(p);
+          }
+          u64 d = (u64)w.x | ((u64)w.z << 32);
+          v = have ? redWord(v, d) : d;
+          have = true;
+        }
+      }
+      if (a.local) v = have ? redWord(v, mine[u]) : mine[u];
+      if (a.postOp) v = postWord(v, prog->nRanks);
+      if (a.writesOut) store8(a.dstOut + ln * 8, v, rem);
+      if (a.send) {
+        for (int i = 0; i < c.nSend; i++) {
+          const u32 flag = (u32)(sh.sendBase[i] + a.ss + 1);
+          char* p = sh.sendRing[i] + ((sh.sendBase[i] + a.ss) % TW_SLOTS) * a.slotBytes + ln * 16;
+          stVolatile16(p, make_uint4((u32)v, flag, (u32)(v >> 32), flag));
+        }
+      }
+    }
+  }
+}
+
 extern "C" __global__ void __launch_bounds__(TW_NTHREADS, 1)
     twcInterp(const TwProg* prog, const char* in, char* out, volatile u32* abortFlag, u32* status, u64 timeoutNs) {
   __shared__ Shared sh;
@@ -757,42 +851,14 @@ extern "C" __global__ void __launch_bounds__(TW_NTHREADS, 1)
       char* dstOut = out + outOff;
       const bool haveData = nb > 0;
       if (proto == PROTO_LL && haveData) {
-        const i64 lines = (nb + 7) / 8;
-        for (i64 ln = c.tid; ln < lines; ln += blockDim.x) {
-          const i64 rem = nb - ln * 8;
-          // The own data is loaded before polling, so its latency hides
-          // behind the wait for the peers' lines.
-          const u64 mine = local ? load8(src + ln * 8, rem) : 0;
-          u64 v = 0;
-          bool have = false;
-          if (recv) {
-            for (int i = 0; i < c.nRecv; i++) {
-              const u32 flag = (u32)(sh.recvBase[i] + rs + 1);
-              const char* p = sh.recvRing[i] + ((sh.recvBase[i] + rs) % TW_SLOTS) * slotBytes + ln * 16;
-              uint4 w;
-              u32 spins = 0;
-              c.deadline = 0;
-              for (;;) {
-                w = ldVolatile16(p);
-                if (w.y == flag && w.w == flag) break;
-                if (spinCheck(c, spins)) break;
-              }
-              u64 d = (u64)w.x | ((u64)w.z << 32);
-              v = have ? redWord(v, d) : d;
-              have = true;
-            }
-          }
-          if (local) v = have ? redWord(v, mine) : mine;
-          if (postOp) v = postWord(v, prog->nRanks);
-          if (writesOut) store8(dstOut + ln * 8, v, rem);
-          if (send) {
-            for (int i = 0; i < c.nSend; i++) {
-              const u32 flag = (u32)(sh.sendBase[i] + ss + 1);
-              char* p = sh.sendRing[i] + ((sh.sendBase[i] + ss) % TW_SLOTS) * slotBytes + ln * 16;
-              stVolatile16(p, make_uint4((u32)v, flag, (u32)(v >> 32), flag));
-            }
-          }
-        }
+        LLSlice ls{src, dstOut, nb, rs, ss, slotBytes, recv, send, local, writesOut, postOp};
+        // Only slices that give every thread TW_LL_HOST_LINES lines: on
+        // smaller ones the receiver is still waiting for the data, and the
+        // early polls only add a round trip (2 us on a 24 KiB AllGather).
+        if ((c.lane->flags & LANE_HOST_RECV) && (nb + 7) / 8 >= (i64)TW_LL_HOST_LINES * blockDim.x)
+          llLines<TW_LL_HOST_LINES>(c, ls);
+        else
+          llLines<1>(c, ls);
       } else if (proto == PROTO_LL128 && haveData) {
         const i64 lines = (nb + 119) / 120;
         const int warp = c.tid / 32, lane = c.tid % 32, g = lane / 8, t = lane % 8;
@@ -856,6 +922,9 @@ extern "C" __global__ void __launch_bounds__(TW_NTHREADS, 1)
           }
         }
       }
+#if TW_LL_HOST_FENCE
+      if (send && haveData && (c.lane->flags & LANE_HOST_SEND)) __threadfence_system();
+#endif
       // Once every thread is done with its lines, release the slots (a
       // send-only call has nothing to release and needs no barrier, unless
       // a proxy reads its sends: then the fifo entries, a system fence and

@@ -38,8 +38,16 @@ const (
 	SlotLL     = 65536
 	SlotLL128  = 614400
 	SlotSimple = 524288
-	// LaneSize is sizeof(TwLane).
-	LaneSize = 8 + 4*8*MaxPeers + 3*8
+	// LaneSize is sizeof(TwLane): nRecv, nSend, flags, padding, the
+	// connections and steps used, ops, nOps and the trace pointer.
+	LaneSize = 16 + 4*8*MaxPeers + 3*8
+	// LaneHostRecv is the TwLane.flags bit of a lane that receives from
+	// host memory (SHM, or NET staged through host memory): its LL slices
+	// start TW_LL_HOST_LINES lines per thread at once (LANE_HOST_RECV).
+	LaneHostRecv = 1
+	// LaneHostSend is the TwLane.flags bit of a lane that sends into host
+	// memory (LANE_HOST_SEND).
+	LaneHostSend = 2
 	// ProgHeaderSize is offsetof(TwProg, lanes).
 	ProgHeaderSize = 32
 	// OpSize is sizeof(TwOp), the binary Program encoding's op record.
