@@ -51,12 +51,11 @@ typedef long long i64;
 #ifndef TW_NTHREADS
 #define TW_NTHREADS 512
 #endif
-// TW_LL_HOST_FENCE 1 (an experiment, off): a system fence by every
-// thread after each LL or LL128 slice of a lane that sends into host
-// memory, so that a lane that only sends (nothing it loads from host
-// memory later pushes its stores out) has them seen sooner.
-#ifndef TW_LL_HOST_FENCE
-#define TW_LL_HOST_FENCE 0
+// TW_LL_HOST_READBACK 1: a lane whose last op only sends into host
+// memory reads back its last lines at the end of a launch (see the slice
+// loop); 0 for an A/B.
+#ifndef TW_LL_HOST_READBACK
+#define TW_LL_HOST_READBACK 1
 #endif
 // LL lines a thread starts together when it receives from host memory
 // (llLines).
@@ -922,8 +921,22 @@ extern "C" __global__ void __launch_bounds__(TW_NTHREADS, 1)
           }
         }
       }
-#if TW_LL_HOST_FENCE
-      if (send && haveData && (c.lane->flags & LANE_HOST_SEND)) __threadfence_system();
+#if TW_LL_HOST_READBACK
+      // A lane whose last op only sends into host memory has no later
+      // load from host memory to push its stores out, and the GPU holds
+      // the last of them back: the receiver saw the last lines of a launch about 10 us
+      // late (Broadcast and Reduce LL over SHM of 3-32 KiB took 13-23 us,
+      // NCCL 9-10). At the last slice of the launch every thread reads back
+      // its last line of it, which pushes them out: a read does not pass
+      // the writes before it on their way to host memory.
+      if (proto == PROTO_LL && haveData && send && !recv && (l->flags & LANE_HOST_SEND) && oi == l->nOps - 1 &&
+          s == nslices - 1) {
+        const i64 lines = (nb + 7) / 8;
+        if (c.tid < lines) {
+          const i64 ln = c.tid + (lines - 1 - c.tid) / blockDim.x * blockDim.x;
+          (void)ldVolatile16(sh.sendRing[0] + ((sh.sendBase[0] + ss) % TW_SLOTS) * slotBytes + ln * 16);
+        }
+      }
 #endif
       // Once every thread is done with its lines, release the slots (a
       // send-only call has nothing to release and needs no barrier, unless
