@@ -132,7 +132,7 @@ func (d *Device) Prepare(p *model.Program, trace bool) (*Launch, error) {
 		ln := &p.Lanes[li]
 		desc = le.AppendUint32(desc, uint32(len(ln.Recv)))
 		desc = le.AppendUint32(desc, uint32(len(ln.Send)))
-		desc = le.AppendUint32(desc, d.laneFlags(ln, keys))
+		desc = le.AppendUint32(desc, d.laneFlags(d.comm.Rank(), ln, keys))
 		desc = le.AppendUint32(desc, 0)
 		for _, send := range []bool{false, true} {
 			conns := ln.Recv
@@ -416,11 +416,11 @@ func (l *Launch) Trace() ([]SliceTrace, error) {
 	return out, nil
 }
 
-// laneFlags are a lane's TwLane.flags: kernels.LaneHostRecv when one of
-// its receive connections has its buffer in host memory (SHM, or NET
-// staged through host memory).
-func (d *Device) laneFlags(ln *model.ProgLane, keys []transport.Key) uint32 {
-	me := d.comm.Rank()
+// laneFlags are the TwLane.flags of rank me's lane ln: kernels.LaneHostRecv
+// when one of its receive connections has its buffer in host memory (SHM,
+// or NET staged through host memory), kernels.LaneHostSend when one of
+// its send connections has.
+func (d *Device) laneFlags(me int, ln *model.ProgLane, keys []transport.Key) uint32 {
 	var f uint32
 	for _, ci := range ln.Recv {
 		if l := d.Link(keys[ci].From, me); l == LinkSHM || l == LinkNet {

@@ -64,6 +64,40 @@ func TestNetLayout(t *testing.T) {
 	}
 }
 
+// TestLaneFlags: a lane is flagged for host memory on the side of each
+// connection whose buffer is there (SHM, NET), per direction, and not
+// over P2P.
+func TestLaneFlags(t *testing.T) {
+	keys := []transport.Key{{Channel: 0, From: 1, To: 0}, {Channel: 0, From: 0, To: 1}, {Channel: 0, From: 0, To: 2}}
+	recvOnly := &model.ProgLane{Recv: []int32{0}}
+	sendOnly := &model.ProgLane{Send: []int32{1}}
+	both := &model.ProgLane{Recv: []int32{0}, Send: []int32{2}}
+	cases := []struct {
+		p2pOff bool
+		hosts  []string
+		lane   *model.ProgLane
+		want   uint32
+	}{
+		{false, []string{"a", "a", "a"}, both, 0},
+		{true, []string{"a", "a", "a"}, recvOnly, kernels.LaneHostRecv},
+		{true, []string{"a", "a", "a"}, sendOnly, kernels.LaneHostSend},
+		{true, []string{"a", "a", "a"}, both, kernels.LaneHostRecv | kernels.LaneHostSend},
+		// Rank 1 on another host: only the connections with it are NET.
+		{false, []string{"a", "b", "a"}, both, kernels.LaneHostRecv},
+		{false, []string{"a", "a", "b"}, both, kernels.LaneHostSend},
+	}
+	for _, tc := range cases {
+		allowP2P(t)
+		if tc.p2pOff {
+			t.Setenv("NCCL_P2P_DISABLE", "1")
+		}
+		d := &Device{hosts: tc.hosts}
+		if got := d.laneFlags(0, tc.lane, keys); got != tc.want {
+			t.Errorf("p2p off %v hosts %v lane %+v: flags %#x, want %#x", tc.p2pOff, tc.hosts, *tc.lane, got, tc.want)
+		}
+	}
+}
+
 // TestLink checks the transport choice (P2P, then SHM, then NET; NET
 // between hosts) and which Programs checkTransport refuses.
 func TestLink(t *testing.T) {
