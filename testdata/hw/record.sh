@@ -1,0 +1,103 @@
+#!/bin/bash
+# Records the hardware files of testdata/hw/<machine>/ on a device machine
+# with two GPUs: run gpu sweeps with --baseline nccl (our executor and
+# NCCL side by side, NCCL forced to the same protocol through NCCL_PROTO),
+# group by group, then packs them into one tarball, since a device call
+# returns few files. Run from the repo root after `make build`.
+#
+#   DIR=OUT [TAR=FILE.tgz] [PROTOS="ll simple"] [FLAT=1] [DRY=1] bash testdata/hw/record.sh GROUP...
+#
+# GROUP is KIND:LINK. LINK: p2p (NVLink), shm (NCCL_P2P_DISABLE=1), net
+# (split hosts over loopback sockets: one process per rank). KIND:
+#   tuner    the tuner's choice, every op, with call and event traces
+#            (net: each rank's parts, merged when bin/replay is here);
+#            8 B x 4 up to 256 MiB (shm 64, net 32)
+#   proto    every protocol forced, 8 B x 16 up to 64 MiB (LL 8 MiB;
+#            net: 16 MiB, LL 4 MiB); p2p traced
+#   heldout  every protocol forced at sizes no other group has: 48 B x 8
+#            up to 96 MiB (LL and net 12 MiB)
+# net runs AllReduce, AllGather and Broadcast when a protocol is forced
+# (our net proxy carries no LL128), the five ops otherwise; shm and net
+# carry no LL128. PROTOS narrows the protocols of proto and heldout
+# groups. proto and heldout files go to OUT/proto and OUT/heldout (FLAT=1:
+# OUT itself), the others to OUT. DRY=1 prints the commands instead of
+# running them.
+#
+# Device time on the H100 pair (2026-11-25): heldout:net about 70 s,
+# proto:net 60 s, tuner:net 60 s, proto:shm and heldout:shm with
+# PROTOS=ll 40 s together; keep a call under its 600 s limit.
+set -u
+DIR=${DIR:?set DIR to the output directory}
+export NCCL_NVLS_ENABLE=0
+OPS5="allreduce allgather reducescatter broadcast reduce"
+OPS3="allreduce allgather broadcast"
+port=${PORT:-29900}
+failed=0
+
+run() { # ENV... -- ARGS...: one run gpu, or both ranks of a split-host run
+  local env=() link=$1 out=$2; shift 2
+  while [ "$1" != -- ]; do env+=("$1"); shift; done
+  shift
+  if [ "$link" = net ]; then
+    port=$((port + 1))
+    for r in 0 1; do
+      local e=("${env[@]}" RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port
+        TWINCCL_HOSTID=split:1 NCCL_HOSTID=host$r NCCL_NET=Socket NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1)
+      if [ -n "${DRY:-}" ]; then
+        echo "env ${e[*]} bin/run gpu $* > $out.rank$r.txt"
+      else
+        env "${e[@]}" timeout 240 bin/run gpu "$@" > "$out.rank$r.txt" 2>&1 &
+      fi
+    done
+    [ -n "${DRY:-}" ] || wait || true
+    [ -n "${DRY:-}" ] || grep -q "^ *[0-9]" "$out.rank0.txt" || { echo "FAILED $out"; failed=1; }
+  else
+    if [ -n "${DRY:-}" ]; then
+      echo "env ${env[*]} bin/run gpu -np 2 $* > $out.txt"
+    else
+      env "${env[@]}" timeout 240 bin/run gpu -np 2 "$@" > "$out.txt" 2>&1 || { echo "FAILED $out"; failed=1; }
+    fi
+  fi
+}
+
+for group in "$@"; do
+  kind=${group%%:*} link=${group#*:}
+  env=(); [ "$link" = shm ] && env=(NCCL_P2P_DISABLE=1)
+  case $link in p2p | shm | net) ;; *) echo "unknown link in $group (p2p, shm, net)" >&2; exit 2 ;; esac
+  protos=${PROTOS:-ll ll128 simple}
+  [ "$link" = p2p ] || protos=${protos//ll128/}
+  case $kind in
+  tuner)
+    max=256M; [ "$link" = shm ] && max=64M; [ "$link" = net ] && max=32M
+    mkdir -p "$DIR"
+    for op in $OPS5; do
+      run "$link" "$DIR/$link-$op" "${env[@]}" -- --op "$op" -b 8 -e $max -f 4 -c 1 --baseline nccl \
+        --json "$DIR/$link-$op.json" --trace "$DIR/$link-$op.parquet"
+      if [ "$link" = net ] && [ -x bin/replay ] && [ -z "${DRY:-}" ]; then
+        bin/replay trace merge -o "$DIR/$link-$op.parquet" "$DIR/$link-$op.rank0.parquet" "$DIR/$link-$op.rank1.parquet" &&
+          rm -f "$DIR/$link-$op".rank[01].parquet "$DIR/$link-$op".rank[01].events.parquet
+      fi
+    done ;;
+  proto | heldout)
+    out=$DIR/$kind; [ -n "${FLAT:-}" ] && out=$DIR
+    mkdir -p "$out"
+    ops=$OPS5; [ "$link" = net ] && ops=$OPS3
+    for p in $protos; do for op in $ops; do
+      if [ "$kind" = proto ]; then
+        e=64M; [ "$p" = ll ] && e=8M; [ "$link" = net ] && { e=16M; [ "$p" = ll ] && e=4M; }
+        sizes=(-b 8 -e $e -f 16)
+      else
+        e=96M; { [ "$p" = ll ] || [ "$link" = net ]; } && e=12M
+        sizes=(-b 48 -e $e -f 8)
+      fi
+      trace=(); [ "$kind$link" = protop2p ] && trace=(--trace "$out/$link-$op-$p.parquet")
+      run "$link" "$out/$link-$op-$p" "${env[@]}" -- --op "$op" --proto "$p" "${sizes[@]}" -c 1 --baseline nccl \
+        --json "$out/$link-$op-$p.json" "${trace[@]}"
+    done; done ;;
+  *) echo "unknown kind in $group (tuner, proto, heldout)" >&2; exit 2 ;;
+  esac
+done
+if [ -n "${TAR:-}" ] && [ -z "${DRY:-}" ]; then
+  tar czf "$TAR" -C "$DIR" .
+fi
+exit $failed
