@@ -41,8 +41,10 @@ func (c *Conn) netInit(sc SendComm, rc RecvComm) error {
 // NCCL, connect and accept report "in progress" and the proxy's service
 // loop calls them again on its next poll, so that one slow or silent
 // peer holds up neither the loop nor the other connections. The proxy's
-// progress loop drives transfers from one goroutine; they complete in the
-// plugin's own helpers.
+// progress loop drives transfers from one goroutine; they move when it
+// tests them (the socket plugin by default, as NCCL's) or in the plugin's
+// own helpers (the socket plugin with NCCL_SOCKET_NTHREADS set, the IB
+// plugin).
 type Plugin interface {
 	Name() string
 	// Init binds the plugin to the rank's bootstrap (its listener carries
@@ -89,7 +91,8 @@ type SendComm interface {
 	// the request is done.
 	Isend(hdr, data []byte) (Request, error)
 	// SetWake registers a function called whenever a request completes
-	// (the progress loop sleeps on it when idle).
+	// other than in a Test of the progress loop (in a helper, or while
+	// the loop sleeps: the loop sleeps on it when idle).
 	SetWake(func())
 	Close() error
 }
