@@ -93,10 +93,15 @@ at all: nothing is written when the run fails.
 of different hosts (with TWINCCL_HOSTID=split:K on one machine, or
 TWINCCL_TRANSPORT=net for every pair): socket (TCP, the default) or ib
 (NCCL's IB plugin: queue pairs, RDMA writes with immediate, a FIFO of
-posted receive buffers). ib runs over libibverbs when it finds an RDMA
-device with an active port; on a machine without one it runs over the
-software verbs provider (TCP underneath: it exercises the IB plugin's
-protocol, not RDMA hardware) and each rank says so in a log line.
+posted receive buffers). socket works as NCCL's socket plugin does by
+default: one socket per connection, moved by the rank's proxy thread
+itself; NCCL_SOCKET_NTHREADS=N and NCCL_NSOCKS_PERTHREAD=M (or their
+TWINCCL_ names) give each connection N helper threads and N×M sockets,
+which can carry large messages faster at some cost in latency. ib runs
+over libibverbs when it finds an RDMA device with an active port; on a
+machine without one it runs over the software verbs provider (TCP
+underneath: it exercises the IB plugin's protocol, not RDMA hardware) and
+each rank says so in a log line.
 TWINCCL_IB_PROVIDER=rdma or soft forces the provider (rdma fails when
 there is no device). NCCL_IB_HCA, NCCL_IB_QPS_PER_CONNECTION,
 NCCL_IB_GID_INDEX, NCCL_IB_ADDR_FAMILY, NCCL_IB_ADDR_RANGE and

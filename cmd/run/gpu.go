@@ -103,6 +103,15 @@ algorithm, protocol and channels NCCL's tuner would choose for each size
 (unless --algo, --proto or --channels say otherwise), generates the Program
 and runs it with the CUDA interpreter kernel.
 
+Ranks talk as NCCL's would: P2P (NVLink or PCIe, CUDA IPC) on one host,
+SHM through host memory with NCCL_P2P_DISABLE=1, and the net transport
+between hosts (TWINCCL_HOSTID=split:K makes every K ranks a host of their
+own on one machine), or between every pair with NCCL_SHM_DISABLE=1 as
+well: the kernel stages slices in host memory and the rank's proxy sends
+them over TCP sockets, one socket per connection moved by the proxy
+itself unless NCCL_SOCKET_NTHREADS asks for helper threads (see "run
+bench -h").
+
 Timing follows nccl-tests and shared/baselines/h200x2-nvswitch: after the
 warm-up, -G 1 captures a loop of ITERS calls in a CUDA graph and times 5
 launches of it with CUDA events on the rank's stream (a barrier before
