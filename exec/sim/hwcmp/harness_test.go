@@ -34,7 +34,7 @@ func TestRunGPUHarness(t *testing.T) {
 	}
 	var diffs []float64
 	for _, name := range []string{"p2p-allreduce", "p2p-allgather", "p2p-reducescatter", "p2p-broadcast"} {
-		in, err := Open(filepath.Join(hwDir(), name+".json"))
+		in, err := Open(filepath.Join(h200FirstDir(), name+".json"))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,0 +1,55 @@
+#!/bin/bash
+# Fits the calibration of our executor's kernels (the "ours" column) on
+# the forced-protocol recordings of one machine (DIR/proto, written by
+# record.sh proto:p2p proto:shm proto:net) in stages, from the embedded
+# NCCL calibration, and reports DIR/heldout's errors at every stage. Run
+# from the repo root after `make build`:
+#
+#   bash testdata/hw/fit-ours.sh DIR OUT.json NAME [SOURCE-NOTE]
+#
+# Stages (each starts from the last; only the named constants move):
+#   1-3  P2P, one protocol at a time (LL, LL128, Simple): its per-call,
+#        per-slice and copy constants, fence and remote load/store costs
+#        (Simple with the rows from 16 MiB of the tuner's-choice files
+#        DIR/p2p-*.json, all Simple: proto/ stops at 8 MiB, and the copy
+#        throughput of large calls needs larger ones)
+#   4    SHM: the host memory, SHM and PCI constants (Broadcast and
+#        Reduce LL from 128 KiB only: below, a lane that only sends into
+#        host memory has its stores seen late, which the simulator does not
+#        model; with DIR/shm-*.json from 16 MiB, as in stage 3)
+#   5    NET over loopback sockets (split hosts on DIR/topo-1gpu.xml):
+#        NCCL's socket proxy constants
+# Each stage's table (fitted and held-out errors) goes to OUT.stageN.txt.
+set -eu
+dir=${1:?DIR} out=${2:?OUT.json} name=${3:?NAME} note=${4:-}
+replay=${REPLAY:-bin/replay}
+start=${START:-exec/sim/calib/h200.json}
+cal() { # STAGE START PARAMS TOPO NODES FITTED... -- HELDOUT...
+  local stage=$1 from=$2 params=$3 topo=$4 nodes=$5; shift 5
+  local args=()
+  while [ "$1" != -- ]; do args+=("$1"); shift; done
+  shift
+  for h in "$@"; do args+=(--heldout "$h"); done
+  "$replay" calibrate --topo "$topo" --nodes "$nodes" --start "$from" --p2p-read Broadcast,Reduce \
+    --column ours --params "$params" --name "$name" --out "$out.stage$stage.json" "${args[@]}" > "$out.stage$stage.txt"
+  echo "stage $stage:"; grep -E '^# .*(fitted|heldout)' "$out.stage$stage.txt" | awk '{printf "  %-36s %-8s %3s %8s %8s\n", $2, $3, $4, $5, $6}'
+}
+prev=$start
+n=1
+for p in ll ll128 simple; do
+  large=()
+  [ $p != simple ] || for f in "$dir"/p2p-*.json; do large+=("$f,minbytes=16M"); done
+  cal $n "$prev" "^$p\.(start_us|op_overhead_us|slice_overhead_us|copy_GBps|remote_fence_us|remote_load_cost|remote_store_cost|load_cost|reduce_cost)\$" \
+    "$dir/topo.xml" 1 "$dir"/proto/p2p-*-$p.json "${large[@]}" -- "$dir"/heldout/p2p-*-$p.json
+  prev=$out.stage$n.json; n=$((n + 1))
+done
+shm=()
+for f in "$dir"/proto/shm-*.json; do
+  case $f in *-broadcast-ll.json | *-reduce-ll.json) shm+=("$f,minbytes=128K") ;; *) shm+=("$f") ;; esac
+done
+for f in "$dir"/shm-*.json; do shm+=("$f,minbytes=16M"); done
+cal 4 "$prev" '(host_|shm_|links\.PCI)' "$dir/topo.xml" 1 "${shm[@]}" -- "$dir"/heldout/shm-*.json
+cal 5 "$out.stage4.json" '^(net_proxy_us|nogdr_penalty_us|net_socket\.(proxy_GBps|latency_us|send_op_us|recv_op_us))$' \
+  "$dir/topo-1gpu.xml" 2 "$dir"/proto/net-*.json -- "$dir"/heldout/net-*.json
+cp "$out.stage5.json" "$out"
+[ -z "$note" ] || echo "source note for $out: $note"
