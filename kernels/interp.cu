@@ -729,17 +729,30 @@ extern "C" __global__ void __launch_bounds__(TW_NTHREADS, 1)
   c.nSend = l->nSend;
   c.credits = (u64)prog->credits;
 
+  // Every connection's step counter persists from call to call; it is
+  // rounded up to a Simple chunk (one step on LL and LL128), as NCCL's
+  // primitives round theirs when an operation starts (model.Program.
+  // StepRound): slices never wrap the slot ring, and the next call starts
+  // on the next free slot, so a sender runs up to its credits ahead into
+  // it. The skipped steps carry no data: the receiver returns their
+  // credits and the sender posts them (a net proxy passes over them).
+  u64 round = proto == PROTO_SIMPLE ? (u64)prog->slicesPerChunk * (u64)prog->stepsPerSlice : 1;
+  if (round < 1 || TW_SLOTS % round != 0) round = TW_SLOTS;
   if (c.tid == 0) sh.abort = 0;
   if (c.tid < c.nRecv) {
-    const TwConn* cn = l->recv[c.tid];
-    sh.recvBase[c.tid] = cn->step;
+    TwConn* cn = l->recv[c.tid];
+    const u64 b = (cn->step + round - 1) / round * round;
+    if (b != cn->step) stRelaxed(cn->head, b);
+    sh.recvBase[c.tid] = b;
     sh.recvRing[c.tid] = cn->buf[ring];
     sh.recvTail[c.tid] = cn->tail;
     sh.recvHead[c.tid] = cn->head;
   }
   if (c.tid >= 32 && c.tid < 32 + c.nSend) {
-    const TwConn* cn = l->send[c.tid - 32];
-    sh.sendBase[c.tid - 32] = cn->step;
+    TwConn* cn = l->send[c.tid - 32];
+    const u64 b = (cn->step + round - 1) / round * round;
+    if (b != cn->step) stRelaxed(cn->tail, b);
+    sh.sendBase[c.tid - 32] = b;
     sh.sendRing[c.tid - 32] = cn->buf[ring];
     sh.sendTail[c.tid - 32] = cn->tail;
     sh.sendHead[c.tid - 32] = cn->head;
@@ -966,20 +979,21 @@ extern "C" __global__ void __launch_bounds__(TW_NTHREADS, 1)
     }
   }
 
-  // Move every connection end to its next base and post the skipped
-  // steps: they carry no data (every real step was already published), so
-  // plain stores after the barrier do.
+  // Move every connection end past the steps this call used (the next
+  // call rounds it up again) and post them all: the last ones may carry no
+  // data (every real step was already published), so plain stores after
+  // the barrier do.
   __syncthreads();
   if (c.tid == 0) {
     for (int i = 0; i < l->nRecv; i++) {
       TwConn* cn = l->recv[i];
-      u64 nb = (sh.recvBase[i] + l->recvUsed[i] + TW_SLOTS - 1) / TW_SLOTS * TW_SLOTS;
+      u64 nb = sh.recvBase[i] + l->recvUsed[i];
       stRelaxed(cn->head, nb);
       cn->step = nb;
     }
     for (int i = 0; i < l->nSend; i++) {
       TwConn* cn = l->send[i];
-      u64 nb = (sh.sendBase[i] + l->sendUsed[i] + TW_SLOTS - 1) / TW_SLOTS * TW_SLOTS;
+      u64 nb = sh.sendBase[i] + l->sendUsed[i];
       stRelaxed(cn->tail, nb);
       cn->step = nb;
     }

@@ -331,6 +331,46 @@ func (p *Program) Validate() error {
 		if (senders[i] < 0) != (receivers[i] < 0) {
 			return fmt.Errorf("program: connection %d (channel %d, %d->%d) has a sender lane %d but receiver lane %d", i, p.Conns[i].Channel, p.Conns[i].From, p.Conns[i].To, senders[i], receivers[i])
 		}
+		if senders[i] < 0 {
+			continue
+		}
+		// Both ends carry the connection's step counter into the next
+		// Program; they must agree on where this one leaves it.
+		if s, r := p.LaneSteps(int(senders[i]), true), p.LaneSteps(int(receivers[i]), false); s != r {
+			return fmt.Errorf("program: connection %d (channel %d, %d->%d): its sender lane %d ends at step %d, its receiver lane %d at step %d",
+				i, p.Conns[i].Channel, p.Conns[i].From, p.Conns[i].To, senders[i], s, receivers[i], r)
+		}
 	}
 	return nil
+}
+
+// LaneSteps is how far lane li's calls advance its send (send true) or
+// receive connections: the end of its last call in that direction. Every
+// connection of a lane direction moves together.
+func (p *Program) LaneSteps(li int, send bool) int64 {
+	steps := int64(p.OpSteps())
+	end := int64(0)
+	for _, op := range p.Lanes[li].Ops {
+		if send && op.Kind.Sends() {
+			end = max(end, int64(op.SendStep)+steps)
+		}
+		if !send && op.Kind.Receives() {
+			end = max(end, int64(op.RecvStep)+steps)
+		}
+	}
+	return end
+}
+
+// StepRound is the granularity a connection's step counter is rounded up
+// to between Programs, as NCCL's primitives round theirs at the start of
+// an operation: a Simple chunk (SlicesPerChunk x StepsPerSlice steps, so
+// a slice never wraps the slot ring), one step on LL and LL128. Successive
+// Programs on a connection then use successive slots, and a sender may
+// run up to Credits steps ahead into its next call.
+func (p *Program) StepRound() int64 {
+	g := int64(p.OpSteps())
+	if g < 1 || ProgSlots%g != 0 {
+		return ProgSlots
+	}
+	return g
 }

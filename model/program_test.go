@@ -267,3 +267,40 @@ func TestCollPartsSplit(t *testing.T) {
 		t.Errorf("AllGather split = %+v", parts)
 	}
 }
+
+// TestStepRound: between Programs a connection's step counter rounds up
+// to NCCL's chunk (ring Simple AllReduce and AllGather: 2 slices of 2
+// steps; Broadcast: 1 step; LL and LL128: 1 step), never to the whole
+// slot ring, so a sender may start its next call while the receiver
+// still reads the last one; and every generated Program's connections
+// end at the same step on both sides (Validate refuses the others).
+func TestStepRound(t *testing.T) {
+	for _, tc := range []struct {
+		coll  model.Collective
+		proto model.Protocol
+		want  int64
+	}{
+		{model.CollAllReduce, model.ProtoSimple, 4},
+		{model.CollAllGather, model.ProtoSimple, 4},
+		{model.CollBroadcast, model.ProtoSimple, 1},
+		{model.CollReduce, model.ProtoSimple, 1},
+		{model.CollAllReduce, model.ProtoLL, 1},
+		{model.CollAllReduce, model.ProtoLL128, 1},
+	} {
+		c := conformance.Case{Coll: tc.coll, Algo: model.AlgoRing, Proto: tc.proto, Dtype: model.DtypeFP32, NRanks: 4, NChannels: 2, Count: 1 << 20}
+		p, err := c.Program()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := p.StepRound(); got != tc.want {
+			t.Errorf("%s %s: StepRound %d, want %d", tc.coll, tc.proto, got, tc.want)
+		}
+		for li := range p.Lanes {
+			for _, send := range []bool{false, true} {
+				if n := p.LaneSteps(li, send); n%p.StepRound() != 0 && tc.proto == model.ProtoSimple && tc.want > 1 {
+					t.Errorf("%s %s lane %d: ends at step %d, not a whole chunk", tc.coll, tc.proto, li, n)
+				}
+			}
+		}
+	}
+}

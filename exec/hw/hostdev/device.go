@@ -123,14 +123,15 @@ func (d *Device) Run(p *model.Program, in, out []byte) (Stats, error) {
 	if d.Trace != nil {
 		r.chStep = make([]int64, p.NChannels)
 	}
-	// Round every connection's step up to a whole slot ring (NCCL rounds
-	// to the chunk; a full ring keeps Simple slices from wrapping) and
+	// Round every connection's step up to a Simple chunk, as NCCL does
+	// (model.Program.StepRound: a slice never wraps the slot ring), and
 	// return the skipped credits / post the skipped steps.
+	g := uint64(p.StepRound())
 	for i, c := range conns {
 		if c == nil {
 			continue
 		}
-		b := (c.Step + model.ProgSlots - 1) / model.ProgSlots * model.ProgSlots
+		b := (c.Step + g - 1) / g * g
 		r.base[i] = b
 		if c.Send {
 			c.Mem.SetTail(b)
