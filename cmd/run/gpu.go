@@ -590,7 +590,7 @@ func (j *gpuJob) plan() (string, error) {
 			return "", fmt.Errorf("%w (give --topo FILE with one ranked GPU per rank)", err)
 		}
 	}
-	opts, err := search.OptionsFromEnv(nil)
+	opts, err := searchOptions(j.o)
 	if err != nil {
 		return "", err
 	}
@@ -598,6 +598,21 @@ func (j *gpuJob) plan() (string, error) {
 		return "", err
 	}
 	return file, nil
+}
+
+// searchOptions are the search's and tuner's settings: the environment's
+// NCCL_* variables under the ones the flags force on NCCL too
+// (ncclForcedEnv), so that our tuner decides as NCCL's does under them: a
+// call forced to Simple gets Simple's channel count for its size, not the
+// one of the protocol the tuner would have picked.
+func searchOptions(o gpuOpts) (search.Options, error) {
+	forced := ncclForcedEnv(o)
+	return search.OptionsFromEnv(func(k string) (string, bool) {
+		if v, ok := forced[k]; ok {
+			return v, true
+		}
+		return os.LookupEnv(k)
+	})
 }
 
 // hostCount is the number of distinct hosts of the job's ranks

@@ -13,6 +13,7 @@ import (
 	"github.com/twinccl/twinccl"
 	"github.com/twinccl/twinccl/exec/hw/nccl"
 	"github.com/twinccl/twinccl/model"
+	"github.com/twinccl/twinccl/search"
 	"github.com/twinccl/twinccl/traces"
 )
 
@@ -383,4 +384,58 @@ func TestNCCLForcedEnv(t *testing.T) {
 			t.Errorf("environment %s=%q after forcing, want %q", k, env[k], v)
 		}
 	}
+}
+
+// TestForcedProtoChannels: with --proto the tuner decides under
+// NCCL_PROTO as NCCL's does, so a forced protocol gets its own channel
+// count for the size: 192 KiB AllGather on the H200 pair is LL on 24
+// channels left to the tuner, and Simple on fewer when Simple is forced
+// (the count the simulator's tuner gives NCCL under NCCL_PROTO=Simple).
+func TestForcedProtoChannels(t *testing.T) {
+	for _, k := range []string{"NCCL_PROTO", "NCCL_ALGO", "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS"} {
+		t.Setenv(k, "")
+		os.Unsetenv(k)
+	}
+	t.Setenv("NCCL_NVLS_ENABLE", "0")
+	data, err := twinccl.RecordedTopology(twinccl.DefaultTopology)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, _, err := model.ParseTopologyXML(bytes.NewReader(data), twinccl.DefaultTopology)
+	if err != nil {
+		t.Fatal(err)
+	}
+	params, err := model.ParamsFromEnv(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := model.LoadCluster(root, twinccl.DefaultTopology, model.LoadOptions{Params: params})
+	if err != nil {
+		t.Fatal(err)
+	}
+	choose := func(o gpuOpts) search.Choice {
+		t.Helper()
+		opts, err := searchOptions(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := search.Run(cl, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ch, err := res.Tuning.Choose(model.CollAllGather, 192<<10/4/2, 4) // per rank
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ch
+	}
+	free := choose(gpuOpts{})
+	simple := choose(gpuOpts{protoSet: true, protoV: model.ProtoSimple})
+	if free.Proto != model.ProtoLL || simple.Proto != model.ProtoSimple {
+		t.Fatalf("tuner's choice %v, forced %v: want LL, then Simple", free.Proto, simple.Proto)
+	}
+	if simple.NChannels >= free.NChannels {
+		t.Errorf("forced Simple on %d channels, the tuner's LL on %d: want Simple's own (fewer) channels", simple.NChannels, free.NChannels)
+	}
+	t.Logf("192 KiB AllGather: tuner %v on %d channels, forced Simple on %d", free.Proto, free.NChannels, simple.NChannels)
 }

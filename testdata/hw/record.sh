@@ -23,9 +23,12 @@
 # OUT itself), the others to OUT. DRY=1 prints the commands instead of
 # running them.
 #
-# Device time on the H100 pair (2026-11-25): heldout:net about 70 s,
-# proto:net 60 s, tuner:net 60 s, proto:shm and heldout:shm with
-# PROTOS=ll 40 s together; keep a call under its 600 s limit.
+# Device time on the H200 pair (2026-11-26): proto:p2p 37 s, heldout:p2p
+# 49 s, proto:shm 25 s, heldout:shm 36 s, tuner:p2p 23 s, tuner:shm 16 s,
+# proto:net 19 s, heldout:net 46 s, tuner:net 45 s (H100 pair, 2026-11-25:
+# the net groups 60-70 s each); keep a call under its 600 s limit. Set
+# NCCL_TOPO_DUMP_FILE=OUT/topo.xml for one group to have NCCL's dump of
+# the machine beside the files.
 set -u
 DIR=${DIR:?set DIR to the output directory}
 export NCCL_NVLS_ENABLE=0

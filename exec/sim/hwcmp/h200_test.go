@@ -5,81 +5,81 @@ import "testing"
 // h200Bounds are the tolerances on testdata/hw/h200x2 (recorded
 // 2026-11-26 on nvidia-h200-x2, the machine issue 10 judges: the tuner's
 // choices, proto/ with every protocol forced and heldout/ at other sizes,
-// all with NCCL forced to the same protocol through nccl_env) under the
-// embedded calibration (NCCL's, fitted on this machine type with other
-// harnesses), one per transport, protocol and column: medians 3 points
-// and maxima 5 points above what it reaches (measured median and max in
-// the comments, in percent). None of these files was fitted to it.
-// Against NCCL, P2P is within 2.5-6.2 percent median held out; the maxima
-// are single rows (Simple 30.8: AllGather and ReduceScatter at 1.5 MiB,
-// where NCCL is faster than its neighbours predict); sockets between
-// split hosts are 11-20 percent off, as on the H100 pair. Our executor's
-// column is only bounded coarsely here (our kernels are not NCCL's):
-// h200OursBounds bound it under its own calibration.
+// NCCL forced to the same protocol through nccl_env) under the embedded
+// calibration (NCCL's, fitted on this machine type with other harnesses:
+// none of these files was fitted to it), one per transport, protocol and
+// column: medians 3 points and maxima 5 points above what it reaches
+// (measured median and max in the comments, in percent). Against NCCL,
+// P2P is within 3.5-6.3 percent median held out and SHM within 6.6-6.9;
+// the P2P Simple maxima are AllGather and ReduceScatter at 1.5 MiB
+// (NCCL faster than its neighbouring sizes predict) and Reduce below
+// 24 KiB (the simulation 25-32 percent slow). Sockets between split hosts
+// are 19-26 percent off, no better than NCCL agrees with itself: its own
+// socket times moved 5-21 percent (median) between three starts of the
+// machine, P2P and SHM 0.5-1.8 (docs/perf.md). Our executor's column is
+// only bounded coarsely here (our kernels are not NCCL's): h200OursBounds
+// bound it under its own calibration.
 var h200Bounds = []poolBound{
-	{"p2p-*", ColNCCL, BucketAll, 0.07, 0.18},                // 3.4, 12.1
-	{"shm-*", ColNCCL, BucketAll, 0.10, 0.25},                // 7.0, 19.8
-	{"net-*", ColNCCL, BucketAll, 0.12, 0.47},                // 8.9, 41.1
-	{"proto/p2p-*-ll", ColNCCL, BucketAll, 0.07, 0.23},       // 4.0, 17.5
-	{"proto/p2p-*-ll128", ColNCCL, BucketAll, 0.09, 0.24},    // 5.4, 18.8
-	{"proto/p2p-*-simple", ColNCCL, BucketAll, 0.11, 0.35},   // 7.7, 30.0
-	{"proto/shm-*-ll", ColNCCL, BucketAll, 0.11, 0.22},       // 7.5, 16.4
-	{"proto/shm-*-simple", ColNCCL, BucketAll, 0.08, 0.29},   // 5.0, 23.1
-	{"proto/net-*-ll", ColNCCL, BucketAll, 0.23, 0.39},       // 19.6, 33.4
-	{"proto/net-*-simple", ColNCCL, BucketAll, 0.18, 0.36},   // 14.2, 30.8
-	{"heldout/p2p-*-ll", ColNCCL, BucketAll, 0.06, 0.23},     // 2.5, 17.2
-	{"heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.08, 0.25},  // 4.9, 20.0
-	{"heldout/p2p-*-simple", ColNCCL, BucketAll, 0.10, 0.36}, // 6.2, 30.8
-	{"heldout/shm-*-ll", ColNCCL, BucketAll, 0.10, 0.32},     // 6.6, 26.1
-	{"heldout/shm-*-simple", ColNCCL, BucketAll, 0.11, 0.26}, // 7.1, 20.3
-	{"heldout/net-*-ll", ColNCCL, BucketAll, 0.23, 0.42},     // 19.6, 36.5
-	{"heldout/net-*-simple", ColNCCL, BucketAll, 0.14, 0.35}, // 10.6, 29.8
-	{"p2p-*", ColOurs, BucketAll, 0.31, 0.56},                // 27.2, 50.6
-	{"shm-*", ColOurs, BucketAll, 0.25, 0.66},                // 21.3, 60.7
-	{"net-*", ColOurs, BucketAll, 0.19, 0.70},                // 15.4, 64.7
+	{"p2p-*", ColNCCL, BucketAll, 0.07, 0.25},                // 3.6, 19.2
+	{"shm-*", ColNCCL, BucketAll, 0.10, 0.26},                // 6.5, 20.1
+	{"net-*", ColNCCL, BucketAll, 0.17, 0.36},                // 13.3, 30.6
+	{"proto/p2p-*-ll", ColNCCL, BucketAll, 0.07, 0.21},       // 3.3, 15.3
+	{"proto/p2p-*-ll128", ColNCCL, BucketAll, 0.08, 0.23},    // 4.7, 17.3
+	{"proto/p2p-*-simple", ColNCCL, BucketAll, 0.11, 0.33},   // 7.1, 27.5
+	{"proto/shm-*-ll", ColNCCL, BucketAll, 0.12, 0.24},       // 8.1, 18.4
+	{"proto/shm-*-simple", ColNCCL, BucketAll, 0.09, 0.28},   // 5.5, 22.8
+	{"proto/net-*-ll", ColNCCL, BucketAll, 0.29, 0.51},       // 25.6, 45.2
+	{"proto/net-*-simple", ColNCCL, BucketAll, 0.22, 0.40},   // 18.7, 34.9
+	{"heldout/p2p-*-ll", ColNCCL, BucketAll, 0.07, 0.23},     // 3.5, 17.2
+	{"heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.09, 0.24},  // 5.1, 18.8
+	{"heldout/p2p-*-simple", ColNCCL, BucketAll, 0.10, 0.34}, // 6.3, 28.1
+	{"heldout/shm-*-ll", ColNCCL, BucketAll, 0.10, 0.32},     // 6.6, 26.5
+	{"heldout/shm-*-simple", ColNCCL, BucketAll, 0.10, 0.26}, // 6.9, 21.0
+	{"heldout/net-*-ll", ColNCCL, BucketAll, 0.26, 0.40},     // 22.1, 34.6
+	{"heldout/net-*-simple", ColNCCL, BucketAll, 0.22, 0.37}, // 18.6, 31.8
+	{"p2p-*", ColOurs, BucketAll, 0.31, 0.57},                // 27.1, 51.1
+	{"shm-*", ColOurs, BucketAll, 0.23, 0.42},                // 19.2, 36.5
+	{"net-*", ColOurs, BucketAll, 0.25, 0.58},                // 21.5, 52.5
 }
 
 // h200OursBounds are tolerances on our executor's column simulated with
 // calib/h200-twinccl.json, fitted on proto/ (and the tuner's choices from
 // 16 MiB) by testdata/hw/fit-ours.sh, as h200Bounds. Held out (heldout/):
-// P2P 4.6-6.8 percent median, SHM 7.9-8.0, sockets 8.0-10.2. The maxima
-// are rows where our executor, not the model, departs from NCCL: SHM
-// Broadcast and Reduce (Simple 1.5-2 MiB, LL 24-196 KiB: 1.5-2x NCCL's
-// time, the root's stores into host memory slower than NCCL's; see
-// docs/perf.md) and socket Broadcast LL at small sizes.
+// P2P 4.3-8.6 percent median, SHM 6.0-7.0, sockets 11.1-17.6 (our socket
+// times moved 15-17 percent median between two starts of the machine).
 var h200OursBounds = []poolBound{
-	{"p2p-*", ColOurs, BucketAll, 0.09, 0.21},                // 5.2, 15.9
-	{"shm-*", ColOurs, BucketAll, 0.10, 0.54},                // 6.7, 49.0
-	{"net-*", ColOurs, BucketAll, 0.24, 0.99},                // 20.9, 93.5
-	{"proto/p2p-*-ll", ColOurs, BucketAll, 0.09, 0.18},       // 5.7, 12.6
-	{"proto/p2p-*-ll128", ColOurs, BucketAll, 0.12, 0.25},    // 8.3, 19.8
-	{"proto/p2p-*-simple", ColOurs, BucketAll, 0.07, 0.16},   // 3.3, 11.0
-	{"proto/shm-*-ll", ColOurs, BucketAll, 0.12, 0.45},       // 8.5, 39.4
-	{"proto/shm-*-simple", ColOurs, BucketAll, 0.13, 0.23},   // 9.2, 17.7
-	{"proto/net-*-ll", ColOurs, BucketAll, 0.13, 0.39},       // 9.5, 33.3
-	{"proto/net-*-simple", ColOurs, BucketAll, 0.17, 0.53},   // 14.0, 47.7
-	{"heldout/p2p-*-ll", ColOurs, BucketAll, 0.10, 0.20},     // 6.8, 14.8
-	{"heldout/p2p-*-ll128", ColOurs, BucketAll, 0.09, 0.26},  // 6.0, 20.3
-	{"heldout/p2p-*-simple", ColOurs, BucketAll, 0.08, 0.16}, // 4.6, 10.3
-	{"heldout/shm-*-ll", ColOurs, BucketAll, 0.11, 0.52},     // 8.0, 46.4
-	{"heldout/shm-*-simple", ColOurs, BucketAll, 0.11, 0.45}, // 7.9, 39.2
-	{"heldout/net-*-ll", ColOurs, BucketAll, 0.11, 0.55},     // 8.0, 49.4
-	{"heldout/net-*-simple", ColOurs, BucketAll, 0.14, 0.33}, // 10.2, 27.4
+	{"p2p-*", ColOurs, BucketAll, 0.10, 0.28},                // 6.3, 22.3
+	{"shm-*", ColOurs, BucketAll, 0.08, 0.23},                // 5.0, 17.5
+	{"net-*", ColOurs, BucketAll, 0.16, 0.37},                // 12.3, 31.7
+	{"proto/p2p-*-ll", ColOurs, BucketAll, 0.11, 0.18},       // 7.2, 12.3
+	{"proto/p2p-*-ll128", ColOurs, BucketAll, 0.14, 0.24},    // 10.1, 19.0
+	{"proto/p2p-*-simple", ColOurs, BucketAll, 0.06, 0.16},   // 2.8, 10.9
+	{"proto/shm-*-ll", ColOurs, BucketAll, 0.12, 0.23},       // 8.9, 17.8
+	{"proto/shm-*-simple", ColOurs, BucketAll, 0.12, 0.27},   // 8.1, 21.7
+	{"proto/net-*-ll", ColOurs, BucketAll, 0.12, 0.20},       // 8.6, 14.3
+	{"proto/net-*-simple", ColOurs, BucketAll, 0.15, 0.26},   // 11.5, 20.8
+	{"heldout/p2p-*-ll", ColOurs, BucketAll, 0.10, 0.20},     // 6.9, 14.1
+	{"heldout/p2p-*-ll128", ColOurs, BucketAll, 0.12, 0.29},  // 8.6, 23.8
+	{"heldout/p2p-*-simple", ColOurs, BucketAll, 0.08, 0.17}, // 4.3, 11.7
+	{"heldout/shm-*-ll", ColOurs, BucketAll, 0.09, 0.23},     // 6.0, 18.0
+	{"heldout/shm-*-simple", ColOurs, BucketAll, 0.10, 0.27}, // 7.0, 21.7
+	{"heldout/net-*-ll", ColOurs, BucketAll, 0.21, 0.45},     // 17.6, 39.5
+	{"heldout/net-*-simple", ColOurs, BucketAll, 0.15, 0.40}, // 11.1, 34.6
 }
 
 // h200FromH100Bounds: calib/h100-twinccl.json, our executor's calibration
-// fitted on the H100 pair, predicts the H200 pair's held-out recordings
-// within these bounds (P2P and SHM within 6-9 percent median: the
-// kernels' costs carry over between the two machines; the sockets do
-// not, the loopback of another host).
+// fitted on the H100 pair (before the step rounding and forced-protocol
+// channel changes of this recording), predicts the H200 pair's held-out
+// recordings within these bounds: P2P within 5-9 percent median, SHM
+// 8-11; the sockets, the loopback of another host, not.
 var h200FromH100Bounds = []poolBound{
-	{"heldout/p2p-*-ll", ColOurs, BucketAll, 0.11, 0.24},     // 7.7, 18.3
-	{"heldout/p2p-*-ll128", ColOurs, BucketAll, 0.09, 0.27},  // 5.9, 21.8
-	{"heldout/p2p-*-simple", ColOurs, BucketAll, 0.11, 0.27}, // 7.4, 22.0
-	{"heldout/shm-*-ll", ColOurs, BucketAll, 0.11, 0.52},     // 7.5, 46.2
-	{"heldout/shm-*-simple", ColOurs, BucketAll, 0.12, 0.35}, // 8.5, 29.2
-	{"heldout/net-*-ll", ColOurs, BucketAll, 0.22, 0.46},     // 19.0, 40.9
-	{"heldout/net-*-simple", ColOurs, BucketAll, 0.34, 0.60}, // 30.2, 54.2
+	{"heldout/p2p-*-ll", ColOurs, BucketAll, 0.12, 0.25},     // 8.5, 19.2
+	{"heldout/p2p-*-ll128", ColOurs, BucketAll, 0.10, 0.29},  // 6.6, 24.0
+	{"heldout/p2p-*-simple", ColOurs, BucketAll, 0.08, 0.24}, // 5.0, 19.0
+	{"heldout/shm-*-ll", ColOurs, BucketAll, 0.11, 0.36},     // 7.8, 30.1
+	{"heldout/shm-*-simple", ColOurs, BucketAll, 0.14, 0.52}, // 10.9, 46.1
+	{"heldout/net-*-ll", ColOurs, BucketAll, 0.16, 0.97},     // 12.7, 91.9
+	{"heldout/net-*-simple", ColOurs, BucketAll, 0.27, 0.61}, // 23.5, 55.8
 }
 
 // TestRegressionH200x2 predicts every recording of testdata/hw/h200x2
