@@ -39,7 +39,9 @@ import (
 //     one direction of a p2p channel), and gpu_copy_GBps per protocol (the
 //     copy throughput a GPU's blocks share), and host_load_us per protocol
 //     (a slice's first loads from host memory), and
-//     net_socket.flag_check_GBps (a socket send proxy's reading of LL lines).
+//     net_socket.flag_check_GBps (a socket send proxy's reading of LL lines),
+//     and host_fence_us per protocol (the fence of a Simple slice stored
+//     into host memory).
 //
 // Since the simulator predicts measured rows as the back-to-back loops
 // they were timed with (Simulator.Loop, loop.go), the embedded files are
@@ -95,6 +97,13 @@ type ProtoCalib struct {
 	// LL128 read their flags with the data; Simple reads after the tail).
 	// HostLoadCost is the rest of the slice's loads, per byte. 0: none.
 	HostLoadUs float64 `json:"host_load_us,omitempty"`
+	// HostFenceUs is paid, after its data, by every slice with data that a
+	// lane stores into host memory (a SHM send, or a NET send staged through
+	// host memory) before the slice posts: the system-scope fence that waits
+	// for the block's posted writes across PCIe to complete (NCCL's
+	// postPeer; twinccl's kernel does the same). Simple only: LL and LL128
+	// carry their flags in the data and post no tail. 0: none.
+	HostFenceUs float64 `json:"host_fence_us,omitempty"`
 	// LinkEff multiplies every link's effective bandwidth for this
 	// protocol's wire traffic (store granularity, line format efficiency
 	// beyond the flag overhead that is modelled exactly).
@@ -422,6 +431,7 @@ func (c *Calib) Validate() error {
 			{"host_load_cost", pc.HostLoadCost, 0, 1000},
 			{"host_store_cost", pc.HostStoreCost, 0, 1000},
 			{"host_load_us", pc.HostLoadUs, 0, 1e6},
+			{"host_fence_us", pc.HostFenceUs, 0, 1e6},
 			{"link_eff", pc.LinkEff, 1e-3, 10},
 			{"reduce_frac", pc.ReduceFrac, 0.05, 0.95},
 			{"remote_fence_us", pc.RemoteFenceUs, 0, 1e6},

@@ -59,3 +59,57 @@ func TestHostLoadRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// TestHostFence: host_fence_us is paid by a Simple slice with data that a
+// lane stores into host memory, before it posts. On two GPUs with P2P
+// disabled a ring AllGather of 8 B (each rank sends one slice, then
+// receives its peer's) takes one fence longer and a ring AllReduce (two
+// sends in sequence on each rank) two; LL, which posts no tail, and P2P
+// connections do not pay it.
+func TestHostFence(t *testing.T) {
+	file := h100x2Topo()
+	root, _, err := model.ReadTopologyFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := DefaultCalib(90)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const fence = 3.0 // us, far above a PCIe round trip
+	simulate := func(env map[string]string, coll model.Collective, proto model.Protocol, fenceUs float64) float64 {
+		t.Helper()
+		tb := &Table{Name: "t.tsv", Env: env, Harness: HarnessNCCLTests,
+			Rows: []Measurement{{Coll: coll, Bytes: 8, MeanUs: 1, Line: 1, Recorded: &Recorded{Algo: model.AlgoRing, Proto: proto, NChannels: 1}}}}
+		res, err := SearchTable(root, file, 1, tb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cal := base.Clone()
+		cal.Proto(proto).HostFenceUs = fenceUs
+		ft := NewFitTable(tb, res)
+		rows, err := ft.Compare(cal)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rows[0].SimUs
+	}
+	shm := map[string]string{"NCCL_P2P_DISABLE": "1"}
+	for _, tc := range []struct {
+		env    map[string]string
+		coll   model.Collective
+		proto  model.Protocol
+		fences float64
+	}{
+		{shm, model.CollAllGather, model.ProtoSimple, 1},
+		{shm, model.CollAllReduce, model.ProtoSimple, 2},
+		{shm, model.CollAllGather, model.ProtoLL, 0},
+		{nil, model.CollAllGather, model.ProtoSimple, 0},
+	} {
+		without, with := simulate(tc.env, tc.coll, tc.proto, 0), simulate(tc.env, tc.coll, tc.proto, fence)
+		if d, want := with-without, tc.fences*fence; math.Abs(d-want) > 0.05*fence {
+			t.Errorf("%v %v 8 B (settings %v): %.3f us without host_fence_us, %.3f us with %.1f us: %+.3f us, want %+.1f (%g fences)",
+				tc.coll, tc.proto, tc.env, without, with, fence, d, want, tc.fences)
+		}
+	}
+}

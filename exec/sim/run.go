@@ -83,6 +83,9 @@ type actor struct {
 	phase         uint8
 	// fenced says the current slice has paid its remote fence
 	fenced bool
+	// hostSend says some send connection's buffer is in host memory
+	// (HostFenceUs)
+	hostSend bool
 	// kind is the current call's primitive; recvs and sends say whether
 	// it receives and sends
 	kind         model.PrimKind
@@ -275,6 +278,9 @@ type runner struct {
 	loadCost, hostLoad, hostStore float64
 	// remoteLoad is the cost of a load from a peer's memory (read mode)
 	remoteLoad float64
+	// hostFence is the fence of a Simple slice that stores into host
+	// memory (HostFenceUs)
+	hostFence Time
 	// fence is the remote fence of a slice that stores into a peer's
 	// memory; read says Simple P2P steps run in read mode
 	fence Time
@@ -468,6 +474,9 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 	x.hostStore = x.pc.hostStoreCost()
 	x.remoteLoad = x.pc.remoteLoadCost()
 	x.fence = usToPs(x.pc.RemoteFenceUs)
+	if x.proto == model.ProtoSimple {
+		x.hostFence = usToPs(x.pc.HostFenceUs)
+	}
 	x.read = p.Proto == model.ProtoSimple && x.c.p2pRead(p.Coll)
 	x.fab.res = make([]resource, len(m.res))
 	copy(x.fab.res, m.res)
@@ -589,6 +598,7 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 			switch rt := x.rt[c]; {
 			case rt.hostSend:
 				ac.hostSends++
+				a.hostSend = true
 			case x.read && rt.transport == TransportP2P:
 				// read mode: the sender stores into its own memory
 			case rt.transport != TransportNET && len(rt.res) > 0:
@@ -872,10 +882,11 @@ func (x *runner) advance(ai int32) {
 					}
 				}
 			}
-			if x.fence > 0 && !a.fenced && a.remote && a.sends && a.elems() > 0 {
+			if f := x.fenceOf(a); f > 0 && !a.fenced && a.sends && a.elems() > 0 {
 				// the fence waits for the slice's stores into the peers
+				// or into host memory
 				a.fenced = true
-				x.q.push(x.now+x.fence, evWake, ai, 0)
+				x.q.push(x.now+f, evWake, ai, 0)
 				return
 			}
 			a.fenced = false
@@ -1116,4 +1127,19 @@ func (r *Result) LinkBytesByName() map[string]float64 {
 		out[l.Name] += l.Bytes
 	}
 	return out
+}
+
+// fenceOf is the fence a slice of actor a pays after its stores and
+// before it posts: the remote fence when it stores into a peer GPU's
+// memory, the host fence when it stores into host memory, the longer when
+// both.
+func (x *runner) fenceOf(a *actor) Time {
+	var f Time
+	if a.remote {
+		f = x.fence
+	}
+	if a.hostSend {
+		f = max(f, x.hostFence)
+	}
+	return f
 }

@@ -13,7 +13,8 @@
 #        (Simple with the rows from 16 MiB of the tuner's-choice files
 #        DIR/p2p-*.json, all Simple: proto/ stops at 8 MiB, and the copy
 #        throughput of large calls needs larger ones)
-#   4    SHM: the host memory, SHM and PCI constants (Broadcast and
+#   4    SHM: the host memory, SHM and PCI constants, the fence of a
+#        Simple slice stored into host memory included (Broadcast and
 #        Reduce LL from 128 KiB only: below, a lane that only sends into
 #        host memory has its stores seen late, which the simulator does not
 #        model; with DIR/shm-*.json from 16 MiB, as in stage 3)

@@ -45,26 +45,30 @@ var h200Bounds = []poolBound{
 // h200OursBounds are tolerances on our executor's column simulated with
 // calib/h200-twinccl.json, fitted on proto/ (and the tuner's choices from
 // 16 MiB) by testdata/hw/fit-ours.sh, as h200Bounds. Held out (heldout/):
-// P2P 4.3-8.6 percent median, SHM 6.0-7.0, sockets 11.1-17.6 (our socket
-// times moved 15-17 percent median between two starts of the machine).
+// P2P 4.3-8.6 percent median, SHM 3.6-6.6 (Simple 7.0 before host_fence_us,
+// the fence of a slice stored into host memory), sockets 10.5-17.9 (our
+// socket times moved 15-17 percent median between two starts of the
+// machine). The SHM Simple maximum is AllReduce below 24 KiB (a tree
+// there: 20-27 percent slow) against AllGather (12-17 percent fast): the
+// host's per-hop costs fit neither exactly.
 var h200OursBounds = []poolBound{
 	{"p2p-*", ColOurs, BucketAll, 0.10, 0.28},                // 6.3, 22.3
-	{"shm-*", ColOurs, BucketAll, 0.08, 0.23},                // 5.0, 17.5
-	{"net-*", ColOurs, BucketAll, 0.16, 0.37},                // 12.3, 31.7
+	{"shm-*", ColOurs, BucketAll, 0.08, 0.22},                // 4.9, 16.3
+	{"net-*", ColOurs, BucketAll, 0.15, 0.37},                // 12.0, 32.0
 	{"proto/p2p-*-ll", ColOurs, BucketAll, 0.11, 0.18},       // 7.2, 12.3
 	{"proto/p2p-*-ll128", ColOurs, BucketAll, 0.14, 0.24},    // 10.1, 19.0
 	{"proto/p2p-*-simple", ColOurs, BucketAll, 0.06, 0.16},   // 2.8, 10.9
-	{"proto/shm-*-ll", ColOurs, BucketAll, 0.12, 0.23},       // 8.9, 17.8
-	{"proto/shm-*-simple", ColOurs, BucketAll, 0.12, 0.27},   // 8.1, 21.7
-	{"proto/net-*-ll", ColOurs, BucketAll, 0.12, 0.20},       // 8.6, 14.3
-	{"proto/net-*-simple", ColOurs, BucketAll, 0.15, 0.26},   // 11.5, 20.8
+	{"proto/shm-*-ll", ColOurs, BucketAll, 0.11, 0.22},       // 7.9, 16.7
+	{"proto/shm-*-simple", ColOurs, BucketAll, 0.11, 0.33},   // 7.4, 27.5
+	{"proto/net-*-ll", ColOurs, BucketAll, 0.12, 0.20},       // 8.4, 14.9
+	{"proto/net-*-simple", ColOurs, BucketAll, 0.16, 0.26},   // 12.1, 20.6
 	{"heldout/p2p-*-ll", ColOurs, BucketAll, 0.10, 0.20},     // 6.9, 14.1
 	{"heldout/p2p-*-ll128", ColOurs, BucketAll, 0.12, 0.29},  // 8.6, 23.8
 	{"heldout/p2p-*-simple", ColOurs, BucketAll, 0.08, 0.17}, // 4.3, 11.7
-	{"heldout/shm-*-ll", ColOurs, BucketAll, 0.09, 0.23},     // 6.0, 18.0
-	{"heldout/shm-*-simple", ColOurs, BucketAll, 0.10, 0.27}, // 7.0, 21.7
-	{"heldout/net-*-ll", ColOurs, BucketAll, 0.21, 0.45},     // 17.6, 39.5
-	{"heldout/net-*-simple", ColOurs, BucketAll, 0.15, 0.40}, // 11.1, 34.6
+	{"heldout/shm-*-ll", ColOurs, BucketAll, 0.10, 0.22},     // 6.6, 16.5
+	{"heldout/shm-*-simple", ColOurs, BucketAll, 0.07, 0.32}, // 3.6, 26.7
+	{"heldout/net-*-ll", ColOurs, BucketAll, 0.21, 0.45},     // 17.9, 39.2
+	{"heldout/net-*-simple", ColOurs, BucketAll, 0.14, 0.40}, // 10.5, 34.1
 }
 
 // h200FromH100Bounds: calib/h100-twinccl.json, our executor's calibration
