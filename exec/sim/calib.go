@@ -41,7 +41,7 @@ import (
 //     (a slice's first loads from host memory), and
 //     net_socket.flag_check_GBps (a socket send proxy's reading of LL lines),
 //     and host_fence_us per protocol (the fence of a Simple slice stored
-//     into host memory).
+//     into a SHM connection's host memory).
 //
 // Since the simulator predicts measured rows as the back-to-back loops
 // they were timed with (Simulator.Loop, loop.go), the embedded files are
@@ -98,11 +98,12 @@ type ProtoCalib struct {
 	// HostLoadCost is the rest of the slice's loads, per byte. 0: none.
 	HostLoadUs float64 `json:"host_load_us,omitempty"`
 	// HostFenceUs is paid, after its data, by every slice with data that a
-	// lane stores into host memory (a SHM send, or a NET send staged through
-	// host memory) before the slice posts: the system-scope fence that waits
-	// for the block's posted writes across PCIe to complete (NCCL's
-	// postPeer; twinccl's kernel does the same). Simple only: LL and LL128
-	// carry their flags in the data and post no tail. 0: none.
+	// lane stores into a SHM connection's host memory, before the slice
+	// posts: the system-scope fence that waits for the block's posted
+	// writes across PCIe to complete (NCCL's postPeer; twinccl's kernel
+	// does the same). Simple only: LL and LL128 carry their flags in the
+	// data and post no tail. A NET send staged through host memory fences
+	// too, but its proxy's costs (NetProxyUs) already hold that. 0: none.
 	HostFenceUs float64 `json:"host_fence_us,omitempty"`
 	// LinkEff multiplies every link's effective bandwidth for this
 	// protocol's wire traffic (store granularity, line format efficiency

@@ -83,8 +83,8 @@ type actor struct {
 	phase         uint8
 	// fenced says the current slice has paid its remote fence
 	fenced bool
-	// hostSend says some send connection's buffer is in host memory
-	// (HostFenceUs)
+	// hostSend says some send connection is a SHM one, its buffer in host
+	// memory (HostFenceUs)
 	hostSend bool
 	// kind is the current call's primitive; recvs and sends say whether
 	// it receives and sends
@@ -598,7 +598,7 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 			switch rt := x.rt[c]; {
 			case rt.hostSend:
 				ac.hostSends++
-				a.hostSend = true
+				a.hostSend = a.hostSend || rt.transport == TransportSHM
 			case x.read && rt.transport == TransportP2P:
 				// read mode: the sender stores into its own memory
 			case rt.transport != TransportNET && len(rt.res) > 0:
@@ -1131,8 +1131,8 @@ func (r *Result) LinkBytesByName() map[string]float64 {
 
 // fenceOf is the fence a slice of actor a pays after its stores and
 // before it posts: the remote fence when it stores into a peer GPU's
-// memory, the host fence when it stores into host memory, the longer when
-// both.
+// memory, the host fence when it stores into a SHM connection's host
+// memory, the longer when both.
 func (x *runner) fenceOf(a *actor) Time {
 	var f Time
 	if a.remote {

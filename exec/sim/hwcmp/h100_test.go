@@ -52,7 +52,7 @@ var h100Bounds = []poolBound{
 	// The tuner's choice, every op (LL up to 512 KiB, Simple above).
 	{"p2p-*", ColNCCL, BucketAll, 0.07, 0.21},   // 3.3, 15.4
 	{"p2p-*", ColOurs, BucketAll, 0.24, 0.52},   // 21.0, 46.2
-	{"shm-*", ColNCCL, BucketAll, 0.13, 0.40},   // 9.2, 34.3
+	{"shm-*", ColNCCL, BucketAll, 0.13, 0.40},   // 9.2, 33.1
 	{"shm-*", ColOurs, BucketAll, 0.22, 0.66},   // 18.8, 60.9
 	{"net-*", ColNCCL, BucketAll, 0.26, 0.64},   // 23.3, 58.7
 	{"net-*", ColOurs, BucketLarge, 0.30, 0.45}, // 27.3, 40.4
@@ -62,7 +62,7 @@ var h100Bounds = []poolBound{
 	{"proto/p2p-*-simple", ColNCCL, BucketAll, 0.11, 0.30}, // 7.3, 24.4
 	{"proto/p2p-*", ColOurs, BucketAll, 0.28, 0.80},        // 24.6, 74.1
 	{"proto/shm-*-ll", ColNCCL, BucketAll, 0.14, 0.27},     // 11.3, 21.7
-	{"proto/shm-*-simple", ColNCCL, BucketAll, 0.11, 0.23}, // 7.9, 17.0
+	{"proto/shm-*-simple", ColNCCL, BucketAll, 0.09, 0.29}, // 5.8, 23.1
 	{"proto/shm-*", ColOurs, BucketAll, 0.23, 0.51},        // 19.9, 46.4
 	{"proto/net-*-ll", ColNCCL, BucketAll, 0.42, 0.68},     // 39.5, 62.9
 	{"proto/net-*-simple", ColNCCL, BucketAll, 0.23, 0.44}, // 20.4, 39.1
@@ -72,7 +72,7 @@ var h100Bounds = []poolBound{
 	{"heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.09, 0.23},  // 5.5, 16.6
 	{"heldout/p2p-*-simple", ColNCCL, BucketAll, 0.1, 0.34},  // 6.9, 27.7
 	{"heldout/shm-*-ll", ColNCCL, BucketAll, 0.12, 0.33},     // 8.9, 27.8
-	{"heldout/shm-*-simple", ColNCCL, BucketAll, 0.11, 0.31}, // 7.7, 24.2
+	{"heldout/shm-*-simple", ColNCCL, BucketAll, 0.10, 0.27}, // 6.5, 21.9
 	{"heldout/net-*-ll", ColNCCL, BucketAll, 0.32, 0.50},     // 29.4, 44.8
 	{"heldout/net-*-simple", ColNCCL, BucketAll, 0.27, 0.43}, // 24.0, 37.7
 	{"heldout/p2p-*", ColOurs, BucketAll, 0.3, 0.81},         // 26.3, 75.0
