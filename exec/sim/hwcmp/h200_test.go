@@ -41,6 +41,14 @@ var h200Bounds = []poolBound{
 	{"p2p-*", ColOurs, BucketAll, 0.31, 0.57},                // 27.1, 51.1
 	{"shm-*", ColOurs, BucketAll, 0.23, 0.42},                // 19.2, 36.5
 	{"net-*", ColOurs, BucketAll, 0.25, 0.58},                // 21.5, 52.5
+	// heldout/ recorded again on another start of the machine
+	{"rerun/heldout/p2p-*-ll", ColNCCL, BucketAll, 0.07, 0.23},     // 3.3, 17.7
+	{"rerun/heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.08, 0.25},  // 4.7, 19.9
+	{"rerun/heldout/p2p-*-simple", ColNCCL, BucketAll, 0.09, 0.36}, // 5.7, 30.5
+	{"rerun/heldout/shm-*-ll", ColNCCL, BucketAll, 0.10, 0.33},     // 6.5, 27.1
+	{"rerun/heldout/shm-*-simple", ColNCCL, BucketAll, 0.09, 0.31}, // 5.4, 26.0
+	{"rerun/heldout/net-*-ll", ColNCCL, BucketAll, 0.18, 0.32},     // 14.5, 26.7
+	{"rerun/heldout/net-*-simple", ColNCCL, BucketAll, 0.14, 0.37}, // 10.2, 31.7
 }
 
 // h200OursBounds are tolerances on our executor's column simulated with
@@ -70,6 +78,14 @@ var h200OursBounds = []poolBound{
 	{"heldout/shm-*-simple", ColOurs, BucketAll, 0.07, 0.32}, // 3.5, 26.6
 	{"heldout/net-*-ll", ColOurs, BucketAll, 0.21, 0.50},     // 17.2, 44.2
 	{"heldout/net-*-simple", ColOurs, BucketAll, 0.13, 0.38}, // 9.6, 32.4
+	// heldout/ recorded again on another start of the machine
+	{"rerun/heldout/p2p-*-ll", ColOurs, BucketAll, 0.10, 0.19},     // 6.9, 14.0
+	{"rerun/heldout/p2p-*-ll128", ColOurs, BucketAll, 0.13, 0.28},  // 9.6, 22.3
+	{"rerun/heldout/p2p-*-simple", ColOurs, BucketAll, 0.08, 0.18}, // 4.2, 12.6
+	{"rerun/heldout/shm-*-ll", ColOurs, BucketAll, 0.10, 0.23},     // 6.3, 17.6
+	{"rerun/heldout/shm-*-simple", ColOurs, BucketAll, 0.07, 0.34}, // 3.8, 28.4
+	{"rerun/heldout/net-*-ll", ColOurs, BucketAll, 0.27, 0.70},     // 23.1, 64.9
+	{"rerun/heldout/net-*-simple", ColOurs, BucketAll, 0.20, 0.74}, // 16.4, 68.6
 }
 
 // h200FromH100Bounds: calib/h100-twinccl.json, our executor's calibration
@@ -87,12 +103,14 @@ var h200FromH100Bounds = []poolBound{
 	{"heldout/net-*-simple", ColOurs, BucketAll, 0.27, 0.61}, // 23.5, 55.8
 }
 
-// TestRegressionH200x2 predicts every recording of testdata/hw/h200x2
-// (the first recordings, h200FirstDir, have TestRegressionH200x2First)
+// TestRegressionH200x2 predicts every recording of testdata/hw/h200x2,
+// rerun/heldout (heldout/ recorded again, the same build, on another start
+// of the machine: what a held-back re-recording sees) included (the first
+// recordings, h200FirstDir, have TestRegressionH200x2First),
 // and fails, with a table of the offending rows, when a pool's median or
 // a row leaves its tolerance.
 func TestRegressionH200x2(t *testing.T) {
-	checkMachine(t, hwDir(), 77, nil, []calibBounds{
+	checkMachine(t, hwDir(), 108, []string{"rerun/heldout/"}, []calibBounds{
 		{"", h200Bounds}, {twincclCalib(), h200OursBounds}, {calibFile("h100-twinccl.json"), h200FromH100Bounds},
 	})
 }
