@@ -62,8 +62,13 @@ typedef long long i64;
 #ifndef TW_LL_HOST_LINES
 #define TW_LL_HOST_LINES 4
 #endif
+// Simple packs a thread keeps in flight. 4, not 8: the one interpreter
+// kernel's register budget is shared by every protocol's path, and 8 cost
+// LL and LL128 10-40% (AllReduce LL128 8 MiB 118 -> 73 us, Simple 128 MiB
+// 526 -> 513 us on the H200 pair, 2026-11-26); 2 is faster still for LL
+// but 10% slower for Simple from 128 MiB.
 #ifndef TW_UNROLL
-#define TW_UNROLL 8
+#define TW_UNROLL 4
 #endif
 #define TW_OPBATCH 32
 // Slot strides of the three protocols: buffSize/NCCL_STEPS of the 512 KiB
