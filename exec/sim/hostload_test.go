@@ -14,11 +14,6 @@ import (
 // whose ranks each receive twice in sequence (reduce-scatter, then
 // all-gather), two; over P2P nothing changes.
 func TestHostLoadRoundTrip(t *testing.T) {
-	file := h100x2Topo() // the H200 pair's topology, with the H100s' PCI ids
-	root, _, err := model.ReadTopologyFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
 	base, err := DefaultCalib(90)
 	if err != nil {
 		t.Fatal(err)
@@ -26,20 +21,9 @@ func TestHostLoadRoundTrip(t *testing.T) {
 	const rtt = 3.0 // us, far above the calibration's own
 	simulate := func(env map[string]string, coll model.Collective, hostUs float64) float64 {
 		t.Helper()
-		tb := &Table{Name: "t.tsv", Env: env, Harness: HarnessNCCLTests,
-			Rows: []Measurement{{Coll: coll, Bytes: 8, MeanUs: 1, Line: 1, Recorded: &Recorded{Algo: model.AlgoRing, Proto: model.ProtoLL}}}}
-		res, err := SearchTable(root, file, 1, tb)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cal := *base
+		cal := base.Clone()
 		cal.LL.HostLoadUs = hostUs
-		ft := NewFitTable(tb, res)
-		rows, err := ft.Compare(&cal)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return rows[0].SimUs
+		return simulate8B(t, env, coll, Recorded{Algo: model.AlgoRing, Proto: model.ProtoLL}, cal)
 	}
 	shm := map[string]string{"NCCL_P2P_DISABLE": "1"}
 	for _, tc := range []struct {
@@ -67,11 +51,6 @@ func TestHostLoadRoundTrip(t *testing.T) {
 // sends in sequence on each rank) two; LL, which posts no tail, and P2P
 // connections do not pay it.
 func TestHostFence(t *testing.T) {
-	file := h100x2Topo()
-	root, _, err := model.ReadTopologyFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
 	base, err := DefaultCalib(90)
 	if err != nil {
 		t.Fatal(err)
@@ -79,20 +58,9 @@ func TestHostFence(t *testing.T) {
 	const fence = 3.0 // us, far above a PCIe round trip
 	simulate := func(env map[string]string, coll model.Collective, proto model.Protocol, fenceUs float64) float64 {
 		t.Helper()
-		tb := &Table{Name: "t.tsv", Env: env, Harness: HarnessNCCLTests,
-			Rows: []Measurement{{Coll: coll, Bytes: 8, MeanUs: 1, Line: 1, Recorded: &Recorded{Algo: model.AlgoRing, Proto: proto, NChannels: 1}}}}
-		res, err := SearchTable(root, file, 1, tb)
-		if err != nil {
-			t.Fatal(err)
-		}
 		cal := base.Clone()
 		cal.Proto(proto).HostFenceUs = fenceUs
-		ft := NewFitTable(tb, res)
-		rows, err := ft.Compare(cal)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return rows[0].SimUs
+		return simulate8B(t, env, coll, Recorded{Algo: model.AlgoRing, Proto: proto, NChannels: 1}, cal)
 	}
 	shm := map[string]string{"NCCL_P2P_DISABLE": "1"}
 	for _, tc := range []struct {
@@ -112,4 +80,28 @@ func TestHostFence(t *testing.T) {
 				tc.coll, tc.proto, tc.env, without, with, fence, d, want, tc.fences)
 		}
 	}
+}
+
+// simulate8B simulates one call of coll on 8 bytes at the recorded
+// decisions rec under the settings env and the calibration cal, on the
+// H200 pair's topology (with the H100s' PCI ids), as calibrate does.
+func simulate8B(t *testing.T, env map[string]string, coll model.Collective, rec Recorded, cal *Calib) float64 {
+	t.Helper()
+	file := h100x2Topo()
+	root, _, err := model.ReadTopologyFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb := &Table{Name: "t.tsv", Env: env, Harness: HarnessNCCLTests,
+		Rows: []Measurement{{Coll: coll, Bytes: 8, MeanUs: 1, Line: 1, Recorded: &rec}}}
+	res, err := SearchTable(root, file, 1, tb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ft := NewFitTable(tb, res)
+	rows, err := ft.Compare(cal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rows[0].SimUs
 }
