@@ -278,8 +278,8 @@ type runner struct {
 	loadCost, hostLoad, hostStore float64
 	// remoteLoad is the cost of a load from a peer's memory (read mode)
 	remoteLoad float64
-	// hostFence is the fence of a Simple slice that stores into host
-	// memory (HostFenceUs)
+	// hostFence is the fence of a Simple slice that stores into a SHM
+	// connection's host memory (HostFenceUs)
 	hostFence Time
 	// fence is the remote fence of a slice that stores into a peer's
 	// memory; read says Simple P2P steps run in read mode

@@ -153,7 +153,7 @@ func (cp *Comparer) compareCall(c Call, kind string) (Row, error) {
 	}
 	row.SimAlgo, row.SimProto, row.SimChannels = cr.Algo.String(), cr.Proto.String(), cr.NChannels
 	if c.NChannels > 0 && cr.NChannels != c.NChannels && len(row.Notes) == 0 {
-		row.Notes = append(row.Notes, fmt.Sprintf("recorded %d channels, simulated %d", c.NChannels, cr.NChannels))
+		row.Notes = append(row.Notes, fmt.Sprintf("recorded %d channels, %d with data", c.NChannels, cr.NChannels))
 	}
 	row.SimRankKernelUs = cr.RankKernelUs
 	row.SimUs = cp.timeOf(cr, kind)
