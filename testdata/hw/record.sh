@@ -23,12 +23,12 @@
 # OUT itself), the others to OUT. DRY=1 prints the commands instead of
 # running them.
 #
-# Device time on the H200 pair (2026-11-26): proto:p2p 37 s, heldout:p2p
+# Each group prints its device time; the machine's nvidia-smi goes to
+# OUT/nvidia-smi.txt and NCCL's topology dump, written during the first
+# group unless it is a net one, to OUT/topo.xml (unless one is there). Device time on the H200 pair (2026-11-26): proto:p2p 37 s, heldout:p2p
 # 49 s, proto:shm 25 s, heldout:shm 36 s, tuner:p2p 23 s, tuner:shm 16 s,
 # proto:net 19 s, heldout:net 46 s, tuner:net 45 s (H100 pair, 2026-11-25:
-# the net groups 60-70 s each); keep a call under its 600 s limit. Set
-# NCCL_TOPO_DUMP_FILE=OUT/topo.xml for one group to have NCCL's dump of
-# the machine beside the files.
+# the net groups 60-70 s each); keep a call under its 600 s limit.
 set -u
 DIR=${DIR:?set DIR to the output directory}
 export NCCL_NVLS_ENABLE=0
@@ -63,7 +63,16 @@ run() { # ENV... -- ARGS...: one run gpu, or both ranks of a split-host run
   fi
 }
 
+mkdir -p "$DIR"
+if [ -z "${DRY:-}" ]; then
+  # The machine, and NCCL's dump of its topology (written during the first
+  # group, unless there is one already; a split-host group's would hold
+  # one GPU).
+  { nvidia-smi; nvidia-smi topo -m; } 2>&1 | sed 's/\x1b\[[0-9;]*m//g' > "$DIR/nvidia-smi.txt"
+  [ -e "$DIR/topo.xml" ] || [ "${1#*:}" = net ] || export NCCL_TOPO_DUMP_FILE=$DIR/topo.xml
+fi
 for group in "$@"; do
+  started=$(date +%s)
   kind=${group%%:*} link=${group#*:}
   env=(); [ "$link" = shm ] && env=(NCCL_P2P_DISABLE=1)
   case $link in p2p | shm | net) ;; *) echo "unknown link in $group (p2p, shm, net)" >&2; exit 2 ;; esac
@@ -99,6 +108,8 @@ for group in "$@"; do
     done; done ;;
   *) echo "unknown kind in $group (tuner, proto, heldout)" >&2; exit 2 ;;
   esac
+  [ -n "${DRY:-}" ] || echo "group $group: $(($(date +%s) - started)) s"
+  unset NCCL_TOPO_DUMP_FILE
 done
 if [ -n "${TAR:-}" ] && [ -z "${DRY:-}" ]; then
   tar czf "$TAR" -C "$DIR" .
