@@ -10,14 +10,14 @@ import "testing"
 // none of these files was fitted to it), one per transport, protocol and
 // column: medians 3 points and maxima 5 points above what it reaches
 // (measured median and max in the comments, in percent). Against NCCL,
-// P2P is within 3.5-6.3 percent median held out and SHM within 5.3-6.6
+// P2P is within 3.2-6.5 percent median held out and SHM within 5.2-9.2
 // (simple.host_fence_us, fitted on proto/shm-*-simple, took SHM Simple
-// from 6.9); the P2P Simple maxima are AllGather and ReduceScatter at 1.5 MiB
-// (NCCL faster than its neighbouring sizes predict) and Reduce below
-// 24 KiB (the simulation 25-32 percent slow). Sockets between split hosts
-// are 19-26 percent off, no better than NCCL agrees with itself: its own
-// socket times moved 5-21 percent (median) between three starts of the
-// machine, P2P and SHM 0.5-1.8 (docs/perf.md). Our executor's column is
+// from 6.9 to 5.3 on an earlier recording); the P2P Simple maxima are
+// Reduce below 24 KiB (the simulation 26-30 percent slow) and AllGather
+// from 24 KiB to 1.5 MiB (15-16 percent fast). Sockets between split
+// hosts are 19-22 percent off, no better than NCCL agrees with itself:
+// its own socket times moved 5-21 percent (median) between starts of the
+// machine, P2P and SHM 0.4-1.8 (docs/perf.md). Our executor's column is
 // only bounded coarsely here (our kernels are not NCCL's): h200OursBounds
 // bound it under its own calibration.
 var h200Bounds = []poolBound{
