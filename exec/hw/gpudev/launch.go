@@ -152,7 +152,7 @@ func (d *Device) Prepare(p *model.Program, trace bool) (*Launch, error) {
 			if send {
 				n = len(ln.Send)
 			}
-			steps := usedSteps(p, ln, send)
+			steps := uint64(p.LaneSteps(li, send))
 			for i := 0; i < kernels.MaxPeers; i++ {
 				v := uint64(0)
 				if i < n {
@@ -215,22 +215,6 @@ func appendOp(b []byte, op model.ProgOp) []byte {
 	b = le.AppendUint64(b, uint64(op.InOff))
 	b = le.AppendUint64(b, uint64(op.OutOff))
 	return b
-}
-
-// usedSteps is how far a lane's calls advance its receive (send=false) or
-// send connections: every connection of a lane direction moves together.
-func usedSteps(p *model.Program, ln *model.ProgLane, send bool) uint64 {
-	steps := uint64(p.OpSteps())
-	end := uint64(0)
-	for _, op := range ln.Ops {
-		if send && op.Kind.Sends() {
-			end = max(end, uint64(op.SendStep)+steps)
-		}
-		if !send && op.Kind.Receives() {
-			end = max(end, uint64(op.RecvStep)+steps)
-		}
-	}
-	return end
 }
 
 func countSlices(p *model.Program, ln *model.ProgLane) int {
