@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/twinccl/twinccl/exec/sim"
 	"github.com/twinccl/twinccl/traces"
 )
 
@@ -321,5 +322,19 @@ func TestCalibrateTableTopology(t *testing.T) {
 	err := runCalibrate([]string{"--evaluate", tab + ",topo=" + missing}, &so, &se)
 	if err == nil || !strings.Contains(err.Error(), "nope.xml") {
 		t.Errorf("missing topo=: want an error naming nope.xml, got %v", err)
+	}
+}
+
+// TestCalibFlagHelpNamesEveryEmbedded: the --calib help lists every
+// calibration built into the binary, so a new one cannot go unmentioned.
+func TestCalibFlagHelpNamesEveryEmbedded(t *testing.T) {
+	names := sim.EmbeddedCalibNames()
+	if len(names) == 0 {
+		t.Fatal("no embedded calibrations")
+	}
+	for _, n := range names {
+		if !strings.Contains(calibFlagHelp, n) {
+			t.Errorf("--calib help does not name the embedded %s: %q", n, calibFlagHelp)
+		}
 	}
 }
