@@ -111,6 +111,12 @@ func runCompare(args []string, stdout, stderr io.Writer) error {
 	if *nodes < 1 {
 		return fmt.Errorf("%w: --nodes %d: want at least 1", errUsage, *nodes)
 	}
+	if h := in.NCCLEnv["NCCL_HOSTID"]; h != "" && *nodes == 1 && in.NRanks > 1 {
+		// run gpu's split-host runs give every rank a host id of its own:
+		// simulated on one host, they would talk over P2P, not sockets.
+		fmt.Fprintf(stderr, "replay compare: warning: %s was recorded under NCCL_HOSTID=%s: if its %d ranks were on hosts of their own (run gpu's split-host runs), compare it on one host's topology with --nodes %d (e.g. --topo testdata/hw/h200x2/topo-1gpu.xml --nodes %d)\n",
+			pos[0], h, in.NRanks, in.NRanks, in.NRanks)
+	}
 	// The settings NCCL's run recorded, then this environment's, then --env.
 	settings := map[string]string{}
 	for k, v := range in.NCCLEnv {

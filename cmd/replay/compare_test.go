@@ -166,3 +166,26 @@ func TestCompareRecordedSettings(t *testing.T) {
 		t.Errorf("--nodes 0: %v", err)
 	}
 }
+
+// TestCompareSplitHostWarning: a split-host recording (a host id per rank
+// in its nccl_env) compared without --nodes gets a warning that says how
+// to compare it; with --nodes it does not.
+func TestCompareSplitHostWarning(t *testing.T) {
+	dir := filepath.Join("..", "..", "testdata", "hw", "h200x2")
+	file := filepath.Join(dir, "heldout", "net-allgather-simple.json")
+	for _, tc := range []struct {
+		args []string
+		warn bool
+	}{
+		{[]string{file, "--topo", filepath.Join(dir, "topo.xml")}, true},
+		{[]string{file, "--topo", filepath.Join(dir, "topo-1gpu.xml"), "--nodes", "2"}, false},
+	} {
+		var so, se bytes.Buffer
+		if err := runCompare(tc.args, &so, &se); err != nil {
+			t.Fatalf("%v: %v\n%s", tc.args, err, se.String())
+		}
+		if got := strings.Contains(se.String(), "--nodes 2"); got != tc.warn {
+			t.Errorf("%v: warning %v, want %v; stderr:\n%s", tc.args, got, tc.warn, se.String())
+		}
+	}
+}
