@@ -348,17 +348,28 @@ func (p *Program) Validate() error {
 // receive connections: the end of its last call in that direction. Every
 // connection of a lane direction moves together.
 func (p *Program) LaneSteps(li int, send bool) int64 {
-	steps := int64(p.OpSteps())
-	end := int64(0)
-	for _, op := range p.Lanes[li].Ops {
-		if send && op.Kind.Sends() {
-			end = max(end, int64(op.SendStep)+steps)
+	recv, snd := OpsSteps(p.Lanes[li].Ops, p.OpSteps())
+	if send {
+		return snd
+	}
+	return recv
+}
+
+// OpsSteps is how far a lane's calls ops, each consuming opSteps steps in
+// a direction it uses (Program.OpSteps), advance its receive and its send
+// connections: the end of the last call in each direction.
+func OpsSteps(ops []ProgOp, opSteps int) (recv, send int64) {
+	per := int64(opSteps)
+	for i := range ops {
+		op := &ops[i]
+		if op.Kind.Receives() {
+			recv = max(recv, int64(op.RecvStep)+per)
 		}
-		if !send && op.Kind.Receives() {
-			end = max(end, int64(op.RecvStep)+steps)
+		if op.Kind.Sends() {
+			send = max(send, int64(op.SendStep)+per)
 		}
 	}
-	return end
+	return recv, send
 }
 
 // StepRound is the granularity a connection's step counter is rounded up

@@ -418,16 +418,8 @@ type streamed struct {
 // laneSpans returns the steps a lane's calls consume on its receive and
 // send connections: where the last call that receives (sends) ends.
 func laneSpans(ops []model.ProgOp, per uint32) (recv, send uint32) {
-	for i := range ops {
-		o := &ops[i]
-		if o.Kind.Receives() {
-			recv = max(recv, o.RecvStep+per)
-		}
-		if o.Kind.Sends() {
-			send = max(send, o.SendStep+per)
-		}
-	}
-	return recv, send
+	r, sn := model.OpsSteps(ops, int(per))
+	return uint32(r), uint32(sn)
 }
 
 // streamWindow is the number of runs a streamed lane keeps in memory.
