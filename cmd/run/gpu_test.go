@@ -135,14 +135,7 @@ func TestWriteGPUJSON(t *testing.T) {
 
 // TestKeepRanks plans a job of one rank on the two-GPU embedded topology.
 func TestKeepRanks(t *testing.T) {
-	data, err := twinccl.RecordedTopology(twinccl.DefaultTopology)
-	if err != nil {
-		t.Fatal(err)
-	}
-	root, _, err := model.ParseTopologyXML(bytes.NewReader(data), "embedded")
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := embeddedTopology(t)
 	keepRanks(root, 1)
 	cl, err := model.LoadCluster(root, "embedded", model.LoadOptions{Params: model.DefaultParams()})
 	if err != nil {
@@ -151,6 +144,21 @@ func TestKeepRanks(t *testing.T) {
 	if cl.NRanks != 1 {
 		t.Errorf("%d ranks after keeping 1", cl.NRanks)
 	}
+}
+
+// embeddedTopology is the topology embedded as the default (the H200
+// pair), parsed.
+func embeddedTopology(t *testing.T) *model.Element {
+	t.Helper()
+	data, err := twinccl.RecordedTopology(twinccl.DefaultTopology)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, _, err := model.ParseTopologyXML(bytes.NewReader(data), "embedded:"+twinccl.DefaultTopology)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
 }
 
 // requireGPUs skips the test without a CUDA device (fails under
@@ -397,19 +405,12 @@ func TestForcedProtoChannels(t *testing.T) {
 		os.Unsetenv(k)
 	}
 	t.Setenv("NCCL_NVLS_ENABLE", "0")
-	data, err := twinccl.RecordedTopology(twinccl.DefaultTopology)
-	if err != nil {
-		t.Fatal(err)
-	}
-	root, _, err := model.ParseTopologyXML(bytes.NewReader(data), twinccl.DefaultTopology)
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := embeddedTopology(t)
 	params, err := model.ParamsFromEnv(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl, err := model.LoadCluster(root, twinccl.DefaultTopology, model.LoadOptions{Params: params})
+	cl, err := model.LoadCluster(root, "embedded:"+twinccl.DefaultTopology, model.LoadOptions{Params: params})
 	if err != nil {
 		t.Fatal(err)
 	}
