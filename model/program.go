@@ -150,9 +150,18 @@ type Program struct {
 	Credits int
 	// SlicesPerChunk and StepsPerSlice cut a Simple primitive call.
 	SlicesPerChunk, StepsPerSlice int
-	Conns                         []ProgConn
-	Lanes                         []ProgLane
+	// Threads is the thread count of each channel's block NCCL launches the
+	// call with (the tuner's nWarps*32: fewer on small calls), 0 where
+	// it is not known. The simulator uses it where a protocol's cost
+	// depends on it (an LL receiver's rounds of loads from host memory);
+	// our executor's kernel has a block size of its own.
+	Threads int
+	Conns   []ProgConn
+	Lanes   []ProgLane
 }
+
+// MaxProgThreads is the largest Program.Threads: CUDA's block size limit.
+const MaxProgThreads = 1024
 
 // ProgSlice is one wait/post round of a primitive: Steps steps starting at
 // RecvStep on the receive side and SendStep on the send side, carrying
@@ -236,6 +245,9 @@ func (p *Program) Validate() error {
 	}
 	if p.Credits < 1 || p.Credits > 1<<16 {
 		return fmt.Errorf("program: credit count %d out of range", p.Credits)
+	}
+	if p.Threads < 0 || p.Threads > MaxProgThreads {
+		return fmt.Errorf("program: %d threads per block outside [0, %d]", p.Threads, MaxProgThreads)
 	}
 	if p.Proto == ProtoSimple && (p.SlicesPerChunk < 1 || p.StepsPerSlice < 1 || p.SlicesPerChunk*p.StepsPerSlice > ProgSlots) {
 		return fmt.Errorf("program: %d slices per chunk x %d steps per slice invalid", p.SlicesPerChunk, p.StepsPerSlice)

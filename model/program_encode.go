@@ -19,7 +19,7 @@ import (
 //	        root, nRanks, nChannels, stepBytes, credits u32,
 //	        slicesPerChunk, stepsPerSlice u16,
 //	        count, inCount, outCount u64,
-//	        nConns, nLanes, nPeers, reserved u32, nOps u64
+//	        nConns, nLanes, nPeers, threads u32, nOps u64
 //	conns   12 bytes each: channel, from, to u32
 //	lanes   32 bytes each: rank, channel, peerStart u32, nRecv, nSend u16,
 //	        opStart, nOps u64 (peers and ops of lane i follow those of lane i-1)
@@ -77,7 +77,7 @@ func (p *Program) MarshalBinary() ([]byte, error) {
 	b = le.AppendUint32(b, uint32(len(p.Conns)))
 	b = le.AppendUint32(b, uint32(len(p.Lanes)))
 	b = le.AppendUint32(b, uint32(peers))
-	b = le.AppendUint32(b, 0)
+	b = le.AppendUint32(b, uint32(p.Threads))
 	b = le.AppendUint64(b, uint64(p.NumOps()))
 	for _, c := range p.Conns {
 		b = le.AppendUint32(b, uint32(c.Channel))
@@ -137,6 +137,11 @@ func DecodeProgram(b []byte) (*Program, error) {
 	p.SlicesPerChunk, p.StepsPerSlice = int(le.Uint16(b[36:])), int(le.Uint16(b[38:]))
 	p.Count, p.InCount, p.OutCount = int64(le.Uint64(b[40:])), int64(le.Uint64(b[48:])), int64(le.Uint64(b[56:]))
 	nConns, nLanes, nPeers := uint64(le.Uint32(b[64:])), uint64(le.Uint32(b[68:])), uint64(le.Uint32(b[72:]))
+	if t := le.Uint32(b[76:]); t <= MaxProgThreads {
+		p.Threads = int(t)
+	} else {
+		return nil, fmt.Errorf("decode program: %d threads per block, more than %d", t, MaxProgThreads)
+	}
 	nOps := le.Uint64(b[80:])
 	rest := uint64(len(b) - progHeaderSize)
 	if nConns > rest/progConnSize || nLanes > rest/progLaneSize || nPeers > rest/progPeerSize || nOps > rest/progOpSize {
@@ -208,7 +213,7 @@ func DecodeProgram(b []byte) (*Program, error) {
 // first line is the header; "conn" lines number connections from 0 in
 // order; a "lane" line starts a lane whose ops follow it:
 //
-//	program coll=AllReduce algo=Ring proto=Simple dtype=fp32 op=sum root=0 ranks=2 channels=1 count=8 in=8 out=8 [stepbytes=524288 credits=8 slices=2 steps=2]
+//	program coll=AllReduce algo=Ring proto=Simple dtype=fp32 op=sum root=0 ranks=2 channels=1 count=8 in=8 out=8 [stepbytes=524288 credits=8 slices=2 steps=2 threads=544]
 //	conn ch=0 from=0 to=1
 //	conn ch=0 from=1 to=0
 //	lane rank=0 ch=0 recv=1 send=0
@@ -221,14 +226,19 @@ func DecodeProgram(b []byte) (*Program, error) {
 // op that receives (sends) advances the receive (send) step by
 // slices x steps on Simple and by one on LL and LL128. stepbytes, credits,
 // slices and steps default to NCCL's values for the protocol (slices=2
-// steps=2 only matter for Simple; the defaults are 1 and 1).
+// steps=2 only matter for Simple; the defaults are 1 and 1); threads
+// (NCCL's block size, Program.Threads) to 0, not known.
 
 // WriteText writes p in the text form.
 func (p *Program) WriteText(w io.Writer) error {
 	bw := bufio.NewWriter(w)
 	fmt.Fprintf(bw, "# twinccl program: %d ranks, %d channels, %d lanes, %d ops\n", p.NRanks, p.NChannels, len(p.Lanes), p.NumOps())
-	fmt.Fprintf(bw, "program coll=%s algo=%s proto=%s dtype=%s op=%s root=%d ranks=%d channels=%d count=%d in=%d out=%d stepbytes=%d credits=%d slices=%d steps=%d\n",
+	fmt.Fprintf(bw, "program coll=%s algo=%s proto=%s dtype=%s op=%s root=%d ranks=%d channels=%d count=%d in=%d out=%d stepbytes=%d credits=%d slices=%d steps=%d",
 		p.Coll, p.Algo, p.Proto, p.Dtype, p.Op, p.Root, p.NRanks, p.NChannels, p.Count, p.InCount, p.OutCount, p.StepBytes, p.Credits, p.SlicesPerChunk, p.StepsPerSlice)
+	if p.Threads != 0 {
+		fmt.Fprintf(bw, " threads=%d", p.Threads)
+	}
+	bw.WriteByte('\n')
 	for _, c := range p.Conns {
 		fmt.Fprintf(bw, "conn ch=%d from=%d to=%d\n", c.Channel, c.From, c.To)
 	}
@@ -336,14 +346,14 @@ func ParseProgramText(r io.Reader) (*Program, error) {
 			for _, k := range []string{"coll", "algo", "proto", "dtype", "op"} {
 				delete(kv, k)
 			}
-			var v [10]int64
+			var v [11]int64
 			spec := []struct {
 				k      string
 				def    int64
 				lo, hi int64
 			}{{"root", 0, 0, 1 << 20}, {"ranks", req, 1, 1 << 20}, {"channels", req, 0, 1 << 12}, {"count", req, 0, 1 << 40},
 				{"in", req, 0, 1 << 40}, {"out", req, 0, 1 << 40}, {"stepbytes", int64(ProtoStepBytes(p.Proto)), 1, 1 << 30},
-				{"credits", ProgSlots, 1, 1 << 16}, {"slices", 1, 1, ProgSlots}, {"steps", 1, 1, ProgSlots}}
+				{"credits", ProgSlots, 1, 1 << 16}, {"slices", 1, 1, ProgSlots}, {"steps", 1, 1, ProgSlots}, {"threads", 0, 0, MaxProgThreads}}
 			for i, s := range spec {
 				if v[i], err = num(s.k, s.def, s.lo, s.hi); err != nil {
 					return nil, err
@@ -351,7 +361,7 @@ func ParseProgramText(r io.Reader) (*Program, error) {
 			}
 			p.Root, p.NRanks, p.NChannels, p.Count = int(v[0]), int(v[1]), int(v[2]), v[3]
 			p.InCount, p.OutCount, p.StepBytes, p.Credits = v[4], v[5], int(v[6]), int(v[7])
-			p.SlicesPerChunk, p.StepsPerSlice = int(v[8]), int(v[9])
+			p.SlicesPerChunk, p.StepsPerSlice, p.Threads = int(v[8]), int(v[9]), int(v[10])
 		case "conn":
 			if p == nil {
 				return nil, fail("conn before the program header")

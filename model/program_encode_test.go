@@ -21,12 +21,17 @@ func encodeCases() []conformance.Case {
 	return out
 }
 
+// caseThreads is a block size for a case's Program (NCCL's Program.Threads):
+// 0 (not known) or a multiple of a warp, varying with the case.
+func caseThreads(c conformance.Case) int { return int(c.Count%7) * 96 }
+
 func TestProgramBinaryRoundTrip(t *testing.T) {
 	for _, c := range encodeCases() {
 		p, err := c.Program()
 		if err != nil {
 			t.Fatal(err)
 		}
+		p.Threads = caseThreads(c) // carried in the header and on the text form's header line
 		b, err := p.MarshalBinary()
 		if err != nil {
 			t.Fatalf("%s: %v", c, err)
@@ -58,6 +63,7 @@ func TestProgramTextRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		p.Threads = caseThreads(c) // carried in the header and on the text form's header line
 		var buf bytes.Buffer
 		if err := p.WriteText(&buf); err != nil {
 			t.Fatal(err)
@@ -121,6 +127,7 @@ func TestProgramTextErrors(t *testing.T) {
 		"program coll=AllReduce algo=Ring proto=Simple dtype=fp32 op=sum ranks=2 channels=1 count=8 in=8",
 		"program coll=AllReduce algo=Ring proto=Simple dtype=fp99 op=sum ranks=2 channels=1 count=8 in=8 out=8",
 		"program coll=AllReduce algo=Ring proto=Simple dtype=fp32 op=sum ranks=2 channels=1 count=8 in=8 out=8 bogus=1",
+		"program coll=AllReduce algo=Ring proto=Simple dtype=fp32 op=sum ranks=2 channels=1 count=8 in=8 out=8 threads=2048",
 		"program coll=AllReduce algo=Ring proto=Simple dtype=fp32 op=sum ranks=2 channels=1 count=8 in=8 out=8\nsend n=1",
 		"program coll=AllReduce algo=Ring proto=Simple dtype=fp32 op=sum ranks=2 channels=1 count=8 in=8 out=8\nconn ch=0 from=0 to=5",
 		"program coll=AllReduce algo=Ring proto=Simple dtype=fp32 op=sum ranks=2 channels=1 count=8 in=8 out=8\nconn ch=0 from=0 to=1\nlane rank=0 ch=0 send=0\nsend n=9",

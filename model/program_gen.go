@@ -23,6 +23,9 @@ type ProgOptions struct {
 	// says which values are allowed). LL and LL128 have buffers of their
 	// own. AlltoAll Programs refuse a buffer other than the default.
 	BuffSize int
+	// Threads is NCCL's block size for the call (Program.Threads; 0: not
+	// known).
+	Threads int
 	// Credits overrides the flow-control window (NCCL_STEPS when 0). Only
 	// tests that check violation detection should set it.
 	Credits int
@@ -125,7 +128,7 @@ func NewProgGen(plan *Plan, c Collective, a Algorithm, p Protocol, count int64, 
 	}
 	g := &ProgGen{plan: plan, inPlace: opts.InPlace}
 	g.hdr = Program{Coll: c, Algo: a, Proto: p, Dtype: d, Op: op, Count: count, NRanks: n, NChannels: nch,
-		StepBytes: stepBytes, Credits: credits, SlicesPerChunk: chunkSteps / sliceSteps, StepsPerSlice: sliceSteps}
+		StepBytes: stepBytes, Credits: credits, SlicesPerChunk: chunkSteps / sliceSteps, StepsPerSlice: sliceSteps, Threads: opts.Threads}
 	if c == CollBroadcast || c == CollReduce {
 		g.hdr.Root = opts.Root
 	}

@@ -253,6 +253,18 @@ func (t *Tuning) channelsAndThreads(a model.Algorithm, p model.Protocol, nBytes 
 			nc--
 		}
 	}
+	return nc, t.Threads(a, p, nBytes, nc)
+}
+
+// Threads is the thread count per block (nWarps*32) NCCL gives a call of
+// nBytes (the tuner's size: AllGather and ReduceScatter count every
+// rank's part) with algorithm a and protocol p on nc channels: the
+// protocol's maximum, halved while each thread would carry less than its
+// threshold, plus the Simple sync warps, at least three warps (the end of
+// topoGetAlgoInfo). Channels forced by NCCL_MIN/MAX_NCHANNELS enter as nc.
+func (t *Tuning) Threads(a model.Algorithm, p model.Protocol, nBytes int64, nc int) int {
+	nt := t.MaxThreads[a][p]
+	threshold := int(int32(t.ThreadThresholds[a][p]))
 	if a != model.AlgoNVLS && a != model.AlgoNVLSTree && a != model.AlgoCollNetDirect {
 		for tuneBelow(nBytes, nc, nt, threshold) && nt%128 == 0 {
 			nt /= 2
@@ -272,5 +284,5 @@ func (t *Tuning) channelsAndThreads(a model.Algorithm, p model.Protocol, nBytes 
 	if a == model.AlgoTree || a == model.AlgoPAT {
 		nt = tuneMaxNThreads
 	}
-	return nc, nt / tuneWarpSize * tuneWarpSize
+	return nt / tuneWarpSize * tuneWarpSize
 }

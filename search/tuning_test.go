@@ -192,6 +192,38 @@ func TestChooseSmallAndLarge(t *testing.T) {
 	require.Equal(t, 1, ch.NChannels)
 }
 
+// TestThreadsOnChannels checks Threads, the block size of a call on a
+// given channel count (what the simulator gives a Program whose channels
+// were forced), against NCCL's rules worked by hand on the H200 pair:
+// Ring LL's threshold is 8 bytes per thread times 2 ranks, Simple's 64;
+// threads halve while nBytes < nc*nt*threshold and nt is a multiple of
+// 128, then Ring Simple adds its sync warp and nothing goes below 3 warps.
+func TestThreadsOnChannels(t *testing.T) {
+	tu := tuneCaseWith(t, "h200x2-nvswitch", DefaultTuneOptions())
+	ring := model.AlgoRing
+	for _, tc := range []struct {
+		p      model.Protocol
+		nBytes int64
+		nc     int
+		want   int
+	}{
+		{model.ProtoLL, 384, 1, 96},      // 512→256→128→64 (384 < 64*16 but 64 is no multiple of 128), raised to 3 warps
+		{model.ProtoLL, 2048, 1, 128},    // 2048 < 256*16, not < 128*16
+		{model.ProtoLL, 3072, 1, 128},    // 3 KiB: 128 threads, three lines each
+		{model.ProtoLL, 24576, 3, 512},   // 24576 = 3*512*16: no halving
+		{model.ProtoLL, 24576, 4, 256},   // on 4 channels it halves once
+		{model.ProtoSimple, 3072, 1, 96}, // 512→64, +32
+		{model.ProtoSimple, 24576, 1, 288},
+		{model.ProtoSimple, 32768, 1, 544},
+	} {
+		require.Equal(t, tc.want, tu.Threads(ring, tc.p, tc.nBytes, tc.nc), "%v %d B on %d channels", tc.p, tc.nBytes, tc.nc)
+	}
+	// Choose sizes threads on the channels it kept: the same count.
+	ch, err := tu.Choose(model.CollBroadcast, 3072/4, 4)
+	require.NoError(t, err)
+	require.Equal(t, tu.Threads(ch.Algo, ch.Proto, ch.NBytes, ch.NChannels), ch.NThreads)
+}
+
 // tuneHandTuning is a hand-made table with no usable pair, for tie and
 // channel tests.
 func tuneHandTuning(nRanks, nNodes, nChannels int) *Tuning {

@@ -41,7 +41,10 @@ import (
 //     (a slice's first loads from host memory), and
 //     net_socket.flag_check_GBps (a socket send proxy's reading of LL lines),
 //     and host_fence_us per protocol (the fence of a Simple slice stored
-//     into a SHM connection's host memory).
+//     into a SHM connection's host memory), and host_round_us,
+//     host_round_lines and threads (LL's rounds of loads from host memory,
+//     one line per thread per round, and the executor's block size where
+//     it is fixed).
 //
 // Since the simulator predicts measured rows as the back-to-back loops
 // they were timed with (Simulator.Loop, loop.go), the embedded files are
@@ -97,6 +100,23 @@ type ProtoCalib struct {
 	// LL128 read their flags with the data; Simple reads after the tail).
 	// HostLoadCost is the rest of the slice's loads, per byte. 0: none.
 	HostLoadUs float64 `json:"host_load_us,omitempty"`
+	// HostRoundUs is paid, with HostLoadUs, by an LL slice received from
+	// host memory for every round of loads after its first: the receiving
+	// threads load one 16-byte line each (8 data bytes) and spin on its
+	// flags before they load the next, so a slice of more lines than the
+	// block has threads waits for a read across PCIe once per round. NCCL
+	// runs small calls on fewer threads (Program.Threads: 128 on a 3 KiB
+	// Broadcast, three rounds). 0: no rounds (HostLoadUs once per slice).
+	HostRoundUs float64 `json:"host_round_us,omitempty"`
+	// HostRoundLines is the number of lines a receiving thread loads in
+	// one round when the slice gives every thread that many (twinccl's
+	// kernel: TW_LL_HOST_LINES, 4); fewer lines load one per round, as
+	// NCCL always does. 0 reads as 1.
+	HostRoundLines int `json:"host_round_lines,omitempty"`
+	// Threads is the block size of the executor the calibration describes
+	// when it is fixed (twinccl's kernel: TW_NTHREADS, 512); 0 takes the
+	// Program's, NCCL's per call, and 512 where the Program has none.
+	Threads int `json:"threads,omitempty"`
 	// HostFenceUs is paid, after its data, by every slice with data that a
 	// lane stores into a SHM connection's host memory, before the slice
 	// posts: the system-scope fence that waits for the block's posted
@@ -139,6 +159,18 @@ type ProtoCalib struct {
 	// Programs (AlltoAll, SendRecv) run without it (on two H200 NCCL's
 	// AlltoAll moves more than it allows: docs/perf.md). 0: no limit.
 	GPUCopyGBps float64 `json:"gpu_copy_GBps,omitempty"`
+}
+
+// blockThreads is the block size a call runs with: Threads, else the
+// Program's (progThreads, NCCL's per call), else 512.
+func (pc *ProtoCalib) blockThreads(progThreads int) int {
+	switch {
+	case pc.Threads > 0:
+		return pc.Threads
+	case progThreads > 0:
+		return progThreads
+	}
+	return 512
 }
 
 // p2pLaneShare is P2PLaneShare with its default.
@@ -433,6 +465,9 @@ func (c *Calib) Validate() error {
 			{"host_store_cost", pc.HostStoreCost, 0, 1000},
 			{"host_load_us", pc.HostLoadUs, 0, 1e6},
 			{"host_fence_us", pc.HostFenceUs, 0, 1e6},
+			{"host_round_us", pc.HostRoundUs, 0, 1e6},
+			{"host_round_lines", float64(pc.HostRoundLines), 0, 64},
+			{"threads", float64(pc.Threads), 0, model.MaxProgThreads},
 			{"link_eff", pc.LinkEff, 1e-3, 10},
 			{"reduce_frac", pc.ReduceFrac, 0.05, 0.95},
 			{"remote_fence_us", pc.RemoteFenceUs, 0, 1e6},

@@ -142,6 +142,10 @@ func fitParams(u fitUse) []FitParam {
 			FitParam{Name: n + ".host_load_us", Floor: 0.01, Lo: 0, Hi: 20,
 				get: func(c *Calib) float64 { return c.Proto(p).HostLoadUs }, set: func(c *Calib, v float64) { c.Proto(p).HostLoadUs = v }},
 		)
+		if p == model.ProtoLL {
+			ps = append(ps, FitParam{Name: n + ".host_round_us", Floor: 0.01, Lo: 0, Hi: 20,
+				get: func(c *Calib) float64 { return c.Proto(p).HostRoundUs }, set: func(c *Calib, v float64) { c.Proto(p).HostRoundUs = v }})
+		}
 		if p == model.ProtoSimple && u.shm {
 			ps = append(ps, FitParam{Name: n + ".host_fence_us", Floor: 0.01, Lo: 0, Hi: 20,
 				get: func(c *Calib) float64 { return c.Proto(p).HostFenceUs }, set: func(c *Calib, v float64) { c.Proto(p).HostFenceUs = v }})

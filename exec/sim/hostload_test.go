@@ -82,10 +82,65 @@ func TestHostFence(t *testing.T) {
 	}
 }
 
+// TestHostRounds: an LL slice received from host memory pays
+// host_round_us for every round of loads after its first, a round being
+// one line (8 data bytes) per thread of the block: NCCL's thread count
+// for the call (Program.Threads, which NCCL halves on small calls), or
+// the calibration's fixed one with host_round_lines lines per thread
+// where the slice has that many for every thread (twinccl's kernel). A
+// one-channel LL Broadcast over SHM on two GPUs has one receiving slice:
+// NCCL runs 384 B on 96 threads (48 lines, one round), 2 KiB and 3 KiB on
+// 128 (two and three rounds); a 512-thread block loading 4 lines at once
+// takes 12 KiB in three rounds (1536 lines: fewer than 4 per thread) and
+// 16 KiB in one. Over P2P nothing changes.
+func TestHostRounds(t *testing.T) {
+	base, err := DefaultCalib(90)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const round = 2.0 // us
+	shm := map[string]string{"NCCL_P2P_DISABLE": "1"}
+	nccl := func(c *Calib) {}
+	ours := func(c *Calib) { c.LL.Threads, c.LL.HostRoundLines = 512, 4 }
+	for _, tc := range []struct {
+		env    map[string]string
+		bytes  int64
+		setup  func(*Calib)
+		rounds float64
+	}{
+		{shm, 384, nccl, 1},
+		{shm, 2048, nccl, 2},
+		{shm, 3072, nccl, 3},
+		{nil, 3072, nccl, 1},
+		{shm, 3072, ours, 1},
+		{shm, 12288, ours, 3},
+		{shm, 16384, ours, 1},
+	} {
+		setup := base.Clone()
+		tc.setup(setup)
+		simulate := func(roundUs float64) float64 {
+			cal := setup.Clone()
+			cal.LL.HostRoundUs = roundUs
+			return simulateBytes(t, tc.env, model.CollBroadcast, tc.bytes, Recorded{Algo: model.AlgoRing, Proto: model.ProtoLL, NChannels: 1}, cal)
+		}
+		without, with := simulate(0), simulate(round)
+		if d, want := with-without, (tc.rounds-1)*round; math.Abs(d-want) > 0.05*round {
+			t.Errorf("Broadcast LL %d B (settings %v, threads %d): %.3f us without host_round_us, %.3f us with %.1f us: %+.3f us, want %+.1f (%g rounds)",
+				tc.bytes, tc.env, setup.LL.Threads, without, with, round, d, want, tc.rounds)
+		}
+	}
+}
+
 // simulate8B simulates one call of coll on 8 bytes at the recorded
 // decisions rec under the settings env and the calibration cal, on the
 // H200 pair's topology (with the H100s' PCI ids), as calibrate does.
 func simulate8B(t *testing.T, env map[string]string, coll model.Collective, rec Recorded, cal *Calib) float64 {
+	t.Helper()
+	return simulateBytes(t, env, coll, 8, rec, cal)
+}
+
+// simulateBytes is simulate8B on a call of the given size.
+func simulateBytes(t *testing.T, env map[string]string, coll model.Collective, bytes int64, rec Recorded, cal *Calib) float64 {
 	t.Helper()
 	file := h100x2Topo()
 	root, _, err := model.ReadTopologyFile(file)
@@ -93,7 +148,7 @@ func simulate8B(t *testing.T, env map[string]string, coll model.Collective, rec 
 		t.Fatal(err)
 	}
 	tb := &Table{Name: "t.tsv", Env: env, Harness: HarnessNCCLTests,
-		Rows: []Measurement{{Coll: coll, Bytes: 8, MeanUs: 1, Line: 1, Recorded: &rec}}}
+		Rows: []Measurement{{Coll: coll, Bytes: bytes, MeanUs: 1, Line: 1, Recorded: &rec}}}
 	res, err := SearchTable(root, file, 1, tb)
 	if err != nil {
 		t.Fatal(err)

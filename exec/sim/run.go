@@ -267,8 +267,15 @@ type runner struct {
 	per     uint32
 	opOv    Time
 	slOv    Time
-	hostLat Time    // HostLoadUs
-	copyBps float64 // bytes (loads + stores) per ps of a whole block
+	hostLat Time // HostLoadUs
+	// hostRound is the wait of every further round of loads of an LL slice
+	// received from host memory (HostRoundUs), roundThreads the block's
+	// threads that load a line each per round and roundLines the lines a
+	// thread may have in flight (HostRoundLines)
+	hostRound    Time
+	roundThreads float64
+	roundLines   int64
+	copyBps      float64 // bytes (loads + stores) per ps of a whole block
 	// remoteCost is the cost of a store into a peer's memory in units of a
 	// local load or store
 	remoteCost float64
@@ -456,6 +463,11 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 	x.opOv = usToPs(x.pc.OpOverheadUs)
 	x.slOv = usToPs(x.pc.SliceOverheadUs)
 	x.hostLat = usToPs(x.pc.HostLoadUs)
+	if p.Proto == model.ProtoLL && x.pc.HostRoundUs > 0 {
+		x.hostRound = usToPs(x.pc.HostRoundUs)
+		x.roundThreads = float64(x.pc.blockThreads(p.Threads))
+		x.roundLines = int64(max(1, x.pc.HostRoundLines))
+	}
 	x.copyBps = x.pc.CopyGBps * 1e-3
 	if g := x.pc.GPUCopyGBps; g > 0 && !p.Coll.IsP2P() {
 		x.copyBps = min(x.copyBps, g*1e-3/float64(max(p.NChannels, 1)))
@@ -839,7 +851,7 @@ func (x *runner) advance(ai int32) {
 					if x.rec != nil {
 						x.cold[ai].start = x.now + x.opOv
 					}
-					x.q.push(x.now+x.opOv+x.sliceDelay(a), evWake, ai, 0)
+					x.q.push(x.now+x.opOv+x.sliceDelay(ai, a), evWake, ai, 0)
 					return
 				}
 				x.q.push(x.now+x.opOv, evWake, ai, 0)
@@ -853,7 +865,7 @@ func (x *runner) advance(ai int32) {
 			if x.rec != nil {
 				x.cold[ai].start = x.now
 			}
-			if d := x.sliceDelay(a); d > 0 {
+			if d := x.sliceDelay(ai, a); d > 0 {
 				x.q.push(x.now+d, evWake, ai, 0)
 				return
 			}
@@ -941,17 +953,38 @@ func (x *runner) ready(a *actor, block bool) bool {
 	return true
 }
 
-// sliceDelay is the overhead actor a's current slice pays once ready
-// (SliceOverheadUs, and HostLoadUs for what it receives from host memory;
+// sliceDelay is the overhead actor ai's current slice pays once ready
+// (SliceOverheadUs, and HostLoadUs for what it receives from host memory,
+// plus HostRoundUs for each further round of an LL slice's loads;
 // nothing for a Simple slice without data).
-func (x *runner) sliceDelay(a *actor) Time {
+func (x *runner) sliceDelay(ai int32, a *actor) Time {
 	if x.proto == model.ProtoSimple && a.elems() == 0 {
 		return 0
 	}
 	if a.recvs && a.hostRecv {
-		return x.slOv + x.hostLat
+		return x.slOv + x.hostLat + x.hostRound*Time(x.hostRounds(ai, a)-1)
 	}
 	return x.slOv
+}
+
+// hostRounds is the number of rounds of loads in which actor ai's lane
+// receives its current LL slice from host memory: each of its threads (its
+// share of the block) loads one line, of 8 data bytes, per round and
+// waits for it before the next, or roundLines lines at once where the
+// slice gives every thread that many (twinccl's kernel; NCCL loads one).
+// A round is a read across PCIe; NCCL halves its threads on small calls,
+// so that a 3 KiB Broadcast takes three of them (Program.Threads).
+func (x *runner) hostRounds(ai int32, a *actor) int64 {
+	if x.hostRound == 0 {
+		return 1
+	}
+	lines := (a.elems()*x.esize + model.LLLineData - 1) / model.LLLineData
+	threads := int64(max(32, x.roundThreads*x.cold[ai].frac)) // at least a warp
+	per := threads
+	if lines >= x.roundLines*threads {
+		per *= x.roundLines
+	}
+	return max(1, (lines+per-1)/per)
 }
 
 // slide moves the window of a streamed lane to its next calls.

@@ -14,7 +14,8 @@
 #        DIR/p2p-*.json, all Simple: proto/ stops at 8 MiB, and the copy
 #        throughput of large calls needs larger ones)
 #   4    SHM: the host memory, SHM and PCI constants, the fence of a
-#        Simple slice stored into host memory included (Broadcast and
+#        Simple slice stored into host memory and LL's rounds of loads
+#        from it (ll.host_round_us) included (Broadcast and
 #        Reduce LL from 128 KiB only: below, a lane that only sends into
 #        host memory has its stores seen late, which the simulator does not
 #        model; with DIR/shm-*.json from 16 MiB, as in stage 3)
@@ -35,7 +36,16 @@ cal() { # STAGE START PARAMS TOPO NODES FITTED... -- HELDOUT...
     --column ours --params "$params" --name "$name" --out "$out.stage$stage.json" "${args[@]}" > "$out.stage$stage.txt"
   echo "stage $stage:"; grep -E '^# .*(fitted|heldout)' "$out.stage$stage.txt" | awk '{printf "  %-36s %-8s %3s %8s %8s\n", $2, $3, $4, $5, $6}'
 }
-prev=$start
+# What the start calibration (NCCL's) cannot know of our kernel, and no
+# fit moves: its block size (TW_NTHREADS) and the LL lines a thread loads
+# at once from host memory (TW_LL_HOST_LINES).
+python3 - "$start" "$out.start.json" <<'EOF'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["ll"]["threads"], c["ll"]["host_round_lines"] = 512, 4
+json.dump(c, open(sys.argv[2], "w"), indent=2)
+EOF
+prev=$out.start.json
 n=1
 for p in ll ll128 simple; do
   large=()

@@ -35,12 +35,13 @@ type poolBound struct {
 // under those settings.
 //
 // Against NCCL: P2P LL 2.6%, LL128 5.5%, Simple 7.3% median; SHM Simple
-// 7.9% and SHM LL 10.1% (31.4% before host_load_us, the round trip of a
-// slice's first loads from host memory, and the SHM LL tables of the H100
-// pair from 128 KiB in the fit: the small rows are 7-12% fast, since the
-// H100 host's SHM latency is higher than the H200 host's the fit follows;
-// calib/h100.json has the H100 host's: h100NCCLBounds); sockets between
-// split hosts 12.7% (LL) and 11.7% (Simple) on sockets-helpers/, 20-40%
+// 7.9% and SHM LL 5.5-5.8% (31.4% before host_load_us, the round trip of
+// a slice's first loads from host memory, and the SHM LL tables of the
+// H100 pair from 128 KiB in the fit; 8.9-11.3% before the H200 pair's
+// SHM LL files refitted LL's host loads, in rounds of one line per thread:
+// ll.host_round_us; calib/h100.json has the H100 host's SHM constants:
+// h100NCCLBounds); sockets between
+// split hosts 16.1% (LL) and 11.7% (Simple) on sockets-helpers/, 20-40%
 // on the socket runs recorded again with the socket plugin without
 // helpers, where NCCL's own column was disturbed (most of its small rows
 // more than 25% above their best repetition). Against our executor the
@@ -52,18 +53,18 @@ var h100Bounds = []poolBound{
 	// The tuner's choice, every op (LL up to 512 KiB, Simple above).
 	{"p2p-*", ColNCCL, BucketAll, 0.07, 0.21},   // 3.3, 15.4
 	{"p2p-*", ColOurs, BucketAll, 0.24, 0.52},   // 21.0, 46.2
-	{"shm-*", ColNCCL, BucketAll, 0.13, 0.40},   // 9.2, 33.1
-	{"shm-*", ColOurs, BucketAll, 0.22, 0.66},   // 18.8, 60.9
-	{"net-*", ColNCCL, BucketAll, 0.26, 0.64},   // 23.3, 58.7
+	{"shm-*", ColNCCL, BucketAll, 0.09, 0.39},   // 5.4, 33.1
+	{"shm-*", ColOurs, BucketAll, 0.14, 0.66},   // 10.3, 60.1
+	{"net-*", ColNCCL, BucketAll, 0.26, 0.64},   // 23.3, 58.3
 	{"net-*", ColOurs, BucketLarge, 0.30, 0.45}, // 27.3, 40.4
 	// Every protocol forced.
 	{"proto/p2p-*-ll", ColNCCL, BucketAll, 0.06, 0.16},     // 2.6, 10.8
 	{"proto/p2p-*-ll128", ColNCCL, BucketAll, 0.09, 0.24},  // 5.5, 18.7
 	{"proto/p2p-*-simple", ColNCCL, BucketAll, 0.11, 0.30}, // 7.3, 24.4
 	{"proto/p2p-*", ColOurs, BucketAll, 0.28, 0.80},        // 24.6, 74.1
-	{"proto/shm-*-ll", ColNCCL, BucketAll, 0.14, 0.27},     // 11.3, 21.7
+	{"proto/shm-*-ll", ColNCCL, BucketAll, 0.09, 0.18},     // 5.8, 13.0
 	{"proto/shm-*-simple", ColNCCL, BucketAll, 0.09, 0.29}, // 5.8, 23.1
-	{"proto/shm-*", ColOurs, BucketAll, 0.23, 0.51},        // 19.9, 46.4
+	{"proto/shm-*", ColOurs, BucketAll, 0.18, 0.50},        // 15.0, 44.8
 	{"proto/net-*-ll", ColNCCL, BucketAll, 0.42, 0.68},     // 39.5, 62.9
 	{"proto/net-*-simple", ColNCCL, BucketAll, 0.23, 0.44}, // 20.4, 39.1
 	{"proto/net-*", ColOurs, BucketLarge, 0.39, 0.42},      // 35.8, 37.4
@@ -71,21 +72,21 @@ var h100Bounds = []poolBound{
 	{"heldout/p2p-*-ll", ColNCCL, BucketAll, 0.07, 0.2},      // 3.5, 13.5
 	{"heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.09, 0.23},  // 5.5, 16.6
 	{"heldout/p2p-*-simple", ColNCCL, BucketAll, 0.1, 0.34},  // 6.9, 27.7
-	{"heldout/shm-*-ll", ColNCCL, BucketAll, 0.12, 0.33},     // 8.9, 27.8
+	{"heldout/shm-*-ll", ColNCCL, BucketAll, 0.09, 0.22},     // 5.5, 16.7
 	{"heldout/shm-*-simple", ColNCCL, BucketAll, 0.10, 0.27}, // 6.5, 21.9
 	{"heldout/net-*-ll", ColNCCL, BucketAll, 0.32, 0.50},     // 29.4, 44.8
 	{"heldout/net-*-simple", ColNCCL, BucketAll, 0.27, 0.43}, // 24.0, 37.7
 	{"heldout/p2p-*", ColOurs, BucketAll, 0.3, 0.81},         // 26.3, 75.0
-	{"heldout/shm-*", ColOurs, BucketAll, 0.22, 0.54},        // 19.3, 48.7
+	{"heldout/shm-*", ColOurs, BucketAll, 0.17, 0.52},        // 13.6, 46.7
 	{"heldout/net-*", ColOurs, BucketLarge, 0.41, 0.61},      // 38.5, 56.4
 	// The socket runs before the socket plugin lost its helpers
 	// (sockets-helpers/: NCCL's column is another start of the machine).
-	{"sockets-helpers/net-*", ColNCCL, BucketAll, 0.20, 0.44},               // 16.5, 38.9
+	{"sockets-helpers/net-*", ColNCCL, BucketAll, 0.20, 0.44},               // 16.5, 43.5
 	{"sockets-helpers/net-*", ColOurs, BucketLarge, 0.21, 0.66},             // 17.2, 60.7
-	{"sockets-helpers/proto/net-*-ll", ColNCCL, BucketAll, 0.16, 0.50},      // 12.7, 44.0
+	{"sockets-helpers/proto/net-*-ll", ColNCCL, BucketAll, 0.20, 0.50},      // 16.1, 44.9
 	{"sockets-helpers/proto/net-*-simple", ColNCCL, BucketAll, 0.15, 0.46},  // 11.7, 40.5
 	{"sockets-helpers/proto/net-*", ColOurs, BucketLarge, 0.23, 0.37},       // 19.4, 31.5
-	{"sockets-helpers/heldout/net-*-ll", ColNCCL, BucketAll, 0.27, 0.46},    // 23.4, 39.7
+	{"sockets-helpers/heldout/net-*-ll", ColNCCL, BucketAll, 0.27, 0.45},    // 23.7, 39.7
 	{"sockets-helpers/heldout/net-*-simple", ColNCCL, BucketAll, 0.23, 0.5}, // 19.8, 43.7
 	{"sockets-helpers/heldout/net-*", ColOurs, BucketLarge, 0.66, 0.92},     // 63.0, 85.3
 }
@@ -173,7 +174,7 @@ var h100TwincclBounds = []poolBound{
 	{"heldout/p2p-*-ll", ColOurs, BucketAll, 0.13, 0.29},     // 9.7, 23.2
 	{"heldout/p2p-*-ll128", ColOurs, BucketAll, 0.27, 0.49},  // 24.0, 43.6
 	{"heldout/p2p-*-simple", ColOurs, BucketAll, 0.18, 0.32}, // 15.0, 26.3
-	{"heldout/shm-*-ll", ColOurs, BucketAll, 0.17, 0.54},     // 13.6, 48.4
+	{"heldout/shm-*-ll", ColOurs, BucketAll, 0.17, 0.53},     // 13.3, 47.8
 	{"heldout/shm-*-simple", ColOurs, BucketAll, 0.16, 0.48}, // 12.2, 42.8
 }
 
