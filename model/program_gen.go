@@ -510,7 +510,9 @@ func (g *ProgGen) ringReduceScatter(part CollPart, k, ix, r int, ops []ProgOp) [
 	return ops
 }
 
-// ringBroadcast is runRing of broadcast.h.
+// ringBroadcast is runRing of broadcast.h, whose primitives are the
+// direct* variants (as AllGather's and AllReduce's; Reduce's and
+// ReduceScatter's are not).
 func (g *ProgGen) ringBroadcast(part CollPart, k, ix, r int, ops []ProgOp) []ProgOp {
 	n := g.hdr.NRanks
 	next := int(g.ringRank[k][(ix+1)%n])
@@ -520,13 +522,13 @@ func (g *ProgGen) ringBroadcast(part CollPart, k, ix, r int, ops []ProgOp) []Pro
 		d := part.Offset + eo
 		switch {
 		case r == root && g.inPlace:
-			ops = g.add(ops, PrimSend, 0, d, d, m)
+			ops = g.add(ops, PrimSend, PrimDirect, d, d, m)
 		case r == root:
-			ops = g.add(ops, PrimCopySend, 0, d, d, m)
+			ops = g.add(ops, PrimCopySend, PrimDirect, d, d, m)
 		case next == root:
-			ops = g.add(ops, PrimRecv, 0, 0, d, m)
+			ops = g.add(ops, PrimRecv, PrimDirect, 0, d, m)
 		default:
-			ops = g.add(ops, PrimRecvCopySend, 0, 0, d, m)
+			ops = g.add(ops, PrimRecvCopySend, PrimDirect, 0, d, m)
 		}
 	}
 	return ops

@@ -69,6 +69,10 @@ type ProtoCalib struct {
 	// system-scope fence but the one that orders a NET send's fifo entry,
 	// with no stores of the slice to wait for.
 	SliceOverheadUs float64 `json:"slice_overhead_us"`
+	// P2PSliceOverheadUs replaces SliceOverheadUs for the slices of p2p
+	// Programs (AlltoAll, SendRecv: NCCL's send/receive kernel path, not
+	// the collectives' primitives loop). 0: SliceOverheadUs.
+	P2PSliceOverheadUs float64 `json:"p2p_slice_overhead_us,omitempty"`
 	// CopyGBps is the memory traffic one channel's thread block sustains:
 	// bytes loaded plus bytes stored per second (a send loads once and
 	// stores once, so it moves data at half this rate).
@@ -100,6 +104,41 @@ type ProtoCalib struct {
 	// LL128 read their flags with the data; Simple reads after the tail).
 	// HostLoadCost is the rest of the slice's loads, per byte. 0: none.
 	HostLoadUs float64 `json:"host_load_us,omitempty"`
+	// FirstOpUs is paid, like OpOverheadUs, by the first call of each
+	// primitive kind in a call of a collective, on every lane: an
+	// AllGather lane pays it for its send and for its receive, a Broadcast
+	// lane that forwards the chunks of a large call once. p2p Programs
+	// (AlltoAll, SendRecv) do not pay it. 0: none.
+	FirstOpUs float64 `json:"first_op_us,omitempty"`
+	// ThreadOpUs is what FirstOpUs grows by per doubling of the block's
+	// threads beyond 3 warps (96): NCCL runs small calls on fewer threads
+	// (Program.Threads), and on the H200 pair its one-channel Simple
+	// AllGather takes 14.3 us on 96 threads, 15.6 on 160 and 17.3 on 288
+	// (NCCL_NTHREADS forcing the count at a size). 0: none.
+	ThreadOpUs float64 `json:"thread_op_us,omitempty"`
+	// RateThreads is the block size from which a block sustains CopyGBps;
+	// a smaller block (NCCL's small calls: Program.Threads) copies in
+	// proportion to its threads, fewer loads and stores in flight. 0: every
+	// block sustains CopyGBps.
+	RateThreads float64 `json:"rate_threads,omitempty"`
+	// DirectUs is paid at the start of every call, before its first
+	// primitive, by each lane of a collective whose primitives are NCCL's
+	// direct* variants over a P2P connection (Ring AllReduce, AllGather and
+	// Broadcast; not Reduce and ReduceScatter): on the H200 pair NCCL's
+	// Simple Broadcast and AllGather take 1.4-1.9 us longer than Reduce and
+	// ReduceScatter, whose primitives are alike but not direct, with or
+	// without CUDA-graph buffer registration (NCCL_GRAPH_REGISTER=0 or 1).
+	// Simple only (LL and LL128 map direct* to the plain primitives), not
+	// p2p Programs. 0: none.
+	DirectUs float64 `json:"direct_us,omitempty"`
+	// HostTurnUs is paid, with HostLoadUs, by a slice a lane receives from
+	// host memory when the lane's last slice with data stored into a SHM
+	// connection's host memory: the turn from writing across PCIe to
+	// reading across it (a read does not pass the posted writes before
+	// it). On the H200 pair NCCL's Simple AllGather over SHM, whose ranks
+	// each send and then receive, takes 5.4 us longer than its Broadcast,
+	// whose ranks do one or the other; over P2P 3.2. 0: none.
+	HostTurnUs float64 `json:"host_turn_us,omitempty"`
 	// HostRoundUs is paid, with HostLoadUs, by an LL slice received from
 	// host memory for every round of loads after its first: the receiving
 	// threads load one 16-byte line each (8 data bytes) and spin on its
@@ -171,6 +210,27 @@ func (pc *ProtoCalib) blockThreads(progThreads int) int {
 		return progThreads
 	}
 	return 512
+}
+
+// threadOpUs is what a primitive kind's first call grows by on a block of
+// threads (the Program's, NCCL's per call) beyond the smallest NCCL
+// launches, 3 warps: ThreadOpUs per doubling.
+func (pc *ProtoCalib) threadOpUs(progThreads int) float64 {
+	t := pc.blockThreads(progThreads)
+	if pc.ThreadOpUs == 0 || t <= 96 {
+		return 0
+	}
+	return pc.ThreadOpUs * math.Log2(float64(t)/96)
+}
+
+// threadRate is the share of CopyGBps a block of the Program's threads
+// (NCCL's per call) sustains: all of it from RateThreads threads on, in
+// proportion below.
+func (pc *ProtoCalib) threadRate(progThreads int) float64 {
+	if pc.RateThreads <= 0 {
+		return 1
+	}
+	return min(1, float64(pc.blockThreads(progThreads))/pc.RateThreads)
 }
 
 // p2pLaneShare is P2PLaneShare with its default.
@@ -466,6 +526,12 @@ func (c *Calib) Validate() error {
 			{"host_load_us", pc.HostLoadUs, 0, 1e6},
 			{"host_fence_us", pc.HostFenceUs, 0, 1e6},
 			{"host_round_us", pc.HostRoundUs, 0, 1e6},
+			{"direct_us", pc.DirectUs, 0, 1e6},
+			{"host_turn_us", pc.HostTurnUs, 0, 1e6},
+			{"thread_op_us", pc.ThreadOpUs, 0, 1e6},
+			{"first_op_us", pc.FirstOpUs, 0, 1e6},
+			{"p2p_slice_overhead_us", pc.P2PSliceOverheadUs, 0, 1e6},
+			{"rate_threads", pc.RateThreads, 0, 1e5},
 			{"host_round_lines", float64(pc.HostRoundLines), 0, 64},
 			{"threads", float64(pc.Threads), 0, model.MaxProgThreads},
 			{"link_eff", pc.LinkEff, 1e-3, 10},

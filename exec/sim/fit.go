@@ -48,6 +48,8 @@ type fitUse struct {
 	// calls run on few and on many channels, e.g. under
 	// NCCL_MIN_NCHANNELS/NCCL_MAX_NCHANNELS).
 	gpuProtos []model.Protocol
+	// direct says there are Simple collectives (DirectUs)
+	direct bool
 }
 
 // fitParams are the constants that measurements of what u describes can
@@ -113,6 +115,20 @@ func fitParams(u fitUse) []FitParam {
 			},
 			set: func(c *Calib, v float64) { c.Proto(p).GPUCopyGBps = v }})
 	}
+	for _, p := range u.protos {
+		p := p
+		n := strings.ToLower(p.String())
+		ps = append(ps, FitParam{Name: n + ".first_op_us", Floor: 0.01, Lo: 0, Hi: 20,
+			get: func(c *Calib) float64 { return c.Proto(p).FirstOpUs }, set: func(c *Calib, v float64) { c.Proto(p).FirstOpUs = v }})
+		ps = append(ps, FitParam{Name: n + ".thread_op_us", Floor: 0.01, Lo: 0, Hi: 20,
+			get: func(c *Calib) float64 { return c.Proto(p).ThreadOpUs }, set: func(c *Calib, v float64) { c.Proto(p).ThreadOpUs = v }},
+			FitParam{Name: n + ".rate_threads", Floor: 32, Lo: 32, Hi: 4096,
+				get: func(c *Calib) float64 { return c.Proto(p).RateThreads }, set: func(c *Calib, v float64) { c.Proto(p).RateThreads = v }})
+	}
+	if u.direct {
+		ps = append(ps, FitParam{Name: "simple.direct_us", Floor: 0.01, Lo: 0, Hi: 20,
+			get: func(c *Calib) float64 { return c.Simple.DirectUs }, set: func(c *Calib, v float64) { c.Simple.DirectUs = v }})
+	}
 	for _, p := range u.fenceProtos {
 		p := p
 		n := strings.ToLower(p.String())
@@ -145,6 +161,10 @@ func fitParams(u fitUse) []FitParam {
 		if p == model.ProtoLL {
 			ps = append(ps, FitParam{Name: n + ".host_round_us", Floor: 0.01, Lo: 0, Hi: 20,
 				get: func(c *Calib) float64 { return c.Proto(p).HostRoundUs }, set: func(c *Calib, v float64) { c.Proto(p).HostRoundUs = v }})
+		}
+		if u.shm {
+			ps = append(ps, FitParam{Name: n + ".host_turn_us", Floor: 0.01, Lo: 0, Hi: 20,
+				get: func(c *Calib) float64 { return c.Proto(p).HostTurnUs }, set: func(c *Calib, v float64) { c.Proto(p).HostTurnUs = v }})
 		}
 		if p == model.ProtoSimple && u.shm {
 			ps = append(ps, FitParam{Name: n + ".host_fence_us", Floor: 0.01, Lo: 0, Hi: 20,
@@ -515,6 +535,7 @@ func usage(tables []FitTable, c *Calib) (fitUse, error) {
 				if rt.hostSend || rt.hostRecv {
 					hostSet[p.Proto] = true
 				}
+				u.direct = u.direct || (p.Proto == model.ProtoSimple && !p.Coll.IsP2P())
 				if rt.transport == TransportP2P && len(rt.res) > 0 {
 					if p.Proto == model.ProtoSimple && c.p2pRead(p.Coll) {
 						readSet[p.Proto] = true

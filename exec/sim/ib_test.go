@@ -65,6 +65,7 @@ func netOnly(c *Calib) {
 	c.Simple.CopyGBps = 1000
 	c.Simple.SliceOverheadUs = 0
 	c.Simple.OpOverheadUs = 0
+	c.Simple.FirstOpUs, c.Simple.ThreadOpUs, c.Simple.DirectUs, c.Simple.RateThreads, c.Simple.P2PSliceOverheadUs = 0, 0, 0, 0, 0
 }
 
 // netLinkGBps is the effective capacity of the NIC's network port, from

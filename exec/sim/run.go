@@ -93,6 +93,10 @@ type actor struct {
 	// remote says the lane stores into another GPU's memory; hostRecv
 	// that it loads what it receives from host memory
 	remote, hostRecv bool
+	// turned says the lane's last slice with data stored into a SHM
+	// connection's host memory: its next receive from host memory pays
+	// HostTurnUs
+	turned bool
 	// slice is the number of elements of each slice of the current call
 	slice int64
 	// rate is the current call's copy rate (data bytes per ps)
@@ -125,6 +129,12 @@ type actorCold struct {
 	// remoteRecvs counts the receive connections whose data the lane loads
 	// from the sender's memory (P2P read mode)
 	remoteRecvs int
+	// direct says every call of the lane pays DirectUs before its first
+	// primitive (see Machine.exec)
+	direct bool
+	// kinds has bit k set once the current call ran a primitive of kind k
+	// (FirstOpUs)
+	kinds uint16
 	// sent is what the lane sends to each of its send connections, added
 	// up one run of calls at a time (a call's slices post the same
 	// data to every send connection)
@@ -264,10 +274,18 @@ type runner struct {
 	spc, sps  int64
 	stepElems int64
 	// per is the number of steps a call consumes (Program.OpSteps)
-	per     uint32
-	opOv    Time
-	slOv    Time
+	per  uint32
+	opOv Time
+	slOv Time
+	// directOv is DirectUs, paid at the start of every call by the lanes
+	// of a Simple collective whose calls start with a direct primitive
+	directOv Time
+	// firstOv is FirstOpUs and ThreadOpUs on the Program's threads, paid
+	// by the first call of each primitive kind in a call of a collective
+	firstOv Time
 	hostLat Time // HostLoadUs
+	// hostTurn is HostTurnUs (SHM lanes that receive after they sent)
+	hostTurn Time
 	// hostRound is the wait of every further round of loads of an LL slice
 	// received from host memory (HostRoundUs), roundThreads the block's
 	// threads that load a line each per round and roundLines the lines a
@@ -461,14 +479,24 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 	x.per = uint32(p.OpSteps())
 	x.window = m.streamWindow()
 	x.opOv = usToPs(x.pc.OpOverheadUs)
+	if !p.Coll.IsP2P() {
+		x.firstOv = usToPs(x.pc.FirstOpUs + x.pc.threadOpUs(p.Threads))
+	}
+	if p.Proto == model.ProtoSimple && !p.Coll.IsP2P() {
+		x.directOv = usToPs(x.pc.DirectUs)
+	}
 	x.slOv = usToPs(x.pc.SliceOverheadUs)
+	if p.Coll.IsP2P() && x.pc.P2PSliceOverheadUs > 0 {
+		x.slOv = usToPs(x.pc.P2PSliceOverheadUs)
+	}
 	x.hostLat = usToPs(x.pc.HostLoadUs)
+	x.hostTurn = usToPs(x.pc.HostTurnUs)
 	if p.Proto == model.ProtoLL && x.pc.HostRoundUs > 0 {
 		x.hostRound = usToPs(x.pc.HostRoundUs)
 		x.roundThreads = float64(x.pc.blockThreads(p.Threads))
 		x.roundLines = int64(max(1, x.pc.HostRoundLines))
 	}
-	x.copyBps = x.pc.CopyGBps * 1e-3
+	x.copyBps = x.pc.CopyGBps * 1e-3 * x.pc.threadRate(p.Threads)
 	if g := x.pc.GPUCopyGBps; g > 0 && !p.Coll.IsP2P() {
 		x.copyBps = min(x.copyBps, g*1e-3/float64(max(p.NChannels, 1)))
 	}
@@ -610,6 +638,7 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 				a.remote = true
 			}
 		}
+		ac.direct = x.directOv > 0 && len(ac.ops) > 0 && ac.ops[0].flags&model.PrimDirect != 0
 		for _, c := range l.Recv {
 			x.rc[c].recver = int32(i)
 			if x.sc[c].proxyTo >= 0 {
@@ -842,19 +871,31 @@ func (x *runner) advance(ai int32) {
 			}
 			a.sl = 0
 			a.phase = phWait
-			if x.opOv > 0 {
+			ov := x.opOv
+			ac := &x.cold[ai]
+			if a.rep == 0 && ac.op == 0 && ac.opBase == 0 { // the call's first primitive
+				ac.kinds = 0
+				if ac.direct {
+					ov += x.directOv
+				}
+			}
+			if bit := uint16(1) << a.kind; ac.kinds&bit == 0 {
+				ac.kinds |= bit
+				ov += x.firstOv
+			}
+			if ov > 0 {
 				if x.ready(a, false) {
 					// The first slice's data and credits are there, and
 					// stay: one wake covers the call's overhead and the
 					// slice's (what the next two phases would pay).
 					a.phase = phData
 					if x.rec != nil {
-						x.cold[ai].start = x.now + x.opOv
+						x.cold[ai].start = x.now + ov
 					}
-					x.q.push(x.now+x.opOv+x.sliceDelay(ai, a), evWake, ai, 0)
+					x.q.push(x.now+ov+x.sliceDelay(ai, a), evWake, ai, 0)
 					return
 				}
-				x.q.push(x.now+x.opOv, evWake, ai, 0)
+				x.q.push(x.now+ov, evWake, ai, 0)
 				return
 			}
 		case phWait:
@@ -962,7 +1003,11 @@ func (x *runner) sliceDelay(ai int32, a *actor) Time {
 		return 0
 	}
 	if a.recvs && a.hostRecv {
-		return x.slOv + x.hostLat + x.hostRound*Time(x.hostRounds(ai, a)-1)
+		d := x.slOv + x.hostLat + x.hostRound*Time(x.hostRounds(ai, a)-1)
+		if a.turned {
+			d += x.hostTurn
+		}
+		return d
 	}
 	return x.slOv
 }
@@ -1043,6 +1088,12 @@ func (x *runner) startSlice(ai int32, a *actor) {
 // heads (credits) back to the senders.
 func (x *runner) post(a *actor, st uint32) {
 	need := uint64(x.sps)
+	if a.recvs && a.hostRecv {
+		a.turned = false
+	}
+	if a.sends && a.hostSend && a.elems() > 0 {
+		a.turned = true
+	}
 	if a.sends {
 		tail := uint64(a.opS+st) + need
 		for _, c := range x.cids[a.sb:a.se] {

@@ -42,7 +42,9 @@ cal() { # STAGE START PARAMS TOPO NODES FITTED... -- HELDOUT...
 python3 - "$start" "$out.start.json" <<'EOF'
 import json, sys
 c = json.load(open(sys.argv[1]))
-c["ll"]["threads"], c["ll"]["host_round_lines"] = 512, 4
+for p in ("ll", "ll128", "simple"):
+    c[p]["threads"] = 512
+c["ll"]["host_round_lines"] = 4
 json.dump(c, open(sys.argv[2], "w"), indent=2)
 EOF
 prev=$out.start.json

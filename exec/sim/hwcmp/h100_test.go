@@ -51,44 +51,44 @@ type poolBound struct {
 // small call where NCCL's takes 25 us; without helpers it takes 30-70).
 var h100Bounds = []poolBound{
 	// The tuner's choice, every op (LL up to 512 KiB, Simple above).
-	{"p2p-*", ColNCCL, BucketAll, 0.07, 0.21},   // 3.3, 15.4
+	{"p2p-*", ColNCCL, BucketAll, 0.07, 0.18},   // 3.3, 12.8
 	{"p2p-*", ColOurs, BucketAll, 0.24, 0.52},   // 21.0, 46.2
-	{"shm-*", ColNCCL, BucketAll, 0.09, 0.39},   // 5.4, 33.1
+	{"shm-*", ColNCCL, BucketAll, 0.09, 0.39},   // 5.2, 35.3
 	{"shm-*", ColOurs, BucketAll, 0.14, 0.66},   // 10.3, 60.1
-	{"net-*", ColNCCL, BucketAll, 0.26, 0.64},   // 23.3, 58.3
-	{"net-*", ColOurs, BucketLarge, 0.30, 0.45}, // 27.3, 40.4
+	{"net-*", ColNCCL, BucketAll, 0.26, 0.64},   // 24.2, 58.3
+	{"net-*", ColOurs, BucketLarge, 0.30, 0.45}, // 27.9, 40.4
 	// Every protocol forced.
 	{"proto/p2p-*-ll", ColNCCL, BucketAll, 0.06, 0.16},     // 2.6, 10.8
-	{"proto/p2p-*-ll128", ColNCCL, BucketAll, 0.09, 0.24},  // 5.5, 18.7
-	{"proto/p2p-*-simple", ColNCCL, BucketAll, 0.11, 0.30}, // 7.3, 24.4
-	{"proto/p2p-*", ColOurs, BucketAll, 0.28, 0.80},        // 24.6, 74.1
-	{"proto/shm-*-ll", ColNCCL, BucketAll, 0.09, 0.18},     // 5.8, 13.0
-	{"proto/shm-*-simple", ColNCCL, BucketAll, 0.09, 0.29}, // 5.8, 23.1
-	{"proto/shm-*", ColOurs, BucketAll, 0.18, 0.50},        // 15.0, 44.8
+	{"proto/p2p-*-ll128", ColNCCL, BucketAll, 0.08, 0.16},  // 4.9, 10.2
+	{"proto/p2p-*-simple", ColNCCL, BucketAll, 0.06, 0.17}, // 3.0, 11.4
+	{"proto/p2p-*", ColOurs, BucketAll, 0.27, 0.65},        // 23.2, 59.5
+	{"proto/shm-*-ll", ColNCCL, BucketAll, 0.09, 0.18},     // 5.3, 12.1
+	{"proto/shm-*-simple", ColNCCL, BucketAll, 0.07, 0.18}, // 3.4, 13.0
+	{"proto/shm-*", ColOurs, BucketAll, 0.16, 0.50},        // 12.4, 44.3
 	{"proto/net-*-ll", ColNCCL, BucketAll, 0.42, 0.68},     // 39.5, 62.9
-	{"proto/net-*-simple", ColNCCL, BucketAll, 0.23, 0.44}, // 20.4, 39.1
-	{"proto/net-*", ColOurs, BucketLarge, 0.39, 0.42},      // 35.8, 37.4
+	{"proto/net-*-simple", ColNCCL, BucketAll, 0.23, 0.44}, // 20.8, 40.6
+	{"proto/net-*", ColOurs, BucketLarge, 0.39, 0.42},      // 35.8, 38.2
 	// Recorded a session later at sizes no other file has (heldout/).
 	{"heldout/p2p-*-ll", ColNCCL, BucketAll, 0.07, 0.2},      // 3.5, 13.5
-	{"heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.09, 0.23},  // 5.5, 16.6
-	{"heldout/p2p-*-simple", ColNCCL, BucketAll, 0.1, 0.34},  // 6.9, 27.7
-	{"heldout/shm-*-ll", ColNCCL, BucketAll, 0.09, 0.22},     // 5.5, 16.7
-	{"heldout/shm-*-simple", ColNCCL, BucketAll, 0.10, 0.27}, // 6.5, 21.9
+	{"heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.09, 0.18},  // 5.5, 12.9
+	{"heldout/p2p-*-simple", ColNCCL, BucketAll, 0.08, 0.15}, // 4.9, 9.8
+	{"heldout/shm-*-ll", ColNCCL, BucketAll, 0.08, 0.22},     // 4.5, 16.7
+	{"heldout/shm-*-simple", ColNCCL, BucketAll, 0.07, 0.20}, // 3.9, 14.9
 	{"heldout/net-*-ll", ColNCCL, BucketAll, 0.32, 0.50},     // 29.4, 44.8
-	{"heldout/net-*-simple", ColNCCL, BucketAll, 0.27, 0.43}, // 24.0, 37.7
-	{"heldout/p2p-*", ColOurs, BucketAll, 0.3, 0.81},         // 26.3, 75.0
-	{"heldout/shm-*", ColOurs, BucketAll, 0.17, 0.52},        // 13.6, 46.7
+	{"heldout/net-*-simple", ColNCCL, BucketAll, 0.27, 0.43}, // 26.1, 39.3
+	{"heldout/p2p-*", ColOurs, BucketAll, 0.30, 0.81},        // 26.1, 76.2
+	{"heldout/shm-*", ColOurs, BucketAll, 0.15, 0.52},        // 11.5, 46.7
 	{"heldout/net-*", ColOurs, BucketLarge, 0.41, 0.61},      // 38.5, 56.4
 	// The socket runs before the socket plugin lost its helpers
 	// (sockets-helpers/: NCCL's column is another start of the machine).
-	{"sockets-helpers/net-*", ColNCCL, BucketAll, 0.20, 0.44},               // 16.5, 43.5
-	{"sockets-helpers/net-*", ColOurs, BucketLarge, 0.21, 0.66},             // 17.2, 60.7
-	{"sockets-helpers/proto/net-*-ll", ColNCCL, BucketAll, 0.20, 0.50},      // 16.1, 44.9
-	{"sockets-helpers/proto/net-*-simple", ColNCCL, BucketAll, 0.15, 0.46},  // 11.7, 40.5
-	{"sockets-helpers/proto/net-*", ColOurs, BucketLarge, 0.23, 0.37},       // 19.4, 31.5
-	{"sockets-helpers/heldout/net-*-ll", ColNCCL, BucketAll, 0.27, 0.45},    // 23.7, 39.7
-	{"sockets-helpers/heldout/net-*-simple", ColNCCL, BucketAll, 0.23, 0.5}, // 19.8, 43.7
-	{"sockets-helpers/heldout/net-*", ColOurs, BucketLarge, 0.66, 0.92},     // 63.0, 85.3
+	{"sockets-helpers/net-*", ColNCCL, BucketAll, 0.20, 0.44},                // 17.0, 43.5
+	{"sockets-helpers/net-*", ColOurs, BucketLarge, 0.21, 0.65},              // 17.2, 59.5
+	{"sockets-helpers/proto/net-*-ll", ColNCCL, BucketAll, 0.20, 0.50},       // 16.1, 44.9
+	{"sockets-helpers/proto/net-*-simple", ColNCCL, BucketAll, 0.15, 0.37},   // 12.7, 31.2
+	{"sockets-helpers/proto/net-*", ColOurs, BucketLarge, 0.21, 0.33},        // 17.4, 27.6
+	{"sockets-helpers/heldout/net-*-ll", ColNCCL, BucketAll, 0.27, 0.45},     // 23.7, 39.7
+	{"sockets-helpers/heldout/net-*-simple", ColNCCL, BucketAll, 0.23, 0.50}, // 20.1, 45.1
+	{"sockets-helpers/heldout/net-*", ColOurs, BucketLarge, 0.66, 0.91},      // 62.1, 85.3
 }
 
 // h100OursBounds are tolerances on our executor's column simulated with

@@ -25,34 +25,40 @@ import "testing"
 // only bounded coarsely here (our kernels are not NCCL's): h200OursBounds
 // bound it under its own calibration.
 var h200Bounds = []poolBound{
-	{"p2p-*", ColNCCL, BucketAll, 0.07, 0.17},                // 3.3, 11.8
+	{"p2p-*", ColNCCL, BucketAll, 0.07, 0.16},                // 3.3, 10.4
 	{"shm-*", ColNCCL, BucketAll, 0.07, 0.24},                // 4.0, 19.2
-	{"net-*", ColNCCL, BucketAll, 0.17, 0.35},                // 13.3, 29.9
+	{"net-*", ColNCCL, BucketAll, 0.17, 0.35},                // 14.7, 29.9
 	{"proto/p2p-*-ll", ColNCCL, BucketAll, 0.07, 0.20},       // 3.2, 14.5
-	{"proto/p2p-*-ll128", ColNCCL, BucketAll, 0.09, 0.27},    // 5.2, 21.1
-	{"proto/p2p-*-simple", ColNCCL, BucketAll, 0.10, 0.37},   // 7.0, 31.9
+	{"proto/p2p-*-ll128", ColNCCL, BucketAll, 0.07, 0.17},    // 3.5, 11.4
+	{"proto/p2p-*-simple", ColNCCL, BucketAll, 0.06, 0.21},   // 2.2, 15.6
 	{"proto/shm-*-ll", ColNCCL, BucketAll, 0.07, 0.16},       // 3.1, 10.4
-	{"proto/shm-*-simple", ColNCCL, BucketAll, 0.09, 0.36},   // 5.5, 30.2
+	{"proto/shm-*-simple", ColNCCL, BucketAll, 0.06, 0.21},   // 2.7, 15.1
 	{"proto/net-*-ll", ColNCCL, BucketAll, 0.28, 0.50},       // 24.3, 44.8
-	{"proto/net-*-simple", ColNCCL, BucketAll, 0.22, 0.40},   // 18.7, 34.9
+	{"proto/net-*-simple", ColNCCL, BucketAll, 0.20, 0.40},   // 16.2, 34.9
 	{"heldout/p2p-*-ll", ColNCCL, BucketAll, 0.07, 0.19},     // 3.2, 13.9
-	{"heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.08, 0.23},  // 4.9, 18.0
-	{"heldout/p2p-*-simple", ColNCCL, BucketAll, 0.10, 0.36}, // 6.5, 30.4
+	{"heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.08, 0.17},  // 5.2, 11.7
+	{"heldout/p2p-*-simple", ColNCCL, BucketAll, 0.06, 0.16}, // 2.3, 10.3
 	{"heldout/shm-*-ll", ColNCCL, BucketAll, 0.09, 0.19},     // 5.2, 13.7
-	{"heldout/shm-*-simple", ColNCCL, BucketAll, 0.09, 0.33}, // 5.2, 27.4
+	{"heldout/shm-*-simple", ColNCCL, BucketAll, 0.07, 0.20}, // 3.7, 14.5
 	{"heldout/net-*-ll", ColNCCL, BucketAll, 0.26, 0.40},     // 24.8, 34.6
-	{"heldout/net-*-simple", ColNCCL, BucketAll, 0.22, 0.37}, // 18.6, 31.8
-	{"p2p-*", ColOurs, BucketAll, 0.24, 0.48},                // 20.5, 42.1
-	{"shm-*", ColOurs, BucketAll, 0.12, 0.31},                // 8.5, 25.4
-	{"net-*", ColOurs, BucketAll, 0.24, 0.56},                // 20.2, 50.7
+	{"heldout/net-*-simple", ColNCCL, BucketAll, 0.22, 0.37}, // 19.6, 32.4
+	{"p2p-*", ColOurs, BucketAll, 0.24, 0.48},                // 20.8, 42.1
+	{"shm-*", ColOurs, BucketAll, 0.12, 0.31},                // 9.1, 25.4
+	{"net-*", ColOurs, BucketAll, 0.24, 0.56},                // 21.8, 50.7
+	// Simple under NCCL_NTHREADS (threads/): 2-96 KiB (fitted, stages 8
+	// and 9 of h200.json) and 256 KiB-64 MiB on 96-288 threads (held out)
+	{"threads/p2p-*-nt*[0-9t]", ColNCCL, BucketAll, 0.06, 0.20}, // 2.8, 14.8
+	{"threads/shm-*-nt*[0-9t]", ColNCCL, BucketAll, 0.07, 0.20}, // 3.5, 14.9
+	{"threads/p2p-*-large", ColNCCL, BucketAll, 0.11, 0.61},     // 7.4, 55.9: a small block's copy rate on large calls
+	{"threads/shm-*-large", ColNCCL, BucketAll, 0.21, 0.68},     // 18.0, 62.8
 	// heldout/ recorded again on another start of the machine (the 8-pack kernel: see below)
 	{"rerun/heldout/p2p-*-ll", ColNCCL, BucketAll, 0.07, 0.23},     // 3.3, 17.7
-	{"rerun/heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.08, 0.25},  // 4.7, 19.9
-	{"rerun/heldout/p2p-*-simple", ColNCCL, BucketAll, 0.09, 0.36}, // 5.7, 30.5
+	{"rerun/heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.08, 0.17},  // 5.1, 11.4
+	{"rerun/heldout/p2p-*-simple", ColNCCL, BucketAll, 0.06, 0.17}, // 2.4, 11.8
 	{"rerun/heldout/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.21},     // 2.8, 15.9
-	{"rerun/heldout/shm-*-simple", ColNCCL, BucketAll, 0.09, 0.31}, // 5.4, 26.0
+	{"rerun/heldout/shm-*-simple", ColNCCL, BucketAll, 0.07, 0.18}, // 3.2, 12.6
 	{"rerun/heldout/net-*-ll", ColNCCL, BucketAll, 0.18, 0.32},     // 14.4, 30.8
-	{"rerun/heldout/net-*-simple", ColNCCL, BucketAll, 0.14, 0.37}, // 10.2, 31.7
+	{"rerun/heldout/net-*-simple", ColNCCL, BucketAll, 0.14, 0.37}, // 11.5, 31.7
 }
 
 // h200OursBounds are tolerances on our executor's column simulated with
@@ -84,6 +90,8 @@ var h200OursBounds = []poolBound{
 	{"heldout/shm-*-simple", ColOurs, BucketAll, 0.10, 0.38}, // 6.5, 32.2
 	{"heldout/net-*-ll", ColOurs, BucketAll, 0.21, 0.45},     // 17.1, 39.1
 	{"heldout/net-*-simple", ColOurs, BucketAll, 0.14, 0.41}, // 10.9, 35.6
+	{"threads/p2p-*", ColOurs, BucketAll, 0.08, 0.18},        // 4.3, 13.0: our block size is fixed
+	{"threads/shm-*", ColOurs, BucketAll, 0.10, 0.42},        // 6.8, 36.1
 	// heldout/ recorded again on another start of the machine (the 8-pack kernel: see below)
 	{"rerun/heldout/p2p-*-ll", ColOurs, BucketAll, 0.20, 0.33},     // 16.1, 27.9
 	{"rerun/heldout/p2p-*-ll128", ColOurs, BucketAll, 0.30, 0.48},  // 26.6, 42.5
@@ -117,7 +125,7 @@ var h200FromH100Bounds = []poolBound{
 // and fails, with a table of the offending rows, when a pool's median or
 // a row leaves its tolerance.
 func TestRegressionH200x2(t *testing.T) {
-	checkMachine(t, hwDir(), 108, []string{"rerun/heldout/"}, []calibBounds{
+	checkMachine(t, hwDir(), 178, []string{"rerun/heldout/", "threads/"}, []calibBounds{
 		{"", h200Bounds}, {twincclCalib(), h200OursBounds}, {calibFile("h100-twinccl.json"), h200FromH100Bounds},
 	})
 }

@@ -26,8 +26,8 @@ func TestNCCLAlltoAll(t *testing.T) {
 		large, all [2]float64 // median, max bounds
 		measured   string
 	}{
-		{hwDir(), "", [2]float64{0.07, 0.10}, [2]float64{0.17, 0.36}, "4.4, 7.3; all: 13.4, 32.0"},
-		{h100Dir(), filepath.Join(h100Dir(), "topo.xml"), [2]float64{0.14, 0.16}, [2]float64{0.17, 0.32}, "10.4, 10.5; all: 13.7, 26.5"},
+		{hwDir(), "", [2]float64{0.09, 0.12}, [2]float64{0.16, 0.22}, "5.8, 6.5; all: 12.5, 16.8"},
+		{h100Dir(), filepath.Join(h100Dir(), "topo.xml"), [2]float64{0.15, 0.18}, [2]float64{0.17, 0.25}, "11.7, 12.5; all: 13.2, 19.1"},
 	} {
 		in, err := Open(filepath.Join(m.dir, "gin", "a2a.json"))
 		if err != nil {

@@ -1,0 +1,158 @@
+package sim
+
+import (
+	"math"
+	"testing"
+
+	"github.com/twinccl/twinccl/model"
+)
+
+// quietCalib is the embedded calibration without the costs a call pays
+// once (launch aside), so that a test can add one of them and see it
+// alone.
+func quietCalib(t *testing.T) *Calib {
+	t.Helper()
+	c, err := DefaultCalib(90)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pc := range []*ProtoCalib{&c.LL, &c.LL128, &c.Simple} {
+		pc.FirstOpUs, pc.ThreadOpUs, pc.DirectUs, pc.HostTurnUs, pc.RateThreads = 0, 0, 0, 0, 0
+	}
+	return c
+}
+
+// delta is what setting one constant (by set) adds to the simulated time
+// of a call of coll on bytes at rec under env.
+func delta(t *testing.T, env map[string]string, coll model.Collective, bytes int64, rec Recorded, set func(*Calib)) float64 {
+	t.Helper()
+	base := quietCalib(t)
+	with := base.Clone()
+	set(with)
+	return simulateBytes(t, env, coll, bytes, rec, with) - simulateBytes(t, env, coll, bytes, rec, base)
+}
+
+// ringSimple1 is a call forced to Ring/Simple on one channel.
+var ringSimple1 = Recorded{Algo: model.AlgoRing, Proto: model.ProtoSimple, NChannels: 1}
+
+// TestDirectUs: direct_us is paid once per call, at its start, by the
+// lanes of collectives whose primitives are NCCL's direct* ones (Ring
+// Broadcast, AllGather, AllReduce), over P2P and SHM alike, and not by
+// Reduce and ReduceScatter; LL does not pay it.
+func TestDirectUs(t *testing.T) {
+	const d = 4.0
+	shm := map[string]string{"NCCL_P2P_DISABLE": "1"}
+	set := func(c *Calib) { c.Simple.DirectUs = d }
+	for _, tc := range []struct {
+		env  map[string]string
+		coll model.Collective
+		rec  Recorded
+		want float64
+	}{
+		{nil, model.CollBroadcast, ringSimple1, d},
+		{nil, model.CollAllGather, ringSimple1, d},
+		{nil, model.CollAllReduce, ringSimple1, d},
+		{shm, model.CollBroadcast, ringSimple1, d},
+		{nil, model.CollReduce, ringSimple1, 0},
+		{nil, model.CollReduceScatter, ringSimple1, 0},
+		{nil, model.CollBroadcast, Recorded{Algo: model.AlgoRing, Proto: model.ProtoLL, NChannels: 1}, 0},
+	} {
+		if got := delta(t, tc.env, tc.coll, 8, tc.rec, set); math.Abs(got-tc.want) > 0.02*d {
+			t.Errorf("%v %v 8 B (settings %v): direct_us %.1f adds %.3f us, want %.1f", tc.coll, tc.rec.Proto, tc.env, d, got, tc.want)
+		}
+	}
+}
+
+// TestFirstOpUs: first_op_us is paid by the first call of each primitive
+// kind in a call, not by every chunk: a one-channel Broadcast of 4 MiB
+// (eight chunks, eight copySends on the root and eight recvs on the
+// other rank) pays it once on its path, as one of 8 B does; a Reduce's
+// receiver pays its while it waits for the sender's data. thread_op_us
+// adds to it per doubling of NCCL's threads beyond 96: a 32 KiB Reduce
+// runs on 544.
+func TestFirstOpUs(t *testing.T) {
+	const f, th = 5.0, 2.0
+	first := func(c *Calib) { c.Simple.FirstOpUs = f }
+	for _, tc := range []struct {
+		coll  model.Collective
+		bytes int64
+	}{{model.CollBroadcast, 8}, {model.CollBroadcast, 4 << 20}, {model.CollReduce, 8}} {
+		if got := delta(t, nil, tc.coll, tc.bytes, ringSimple1, first); math.Abs(got-f) > 0.02*f {
+			t.Errorf("%v %d B: first_op_us %.1f adds %.3f us, want %.1f (once on the path)", tc.coll, tc.bytes, f, got, f)
+		}
+	}
+	threads := func(c *Calib) { c.Simple.ThreadOpUs = th }
+	for _, tc := range []struct {
+		bytes   int64
+		threads float64
+	}{{3072, 96}, {32768, 544}} {
+		want := th * math.Log2(tc.threads/96)
+		if got := delta(t, nil, model.CollReduce, tc.bytes, ringSimple1, threads); math.Abs(got-want) > 0.02*th {
+			t.Errorf("Reduce %d B (%g threads): thread_op_us %.1f adds %.3f us, want %.3f", tc.bytes, tc.threads, th, got, want)
+		}
+	}
+	// p2p Programs do not pay it.
+	p2p := Recorded{Algo: -1, Proto: model.ProtoSimple}
+	if got := delta(t, nil, model.CollSendRecv, 1<<20, p2p, first); got != 0 {
+		t.Errorf("SendRecv 1 MiB: first_op_us adds %.3f us, want 0", got)
+	}
+}
+
+// TestRateThreads: a block of fewer threads than rate_threads copies in
+// proportion. A one-channel Reduce of 64 MiB on two GPUs whose time is
+// the copies' (no per-call or per-slice costs, a slow block) takes twice
+// as long when rate_threads is twice NCCL's 544 threads.
+func TestRateThreads(t *testing.T) {
+	c := zeroCalib(5, 1)
+	c.Simple.P2PSliceOverheadUs = 0
+	const bytes = 64 << 20
+	full := simulateBytes(t, nil, model.CollReduce, bytes, ringSimple1, c)
+	half := c.Clone()
+	half.Simple.RateThreads = 2 * 544
+	slow := simulateBytes(t, nil, model.CollReduce, bytes, ringSimple1, half)
+	if r := slow / full; math.Abs(r-2) > 0.02 {
+		t.Errorf("Reduce 64 MiB: %.1f us at the full rate, %.1f with rate_threads 1088: ratio %.3f, want 2", full, slow, r)
+	}
+}
+
+// TestHostTurnUs: host_turn_us is paid by a receive from host memory
+// that follows the lane's own send into it: an AllGather over SHM (each
+// rank sends, then receives) pays it once on its path, a Broadcast (one
+// rank sends, the other receives) not at all, nor does P2P.
+func TestHostTurnUs(t *testing.T) {
+	const turn = 4.0
+	shm := map[string]string{"NCCL_P2P_DISABLE": "1"}
+	set := func(c *Calib) { c.Simple.HostTurnUs = turn }
+	for _, tc := range []struct {
+		env  map[string]string
+		coll model.Collective
+		want float64
+	}{
+		{shm, model.CollAllGather, turn},
+		{shm, model.CollBroadcast, 0},
+		{nil, model.CollAllGather, 0},
+	} {
+		if got := delta(t, tc.env, tc.coll, 8, ringSimple1, set); math.Abs(got-tc.want) > 0.02*turn {
+			t.Errorf("%v Simple 8 B (settings %v): host_turn_us %.1f adds %.3f us, want %.1f", tc.coll, tc.env, turn, got, tc.want)
+		}
+	}
+}
+
+// TestP2PSliceOverheadUs: the slices of p2p Programs pay
+// p2p_slice_overhead_us (set in the embedded calibration) instead of
+// slice_overhead_us; collectives keep slice_overhead_us.
+func TestP2PSliceOverheadUs(t *testing.T) {
+	if quietCalib(t).Simple.P2PSliceOverheadUs == 0 {
+		t.Fatal("the embedded calibration has no simple.p2p_slice_overhead_us")
+	}
+	p2p := Recorded{Algo: -1, Proto: model.ProtoSimple}
+	if got := delta(t, nil, model.CollSendRecv, 1<<20, p2p, func(c *Calib) { c.Simple.P2PSliceOverheadUs += 3 }); got < 3 {
+		t.Errorf("SendRecv 1 MiB: 3 us more per p2p slice adds %.3f us, want at least one slice's 3", got)
+	}
+	if got := delta(t, nil, model.CollSendRecv, 1<<20, p2p, func(c *Calib) { c.Simple.SliceOverheadUs += 3 }); got != 0 {
+		t.Errorf("SendRecv 1 MiB: 3 us more of slice_overhead_us change it by %.3f us, want 0", got)
+	}
+	if got := delta(t, nil, model.CollReduce, 8, ringSimple1, func(c *Calib) { c.Simple.P2PSliceOverheadUs += 3 }); got != 0 {
+		t.Errorf("Reduce 8 B: p2p_slice_overhead_us changes a collective by %.3f us", got)
+	}
+}
