@@ -38,12 +38,17 @@ cal() { # STAGE START PARAMS TOPO NODES FITTED... -- HELDOUT...
 }
 # What the start calibration (NCCL's) cannot know of our kernel, and no
 # fit moves: its block size (TW_NTHREADS) and the LL lines a thread loads
-# at once from host memory (TW_LL_HOST_LINES).
+# at once from host memory (TW_LL_HOST_LINES); and NCCL's costs that our
+# kernel does not have (its direct primitives, its first call of each
+# primitive kind, its block size per call).
 python3 - "$start" "$out.start.json" <<'EOF'
 import json, sys
 c = json.load(open(sys.argv[1]))
 for p in ("ll", "ll128", "simple"):
     c[p]["threads"] = 512
+    # NCCL's per-call costs of its primitives (not our kernel's)
+    for k in ("first_op_us", "thread_op_us", "direct_us", "rate_threads"):
+        c[p].pop(k, None)
 c["ll"]["host_round_lines"] = 4
 json.dump(c, open(sys.argv[2], "w"), indent=2)
 EOF

@@ -169,13 +169,13 @@ var h100NCCLBounds = []poolBound{
 var h100TwincclBounds = []poolBound{
 	{"p2p-*", ColOurs, BucketAll, 0.11, 0.24},                // 8.0, 18.7
 	{"proto/p2p-*-ll", ColOurs, BucketAll, 0.13, 0.25},       // 9.1, 19.7
-	{"proto/p2p-*-simple", ColOurs, BucketAll, 0.19, 0.29},   // 15.5, 23.7
-	{"proto/p2p-*-ll128", ColOurs, BucketAll, 0.15, 0.37},    // 11.5, 31.9
+	{"proto/p2p-*-simple", ColOurs, BucketAll, 0.18, 0.28},   // 15.0, 22.7
+	{"proto/p2p-*-ll128", ColOurs, BucketAll, 0.15, 0.37},    // 12.5, 35.4
 	{"heldout/p2p-*-ll", ColOurs, BucketAll, 0.13, 0.29},     // 9.7, 23.2
-	{"heldout/p2p-*-ll128", ColOurs, BucketAll, 0.27, 0.49},  // 24.0, 43.6
-	{"heldout/p2p-*-simple", ColOurs, BucketAll, 0.18, 0.32}, // 15.0, 26.3
-	{"heldout/shm-*-ll", ColOurs, BucketAll, 0.17, 0.53},     // 13.3, 47.8
-	{"heldout/shm-*-simple", ColOurs, BucketAll, 0.16, 0.48}, // 12.2, 42.8
+	{"heldout/p2p-*-ll128", ColOurs, BucketAll, 0.27, 0.49},  // 23.5, 46.6
+	{"heldout/p2p-*-simple", ColOurs, BucketAll, 0.18, 0.31}, // 15.0, 25.3
+	{"heldout/shm-*-ll", ColOurs, BucketAll, 0.16, 0.52},     // 12.1, 47.0
+	{"heldout/shm-*-simple", ColOurs, BucketAll, 0.14, 0.47}, // 10.7, 41.1
 }
 
 // machineComparer compares one recording of the machine whose files are

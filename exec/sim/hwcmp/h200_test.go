@@ -4,26 +4,24 @@ import "testing"
 
 // h200Bounds are the tolerances on testdata/hw/h200x2 (recorded
 // 2026-11-26 on nvidia-h200-x2, the machine issue 10 judges: the tuner's
-// choices, proto/ with every protocol forced and heldout/ at other sizes,
-// NCCL forced to the same protocol through nccl_env) under the embedded
-// calibration (NCCL's, fitted on this machine type with other harnesses;
-// of these files only proto/shm-*-simple, for its simple.host_fence_us,
-// and proto/shm-*-ll, for LL's rounds of loads from host memory),
-// one per transport, protocol and
-// column: medians 3 points and maxima 5 points above what it reaches
-// (measured median and max in the comments, in percent). Against NCCL,
-// P2P is within 3.2-6.5 percent median held out and SHM 5.2 for Simple
-// and LL (simple.host_fence_us, fitted on proto/shm-*-simple, took SHM Simple
-// from 6.9 to 5.3 on an earlier recording; ll.host_round_us and the host
-// load costs refitted with it, on proto/shm-*-ll, SHM LL from 9.2 to 5.2,
-// its maximum from 25.2 to 13.7); the P2P Simple maxima are
-// Reduce below 24 KiB (the simulation 26-30 percent slow) and AllGather
-// from 24 KiB to 1.5 MiB (15-16 percent fast). Sockets between split
-// hosts are 19-22 percent off, no better than NCCL agrees with itself:
-// its own socket times moved 5-21 percent (median) between starts of the
-// machine, P2P and SHM 0.4-1.8 (docs/perf.md). Our executor's column is
-// only bounded coarsely here (our kernels are not NCCL's): h200OursBounds
-// bound it under its own calibration.
+// choices, proto/ with every protocol forced, heldout/ at other sizes and
+// threads/ under NCCL_NTHREADS, NCCL forced to the same protocol through
+// nccl_env) under the embedded calibration (NCCL's; fitted on these files
+// for its stages 6-10, testdata/hw/fit-nccl.sh: proto/ and threads/ up to
+// 96 KiB, never heldout/), one per transport, protocol and column: medians
+// 3 points and maxima 5 points above what it reaches (measured median and
+// max in the comments, in percent). Against NCCL, held out: P2P LL
+// 3.2/13.9, LL128 5.2/11.7, Simple 2.3/10.3 (6.5/30.4 before NCCL's block
+// size per call, its direct primitives and each primitive kind's first
+// call were modelled), SHM LL 5.0/13.7 (9.2/25.2 before LL's rounds of
+// loads from host memory), Simple 3.7/14.5 (5.2/27.4). Sockets between
+// split hosts are 20-25 percent off, no better than NCCL agrees with
+// itself: its own socket times moved 5-21 percent (median) between starts
+// of the machine, P2P and SHM 0.4-1.8 (docs/perf.md). threads/*-large
+// (256 KiB-64 MiB on blocks NCCL itself never gives such calls) are held
+// out and far: the model does not follow a small block's copy rate there.
+// Our executor's column is only bounded coarsely here (our kernels are
+// not NCCL's): h200OursBounds bound it under its own calibration.
 var h200Bounds = []poolBound{
 	{"p2p-*", ColNCCL, BucketAll, 0.07, 0.16},                // 3.3, 10.4
 	{"shm-*", ColNCCL, BucketAll, 0.07, 0.24},                // 4.0, 19.2
@@ -64,42 +62,46 @@ var h200Bounds = []poolBound{
 // h200OursBounds are tolerances on our executor's column simulated with
 // calib/h200-twinccl.json, fitted on proto/ (and the tuner's choices from
 // 16 MiB) by testdata/hw/fit-ours.sh, as h200Bounds. Held out (heldout/):
-// P2P 2.9-6.2 percent median and at most 13.0 (the P2P and SHM files are
+// P2P 2.5-6.5 percent median and at most 13.7 (the P2P and SHM files are
 // the kernel with 4 Simple packs in flight, TW_UNROLL, whose LL and LL128
-// steps are steadier than the 8-pack kernel's), SHM 5.6-6.5 (its maxima,
-// 27-32 percent: AllReduce below 24 KiB, a tree there, and Broadcast LL),
-// sockets 10.9-18.3 (the 8-pack kernel; our socket times moved 15-27
-// percent median between two starts of the machine). rerun/heldout is
-// the 8-pack kernel too: its P2P is 6-27 percent slower than the 4-pack
-// kernel the calibration describes, and its pools bound that.
+// steps are steadier than the 8-pack kernel's), SHM 3.2-5.2 (its maxima:
+// 28.5 percent for Broadcast LL, 19.1 for the AllReduce tree below 24 KiB;
+// the SHM Simple maximum was 32.2 before simple.host_turn_us, the turn from
+// a lane's send into host memory to its receive from it), sockets
+// 9.7-17.3 (the 8-pack kernel; our socket times moved 15-27 percent median
+// between two starts of the machine). rerun/heldout is the 8-pack kernel
+// too: its P2P is 6-27 percent slower than the 4-pack kernel the
+// calibration describes, and its pools bound that. threads/ (NCCL_NTHREADS
+// forced on NCCL; our block size is fixed, so for our column these are
+// more held-out sizes) is within 3.4 (P2P) and 3.3 (SHM) percent median.
 var h200OursBounds = []poolBound{
-	{"p2p-*", ColOurs, BucketAll, 0.09, 0.21},                // 5.9, 15.9
-	{"shm-*", ColOurs, BucketAll, 0.08, 0.26},                // 4.6, 20.3
-	{"net-*", ColOurs, BucketAll, 0.15, 0.38},                // 12.0, 32.1
+	{"p2p-*", ColOurs, BucketAll, 0.09, 0.20},                // 5.9, 14.7
+	{"shm-*", ColOurs, BucketAll, 0.07, 0.25},                // 4.0, 19.8
+	{"net-*", ColOurs, BucketAll, 0.15, 0.37},                // 12.5, 31.2
 	{"proto/p2p-*-ll", ColOurs, BucketAll, 0.10, 0.18},       // 6.7, 12.1
-	{"proto/p2p-*-ll128", ColOurs, BucketAll, 0.11, 0.18},    // 7.8, 12.6
-	{"proto/p2p-*-simple", ColOurs, BucketAll, 0.07, 0.16},   // 3.5, 10.5
-	{"proto/shm-*-ll", ColOurs, BucketAll, 0.11, 0.25},       // 7.6, 19.2
-	{"proto/shm-*-simple", ColOurs, BucketAll, 0.09, 0.39},   // 5.5, 33.4
+	{"proto/p2p-*-ll128", ColOurs, BucketAll, 0.11, 0.18},    // 7.6, 13.8
+	{"proto/p2p-*-simple", ColOurs, BucketAll, 0.06, 0.14},   // 2.8, 8.9
+	{"proto/shm-*-ll", ColOurs, BucketAll, 0.10, 0.25},       // 6.3, 20.4
+	{"proto/shm-*-simple", ColOurs, BucketAll, 0.07, 0.20},   // 3.8, 14.1
 	{"proto/net-*-ll", ColOurs, BucketAll, 0.11, 0.21},       // 8.0, 16.0
-	{"proto/net-*-simple", ColOurs, BucketAll, 0.15, 0.26},   // 11.3, 21.0
+	{"proto/net-*-simple", ColOurs, BucketAll, 0.14, 0.26},   // 10.5, 21.0
 	{"heldout/p2p-*-ll", ColOurs, BucketAll, 0.09, 0.17},     // 5.8, 11.5
-	{"heldout/p2p-*-ll128", ColOurs, BucketAll, 0.10, 0.18},  // 6.2, 13.0
-	{"heldout/p2p-*-simple", ColOurs, BucketAll, 0.06, 0.16}, // 2.9, 10.6
-	{"heldout/shm-*-ll", ColOurs, BucketAll, 0.09, 0.32},     // 5.6, 27.2
-	{"heldout/shm-*-simple", ColOurs, BucketAll, 0.10, 0.38}, // 6.5, 32.2
-	{"heldout/net-*-ll", ColOurs, BucketAll, 0.21, 0.45},     // 17.1, 39.1
-	{"heldout/net-*-simple", ColOurs, BucketAll, 0.14, 0.41}, // 10.9, 35.6
-	{"threads/p2p-*", ColOurs, BucketAll, 0.08, 0.18},        // 4.3, 13.0: our block size is fixed
-	{"threads/shm-*", ColOurs, BucketAll, 0.10, 0.42},        // 6.8, 36.1
+	{"heldout/p2p-*-ll128", ColOurs, BucketAll, 0.10, 0.18},  // 6.5, 13.7
+	{"heldout/p2p-*-simple", ColOurs, BucketAll, 0.06, 0.16}, // 2.5, 10.5
+	{"heldout/shm-*-ll", ColOurs, BucketAll, 0.09, 0.32},     // 5.2, 28.5
+	{"heldout/shm-*-simple", ColOurs, BucketAll, 0.07, 0.25}, // 3.2, 19.1
+	{"heldout/net-*-ll", ColOurs, BucketAll, 0.21, 0.45},     // 17.3, 40.0
+	{"heldout/net-*-simple", ColOurs, BucketAll, 0.13, 0.40}, // 9.7, 34.4
+	{"threads/p2p-*", ColOurs, BucketAll, 0.07, 0.17},        // 3.4, 11.8: our block size is fixed
+	{"threads/shm-*", ColOurs, BucketAll, 0.07, 0.23},        // 3.3, 17.3
 	// heldout/ recorded again on another start of the machine (the 8-pack kernel: see below)
 	{"rerun/heldout/p2p-*-ll", ColOurs, BucketAll, 0.20, 0.33},     // 16.1, 27.9
-	{"rerun/heldout/p2p-*-ll128", ColOurs, BucketAll, 0.30, 0.48},  // 26.6, 42.5
-	{"rerun/heldout/p2p-*-simple", ColOurs, BucketAll, 0.14, 0.24}, // 10.6, 18.4
-	{"rerun/heldout/shm-*-ll", ColOurs, BucketAll, 0.15, 0.30},     // 11.8, 27.2
-	{"rerun/heldout/shm-*-simple", ColOurs, BucketAll, 0.10, 0.31}, // 6.6, 25.6
-	{"rerun/heldout/net-*-ll", ColOurs, BucketAll, 0.20, 0.64},     // 17.0, 59.0
-	{"rerun/heldout/net-*-simple", ColOurs, BucketAll, 0.21, 0.63}, // 17.6, 57.2
+	{"rerun/heldout/p2p-*-ll128", ColOurs, BucketAll, 0.30, 0.48},  // 26.4, 45.5
+	{"rerun/heldout/p2p-*-simple", ColOurs, BucketAll, 0.14, 0.23}, // 10.2, 17.8
+	{"rerun/heldout/shm-*-ll", ColOurs, BucketAll, 0.15, 0.30},     // 11.3, 26.2
+	{"rerun/heldout/shm-*-simple", ColOurs, BucketAll, 0.10, 0.29}, // 6.8, 23.6
+	{"rerun/heldout/net-*-ll", ColOurs, BucketAll, 0.20, 0.64},     // 17.3, 60.0
+	{"rerun/heldout/net-*-simple", ColOurs, BucketAll, 0.21, 0.51}, // 17.5, 45.5
 }
 
 // h200FromH100Bounds: calib/h100-twinccl.json, our executor's calibration
