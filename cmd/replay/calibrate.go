@@ -52,12 +52,15 @@ SendRecv rows run on NCCL's p2p schedule; the AlltoAll of our GIN engine has onl
 NCCL column here (testdata/hw/h200x2/gin/a2a.json,col=nccl).
 
 Only the constants the fitted tables can identify move: the launch cost, the per-call
-and per-slice overheads, the copy throughput and the load, store and reduction costs of
-the protocols the tuner picks, the efficiency and latency of the link types the routes
-cross, and, where the tables exercise them, the host memory costs (SHM, NET staged
-through host memory), the SHM and network latencies, the socket proxies' costs, the
-copy share of a p2p channel's lanes (AlltoAll, SendRecv rows) and the harness's cost
-per call. --params restricts the fit to the constants whose names
+and per-slice overheads, the cost of each primitive kind's first call in a call and its
+growth with NCCL's block size for the call (first_op_us, thread_op_us, rate_threads),
+the copy throughput and the load, store and reduction costs of the protocols the tuner
+picks, the efficiency and latency of the link types the routes cross, and, where the
+tables exercise them, the cost of NCCL's direct primitives (simple.direct_us), the host
+memory costs (SHM, NET staged through host memory: LL's rounds of loads, a receive
+right after a send into it), the SHM and network latencies, the socket proxies' costs,
+the copy share of a p2p channel's lanes (AlltoAll, SendRecv rows) and the harness's
+cost per call. --params restricts the fit to the constants whose names
 match REGEX (fit in stages: P2P tables first, then SHM and NET ones with --start). The
 fit is a deterministic Nelder–Mead search in log space minimising the mean over tables
 of the mean squared log error, plus the worst row's, restarted from its best point.
