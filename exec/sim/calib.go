@@ -44,7 +44,9 @@ import (
 //     into a SHM connection's host memory), and host_round_us,
 //     host_round_lines and threads (LL's rounds of loads from host memory,
 //     one line per thread per round, and the executor's block size where
-//     it is fixed).
+//     it is fixed), and first_op_us, thread_op_us, rate_threads, direct_us,
+//     host_turn_us, host_start_us and p2p_slice_overhead_us (NCCL's
+//     per-call costs of its primitives and block size, and of SHM).
 //
 // Since the simulator predicts measured rows as the back-to-back loops
 // they were timed with (Simulator.Loop, loop.go), the embedded files are
@@ -131,6 +133,12 @@ type ProtoCalib struct {
 	// Simple only (LL and LL128 map direct* to the plain primitives), not
 	// p2p Programs. 0: none.
 	DirectUs float64 `json:"direct_us,omitempty"`
+	// HostStartUs is paid once per call, before its first primitive, by
+	// every lane with a connection through SHM host memory, over and above
+	// the per-slice costs: what a call costs whatever its number of hops
+	// through host memory (on 2 GPUs one, on 4 three for an AllGather).
+	// 0: none.
+	HostStartUs float64 `json:"host_start_us,omitempty"`
 	// HostTurnUs is paid, with HostLoadUs, by a slice a lane receives from
 	// host memory when the lane's last slice with data stored into a SHM
 	// connection's host memory: the turn from writing across PCIe to
@@ -528,6 +536,7 @@ func (c *Calib) Validate() error {
 			{"host_round_us", pc.HostRoundUs, 0, 1e6},
 			{"direct_us", pc.DirectUs, 0, 1e6},
 			{"host_turn_us", pc.HostTurnUs, 0, 1e6},
+			{"host_start_us", pc.HostStartUs, 0, 1e6},
 			{"thread_op_us", pc.ThreadOpUs, 0, 1e6},
 			{"first_op_us", pc.FirstOpUs, 0, 1e6},
 			{"p2p_slice_overhead_us", pc.P2PSliceOverheadUs, 0, 1e6},

@@ -163,6 +163,8 @@ func fitParams(u fitUse) []FitParam {
 				get: func(c *Calib) float64 { return c.Proto(p).HostRoundUs }, set: func(c *Calib, v float64) { c.Proto(p).HostRoundUs = v }})
 		}
 		if u.shm {
+			ps = append(ps, FitParam{Name: n + ".host_start_us", Floor: 0.01, Lo: 0, Hi: 20,
+				get: func(c *Calib) float64 { return c.Proto(p).HostStartUs }, set: func(c *Calib, v float64) { c.Proto(p).HostStartUs = v }})
 			ps = append(ps, FitParam{Name: n + ".host_turn_us", Floor: 0.01, Lo: 0, Hi: 20,
 				get: func(c *Calib) float64 { return c.Proto(p).HostTurnUs }, set: func(c *Calib, v float64) { c.Proto(p).HostTurnUs = v }})
 		}

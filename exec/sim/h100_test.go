@@ -67,9 +67,9 @@ var h100Bounds = []struct {
 	{"p2p-simple", 0.07, 0.27},          // 3.22, 21.54
 	{"p2p-ll", 0.06, 0.26},              // 2.87, 20.49
 	{"p2p-ll128", 0.08, 0.23},           // 4.99, 17.05
-	{"shm", 0.11, 0.25},                 // 7.32, 19.09
-	{"shm-simple", 0.07, 0.31},          // 3.94, 25.49
-	{"net-socket", 0.17, 0.54},          // 14.14, 53.34
+	{"shm", 0.09, 0.31},                 // 5.73, 25.24
+	{"shm-simple", 0.07, 0.31},          // 3.93, 25.95
+	{"net-socket", 0.17, 0.49},          // 13.51, 43.13
 	{"simple-nthreads-128", 0.16, 0.27}, // 12.46, 21.14
 	{"simple-nthreads-256", 0.12, 0.25}, // 11.00, 19.87
 	{"simple-nthreads-512", 0.08, 0.27}, // 4.90, 21.74
@@ -95,13 +95,13 @@ var h100Bounds = []struct {
 	{"ll-nch-4", 0.14, 0.25},                  // 10.42, 19.98
 	{"ll128-nch-1", 0.25, 0.96},               // 21.78, 90.76
 	{"ll128-nch-4", 0.14, 0.87},               // 10.35, 81.89
-	{"shm-simple-nch-1", 0.33, 1.83},          // 29.58, 177.82
+	{"shm-simple-nch-1", 0.33, 1.83},          // 29.35, 177.91
 	// LL through host memory, and each protocol over sockets (recorded in
 	// the seventh session; the SHM LL rows from 128 KiB were fitted).
-	{"shm-ll", 0.07, 0.18},            // 3.63, 12.38
-	{"shm-ll-nch-1", 0.07, 0.16},      // 4.11, 15.60
-	{"net-socket-ll", 0.26, 0.45},     // 23.57, 39.96
-	{"net-socket-simple", 0.21, 0.36}, // 20.32, 35.09
+	{"shm-ll", 0.07, 0.17},            // 3.26, 11.58
+	{"shm-ll-nch-1", 0.07, 0.24},      // 4.05, 18.37
+	{"net-socket-ll", 0.25, 0.45},     // 21.06, 39.73
+	{"net-socket-simple", 0.21, 0.36}, // 20.32, 35.10
 }
 
 // TestTunerMatchesLogsH100: on the H100 pair, under every table's

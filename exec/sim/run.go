@@ -135,6 +135,9 @@ type actorCold struct {
 	// kinds has bit k set once the current call ran a primitive of kind k
 	// (FirstOpUs)
 	kinds uint16
+	// shm says the lane sends or receives through SHM host memory
+	// (HostStartUs)
+	shm bool
 	// sent is what the lane sends to each of its send connections, added
 	// up one run of calls at a time (a call's slices post the same
 	// data to every send connection)
@@ -283,6 +286,9 @@ type runner struct {
 	// firstOv is FirstOpUs and ThreadOpUs on the Program's threads, paid
 	// by the first call of each primitive kind in a call of a collective
 	firstOv Time
+	// hostStart is HostStartUs, paid at the start of every call by the
+	// lanes with a connection through SHM host memory
+	hostStart Time
 	hostLat Time // HostLoadUs
 	// hostTurn is HostTurnUs (SHM lanes that receive after they sent)
 	hostTurn Time
@@ -491,6 +497,7 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 	}
 	x.hostLat = usToPs(x.pc.HostLoadUs)
 	x.hostTurn = usToPs(x.pc.HostTurnUs)
+	x.hostStart = usToPs(x.pc.HostStartUs)
 	if p.Proto == model.ProtoLL && x.pc.HostRoundUs > 0 {
 		x.hostRound = usToPs(x.pc.HostRoundUs)
 		x.roundThreads = float64(x.pc.blockThreads(p.Threads))
@@ -631,6 +638,7 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 			case rt.hostSend:
 				ac.hostSends++
 				a.hostSend = a.hostSend || rt.transport == TransportSHM
+				ac.shm = ac.shm || rt.transport == TransportSHM
 			case x.read && rt.transport == TransportP2P:
 				// read mode: the sender stores into its own memory
 			case rt.transport != TransportNET && len(rt.res) > 0:
@@ -649,6 +657,7 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 			case rt.hostRecv:
 				ac.hostRecvs++
 				a.hostRecv = true
+				ac.shm = ac.shm || rt.transport == TransportSHM
 			case x.read && rt.transport == TransportP2P && len(rt.res) > 0:
 				ac.remoteRecvs++
 			}
@@ -877,6 +886,9 @@ func (x *runner) advance(ai int32) {
 				ac.kinds = 0
 				if ac.direct {
 					ov += x.directOv
+				}
+				if ac.shm {
+					ov += x.hostStart
 				}
 			}
 			if bit := uint16(1) << a.kind; ac.kinds&bit == 0 {

@@ -40,7 +40,7 @@ cal() { # STAGE FROM PARAMS FITTED... -- HELDOUT...
     --out "$out.stage$stage.json" "${args[@]}" > "$out.stage$stage.txt"
   echo "stage $stage:"; grep -E '^# .*(fitted|heldout)' "$out.stage$stage.txt" | awk '{printf "  %-36s %-8s %3s %8s %8s\n", $2, $3, $4, $5, $6}'
 }
-cal 7 "$start" '^ll\.(host_round_us|host_load_us|host_load_cost)$' "$dir"/proto/shm-*-ll.json -- "$dir"/heldout/shm-*-ll.json
+cal 7 "$start" '^ll\.(host_round_us|host_load_us|host_load_cost|host_start_us)$' "$dir"/proto/shm-*-ll.json -- "$dir"/heldout/shm-*-ll.json
 x4rows=()
 if [ -n "$x4" ]; then for f in "$x4"/*.json; do x4rows+=("$f,topo=$x4topo,minbytes=2M"); done; fi
 cal 8 "$out.stage7.json" '^simple\.(direct_us|thread_op_us|first_op_us|rate_threads|start_us|op_overhead_us|slice_overhead_us)$' \
@@ -48,7 +48,7 @@ cal 8 "$out.stage7.json" '^simple\.(direct_us|thread_op_us|first_op_us|rate_thre
   "$dir"/heldout/p2p-*-simple.json "$dir"/threads/p2p-*-large.json
 large=()
 for f in "$dir"/shm-*.json; do large+=("$f,minbytes=2M"); done
-cal 9 "$out.stage8.json" '^simple\.(host_load_us|host_load_cost|host_store_cost|host_fence_us|host_turn_us)$|^host_mem_GBps$' \
+cal 9 "$out.stage8.json" '^simple\.(host_load_us|host_load_cost|host_store_cost|host_fence_us|host_turn_us|host_start_us)$|^host_mem_GBps$' \
   "$dir"/proto/shm-*-simple.json "$dir"/threads/shm-*-nt{64,128,256,default}.json "${large[@]}" -- \
   "$dir"/heldout/shm-*-simple.json "$dir"/threads/shm-*-large.json
 cal 10 "$out.stage9.json" '^ll128\.(first_op_us|thread_op_us|start_us|op_overhead_us|slice_overhead_us)$' \

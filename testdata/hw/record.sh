@@ -5,10 +5,11 @@
 # group by group, then packs them into one tarball, since a device call
 # returns few files. Run from the repo root after `make build`.
 #
-#   DIR=OUT [TAR=FILE.tgz] [PROTOS="ll simple"] [FLAT=1] [DRY=1] bash testdata/hw/record.sh GROUP...
+#   DIR=OUT [TAR=FILE.tgz] [PROTOS="ll simple"] [FLAT=1] [DRY=1] [NP=4] bash testdata/hw/record.sh GROUP...
 #
 # GROUP is KIND:LINK. LINK: p2p (NVLink), shm (NCCL_P2P_DISABLE=1), net
-# (split hosts over loopback sockets: one process per rank). KIND:
+# (split hosts over loopback sockets: one process per rank; always two
+# ranks). NP is the number of GPUs of p2p and shm groups (2). KIND:
 #   tuner    the tuner's choice, every op, with call and event traces
 #            (net: each rank's parts, merged when bin/replay is here);
 #            8 B x 4 up to 256 MiB (shm 64, net 32)
@@ -56,9 +57,9 @@ run() { # ENV... -- ARGS...: one run gpu, or both ranks of a split-host run
     [ -n "${DRY:-}" ] || grep -q "^ *[0-9]" "$out.rank0.txt" || { echo "FAILED $out"; failed=1; }
   else
     if [ -n "${DRY:-}" ]; then
-      echo "env ${env[*]} bin/run gpu -np 2 $* > $out.txt"
+      echo "env ${env[*]} bin/run gpu -np ${NP:-2} $* > $out.txt"
     else
-      env "${env[@]}" timeout 240 bin/run gpu -np 2 "$@" > "$out.txt" 2>&1 || { echo "FAILED $out"; failed=1; }
+      env "${env[@]}" timeout 240 bin/run gpu -np "${NP:-2}" "$@" > "$out.txt" 2>&1 || { echo "FAILED $out"; failed=1; }
     fi
   fi
 }

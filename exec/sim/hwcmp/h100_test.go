@@ -53,40 +53,40 @@ var h100Bounds = []poolBound{
 	// The tuner's choice, every op (LL up to 512 KiB, Simple above).
 	{"p2p-*", ColNCCL, BucketAll, 0.07, 0.18},   // 3.3, 12.8
 	{"p2p-*", ColOurs, BucketAll, 0.24, 0.52},   // 21.0, 46.2
-	{"shm-*", ColNCCL, BucketAll, 0.09, 0.39},   // 5.2, 35.3
-	{"shm-*", ColOurs, BucketAll, 0.14, 0.66},   // 10.3, 60.1
-	{"net-*", ColNCCL, BucketAll, 0.26, 0.64},   // 24.2, 58.3
+	{"shm-*", ColNCCL, BucketAll, 0.07, 0.39},   // 3.6, 35.3
+	{"shm-*", ColOurs, BucketAll, 0.13, 0.62},   // 9.2, 56.7
+	{"net-*", ColNCCL, BucketAll, 0.26, 0.64},   // 24.3, 59.1
 	{"net-*", ColOurs, BucketLarge, 0.30, 0.45}, // 27.9, 40.4
 	// Every protocol forced.
 	{"proto/p2p-*-ll", ColNCCL, BucketAll, 0.06, 0.16},     // 2.6, 10.8
 	{"proto/p2p-*-ll128", ColNCCL, BucketAll, 0.08, 0.16},  // 4.9, 10.2
 	{"proto/p2p-*-simple", ColNCCL, BucketAll, 0.06, 0.17}, // 3.0, 11.4
 	{"proto/p2p-*", ColOurs, BucketAll, 0.27, 0.65},        // 23.2, 59.5
-	{"proto/shm-*-ll", ColNCCL, BucketAll, 0.09, 0.18},     // 5.3, 12.1
-	{"proto/shm-*-simple", ColNCCL, BucketAll, 0.07, 0.18}, // 3.4, 13.0
-	{"proto/shm-*", ColOurs, BucketAll, 0.16, 0.50},        // 12.4, 44.3
-	{"proto/net-*-ll", ColNCCL, BucketAll, 0.42, 0.68},     // 39.5, 62.9
+	{"proto/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.14},     // 2.4, 8.2
+	{"proto/shm-*-simple", ColNCCL, BucketAll, 0.07, 0.18}, // 3.3, 12.7
+	{"proto/shm-*", ColOurs, BucketAll, 0.16, 0.47},        // 12.2, 41.6
+	{"proto/net-*-ll", ColNCCL, BucketAll, 0.42, 0.68},     // 39.5, 63.3
 	{"proto/net-*-simple", ColNCCL, BucketAll, 0.23, 0.44}, // 20.8, 40.6
 	{"proto/net-*", ColOurs, BucketLarge, 0.39, 0.42},      // 35.8, 38.2
 	// Recorded a session later at sizes no other file has (heldout/).
 	{"heldout/p2p-*-ll", ColNCCL, BucketAll, 0.07, 0.2},      // 3.5, 13.5
 	{"heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.09, 0.18},  // 5.5, 12.9
 	{"heldout/p2p-*-simple", ColNCCL, BucketAll, 0.08, 0.15}, // 4.9, 9.8
-	{"heldout/shm-*-ll", ColNCCL, BucketAll, 0.08, 0.22},     // 4.5, 16.7
-	{"heldout/shm-*-simple", ColNCCL, BucketAll, 0.07, 0.20}, // 3.9, 14.9
-	{"heldout/net-*-ll", ColNCCL, BucketAll, 0.32, 0.50},     // 29.4, 44.8
+	{"heldout/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.18},     // 2.9, 12.6
+	{"heldout/shm-*-simple", ColNCCL, BucketAll, 0.07, 0.20}, // 3.8, 15.4
+	{"heldout/net-*-ll", ColNCCL, BucketAll, 0.32, 0.50},     // 29.6, 44.8
 	{"heldout/net-*-simple", ColNCCL, BucketAll, 0.27, 0.43}, // 26.1, 39.3
 	{"heldout/p2p-*", ColOurs, BucketAll, 0.30, 0.81},        // 26.1, 76.2
-	{"heldout/shm-*", ColOurs, BucketAll, 0.15, 0.52},        // 11.5, 46.7
+	{"heldout/shm-*", ColOurs, BucketAll, 0.14, 0.49},        // 10.6, 43.5
 	{"heldout/net-*", ColOurs, BucketLarge, 0.41, 0.61},      // 38.5, 56.4
 	// The socket runs before the socket plugin lost its helpers
 	// (sockets-helpers/: NCCL's column is another start of the machine).
-	{"sockets-helpers/net-*", ColNCCL, BucketAll, 0.20, 0.44},                // 17.0, 43.5
+	{"sockets-helpers/net-*", ColNCCL, BucketAll, 0.20, 0.40},                // 17.0, 34.9
 	{"sockets-helpers/net-*", ColOurs, BucketLarge, 0.21, 0.65},              // 17.2, 59.5
-	{"sockets-helpers/proto/net-*-ll", ColNCCL, BucketAll, 0.20, 0.50},       // 16.1, 44.9
+	{"sockets-helpers/proto/net-*-ll", ColNCCL, BucketAll, 0.15, 0.50},       // 11.3, 45.0
 	{"sockets-helpers/proto/net-*-simple", ColNCCL, BucketAll, 0.15, 0.37},   // 12.7, 31.2
 	{"sockets-helpers/proto/net-*", ColOurs, BucketLarge, 0.21, 0.33},        // 17.4, 27.6
-	{"sockets-helpers/heldout/net-*-ll", ColNCCL, BucketAll, 0.27, 0.45},     // 23.7, 39.7
+	{"sockets-helpers/heldout/net-*-ll", ColNCCL, BucketAll, 0.27, 0.45},     // 24.1, 39.7
 	{"sockets-helpers/heldout/net-*-simple", ColNCCL, BucketAll, 0.23, 0.50}, // 20.1, 45.1
 	{"sockets-helpers/heldout/net-*", ColOurs, BucketLarge, 0.66, 0.91},      // 62.1, 85.3
 }
@@ -144,21 +144,21 @@ var h100OursBounds = []poolBound{
 // rounds of loads from host memory: held-out SHM LL 4.8% -> 4.0%, SHM
 // Simple 6.8% -> 4.2% median, sockets-helpers Simple 10.9% -> 15.0%.
 var h100NCCLBounds = []poolBound{
-	{"proto/shm-*-ll", ColNCCL, BucketAll, 0.07, 0.20},                       // 4.4, 14.4
-	{"proto/shm-*-simple", ColNCCL, BucketAll, 0.08, 0.23},                   // 4.1, 17.6
-	{"proto/net-*-ll", ColNCCL, BucketAll, 0.17, 0.59},                       // 14.5, 54.0
-	{"proto/net-*-simple", ColNCCL, BucketAll, 0.15, 0.32},                   // 11.1, 26.9
-	{"shm-*", ColNCCL, BucketAll, 0.08, 0.37},                                // 5.0, 31.4
-	{"net-*", ColNCCL, BucketAll, 0.12, 0.54},                                // 9.0, 48.7
-	{"heldout/shm-*-ll", ColNCCL, BucketAll, 0.07, 0.21},                     // 4.0, 15.6
-	{"heldout/shm-*-simple", ColNCCL, BucketAll, 0.08, 0.22},                 // 4.2, 16.4
-	{"heldout/net-*-ll", ColNCCL, BucketAll, 0.21, 0.31},                     // 18.0, 25.8
-	{"heldout/net-*-simple", ColNCCL, BucketAll, 0.15, 0.41},                 // 12.7, 40.6
-	{"sockets-helpers/proto/net-*-ll", ColNCCL, BucketAll, 0.11, 0.37},       // 7.7, 32.0
-	{"sockets-helpers/proto/net-*-simple", ColNCCL, BucketAll, 0.18, 0.37},   // 14.5, 30.3
-	{"sockets-helpers/net-*", ColNCCL, BucketAll, 0.13, 0.34},                // 9.1, 28.8
-	{"sockets-helpers/heldout/net-*-ll", ColNCCL, BucketAll, 0.09, 0.38},     // 5.9, 32.3
-	{"sockets-helpers/heldout/net-*-simple", ColNCCL, BucketAll, 0.18, 0.40}, // 15.0, 34.8
+	{"proto/shm-*-ll", ColNCCL, BucketAll, 0.05, 0.11},                       // 1.7, 5.3
+	{"proto/shm-*-simple", ColNCCL, BucketAll, 0.07, 0.23},                   // 3.9, 17.2
+	{"proto/net-*-ll", ColNCCL, BucketAll, 0.17, 0.59},                       // 16.6, 53.6
+	{"proto/net-*-simple", ColNCCL, BucketAll, 0.15, 0.32},                   // 12.0, 27.8
+	{"shm-*", ColNCCL, BucketAll, 0.06, 0.37},                                // 2.6, 32.5
+	{"net-*", ColNCCL, BucketAll, 0.12, 0.54},                                // 9.0, 48.2
+	{"heldout/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.15},                     // 2.6, 9.4
+	{"heldout/shm-*-simple", ColNCCL, BucketAll, 0.08, 0.21},                 // 4.5, 16.0
+	{"heldout/net-*-ll", ColNCCL, BucketAll, 0.21, 0.31},                     // 18.1, 27.3
+	{"heldout/net-*-simple", ColNCCL, BucketAll, 0.15, 0.41},                 // 13.6, 38.8
+	{"sockets-helpers/proto/net-*-ll", ColNCCL, BucketAll, 0.11, 0.37},       // 9.4, 32.5
+	{"sockets-helpers/proto/net-*-simple", ColNCCL, BucketAll, 0.18, 0.34},   // 16.8, 29.0
+	{"sockets-helpers/net-*", ColNCCL, BucketAll, 0.13, 0.34},                // 9.6, 30.0
+	{"sockets-helpers/heldout/net-*-ll", ColNCCL, BucketAll, 0.09, 0.38},     // 5.9, 35.1
+	{"sockets-helpers/heldout/net-*-simple", ColNCCL, BucketAll, 0.17, 0.39}, // 13.5, 33.3
 }
 
 // h100TwincclBounds are tolerances on our executor's column simulated
@@ -177,8 +177,8 @@ var h100TwincclBounds = []poolBound{
 	{"heldout/p2p-*-ll", ColOurs, BucketAll, 0.13, 0.29},     // 9.7, 23.2
 	{"heldout/p2p-*-ll128", ColOurs, BucketAll, 0.27, 0.49},  // 23.5, 46.6
 	{"heldout/p2p-*-simple", ColOurs, BucketAll, 0.18, 0.31}, // 15.0, 25.3
-	{"heldout/shm-*-ll", ColOurs, BucketAll, 0.16, 0.52},     // 12.1, 47.0
-	{"heldout/shm-*-simple", ColOurs, BucketAll, 0.14, 0.47}, // 10.7, 41.1
+	{"heldout/shm-*-ll", ColOurs, BucketAll, 0.15, 0.51},     // 11.4, 45.3
+	{"heldout/shm-*-simple", ColOurs, BucketAll, 0.12, 0.44}, // 8.5, 39.0
 }
 
 // machineComparer compares one recording of the machine whose files are
