@@ -17,7 +17,7 @@ func quietCalib(t *testing.T) *Calib {
 		t.Fatal(err)
 	}
 	for _, pc := range []*ProtoCalib{&c.LL, &c.LL128, &c.Simple} {
-		pc.FirstOpUs, pc.ThreadOpUs, pc.DirectUs, pc.HostTurnUs, pc.RateThreads = 0, 0, 0, 0, 0
+		pc.FirstOpUs, pc.ThreadOpUs, pc.DirectUs, pc.HostTurnUs, pc.RateThreads, pc.HostStartUs = 0, 0, 0, 0, 0, 0
 	}
 	return c
 }
@@ -154,5 +154,31 @@ func TestP2PSliceOverheadUs(t *testing.T) {
 	}
 	if got := delta(t, nil, model.CollReduce, 8, ringSimple1, func(c *Calib) { c.Simple.P2PSliceOverheadUs += 3 }); got != 0 {
 		t.Errorf("Reduce 8 B: p2p_slice_overhead_us changes a collective by %.3f us", got)
+	}
+}
+
+// TestHostStartUs: host_start_us is paid once per call by every lane with
+// a connection through SHM host memory, however many slices or hops it
+// has: a Broadcast over SHM on two GPUs (the root waits for it before it
+// sends, the other rank while it waits for the data) takes it once longer,
+// at 8 B as at 4 MiB; over P2P it is not paid.
+func TestHostStartUs(t *testing.T) {
+	const s = 4.0
+	shm := map[string]string{"NCCL_P2P_DISABLE": "1"}
+	for _, tc := range []struct {
+		env   map[string]string
+		rec   Recorded
+		bytes int64
+		want  float64
+	}{
+		{shm, ringSimple1, 8, s},
+		{shm, ringSimple1, 4 << 20, s},
+		{shm, Recorded{Algo: model.AlgoRing, Proto: model.ProtoLL, NChannels: 1}, 8, s},
+		{nil, ringSimple1, 8, 0},
+	} {
+		set := func(c *Calib) { c.Proto(tc.rec.Proto).HostStartUs = s }
+		if got := delta(t, tc.env, model.CollBroadcast, tc.bytes, tc.rec, set); math.Abs(got-tc.want) > 0.02*s {
+			t.Errorf("Broadcast %v %d B (settings %v): host_start_us %.1f adds %.3f us, want %.1f", tc.rec.Proto, tc.bytes, tc.env, s, got, tc.want)
+		}
 	}
 }
