@@ -289,7 +289,7 @@ type runner struct {
 	// hostStart is HostStartUs, paid at the start of every call by the
 	// lanes with a connection through SHM host memory
 	hostStart Time
-	hostLat Time // HostLoadUs
+	hostLat   Time // HostLoadUs
 	// hostTurn is HostTurnUs (SHM lanes that receive after they sent)
 	hostTurn Time
 	// hostRound is the wait of every further round of loads of an LL slice
