@@ -166,11 +166,7 @@ func (s *Simulator) Generator(c Call) (*model.ProgGen, CallResult, error) {
 	}
 	nch = max(nch, 1)
 	// NCCL's block size for what runs: the tuner's size on the channels used
-	nBytes := c.Count * int64(c.Dtype.Size())
-	if c.Coll == model.CollAllGather || c.Coll == model.CollReduceScatter {
-		nBytes *= int64(s.Search.Plan.NRanks)
-	}
-	threads := s.Search.Tuning.Threads(algo, proto, nBytes, nch)
+	threads := s.Search.Tuning.Threads(algo, proto, ch.NBytes, nch)
 	g, err := model.NewProgGen(s.Search.Plan, c.Coll, genAlgo, proto, c.Count, c.Dtype, c.Op,
 		model.ProgOptions{NChannels: nch, Root: c.Root, InPlace: c.InPlace, BuffSize: s.Machine.settings.BuffSize, Threads: threads})
 	if err != nil {

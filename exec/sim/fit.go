@@ -515,6 +515,7 @@ func usage(tables []FitTable, c *Calib) (fitUse, error) {
 				gpuSet[p.Proto] = true
 			}
 			chans[k] = p.NChannels
+			u.direct = u.direct || (len(p.Conns) > 0 && p.Proto == model.ProtoSimple && !p.Coll.IsP2P())
 			for _, cn := range p.Conns {
 				rt, err := s.Machine.route(int(cn.From), int(cn.To), int(cn.Channel))
 				if err != nil {
@@ -537,7 +538,6 @@ func usage(tables []FitTable, c *Calib) (fitUse, error) {
 				if rt.hostSend || rt.hostRecv {
 					hostSet[p.Proto] = true
 				}
-				u.direct = u.direct || (p.Proto == model.ProtoSimple && !p.Coll.IsP2P())
 				if rt.transport == TransportP2P && len(rt.res) > 0 {
 					if p.Proto == model.ProtoSimple && c.p2pRead(p.Coll) {
 						readSet[p.Proto] = true

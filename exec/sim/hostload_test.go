@@ -51,16 +51,10 @@ func TestHostLoadRoundTrip(t *testing.T) {
 // sends in sequence on each rank) two; LL, which posts no tail, and P2P
 // connections do not pay it.
 func TestHostFence(t *testing.T) {
-	base, err := DefaultCalib(90)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const fence = 3.0 // us, far above a PCIe round trip
 	// Per-call costs that a rank pays while its peer fences would hide
 	// part of the fence: none here.
-	for _, pc := range []*ProtoCalib{&base.LL, &base.LL128, &base.Simple} {
-		pc.FirstOpUs, pc.ThreadOpUs, pc.DirectUs = 0, 0, 0
-	}
+	base := quietCalib(t)
+	const fence = 3.0 // us, far above a PCIe round trip
 	simulate := func(env map[string]string, coll model.Collective, proto model.Protocol, fenceUs float64) float64 {
 		t.Helper()
 		cal := base.Clone()
