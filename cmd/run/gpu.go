@@ -21,6 +21,7 @@ import (
 	"github.com/twinccl/twinccl/exec/hw/cuda"
 	"github.com/twinccl/twinccl/exec/hw/gin"
 	"github.com/twinccl/twinccl/exec/hw/gpudev"
+	"github.com/twinccl/twinccl/exec/hw/netprobe"
 	"github.com/twinccl/twinccl/exec/hw/nccl"
 	"github.com/twinccl/twinccl/exec/hw/transport"
 	"github.com/twinccl/twinccl/internal/atomicfile"
@@ -331,7 +332,12 @@ type gpuReport struct {
 	// communicator was created in: those inherited and those that
 	// --algo, --proto and --channels set (ncclForcedEnv).
 	NCCLEnv map[string]string `json:"nccl_env,omitempty"`
-	Rows    []gpuRow          `json:"rows"`
+	// NetProbe are rank 0's probes of its host's loopback sockets
+	// (netprobe.Loopback) before and after the sweep, in runs whose
+	// ranks are on several hosts (split-host runs pose them over
+	// loopback): what the socket network's times depend on at the time.
+	NetProbe []netprobe.Result `json:"net_probe,omitempty"`
+	Rows     []gpuRow          `json:"rows"`
 }
 
 // gpuJob is one rank's state for the sweep.
@@ -753,8 +759,28 @@ func (j *gpuJob) sweep() error {
 		rep.NCCLVersion = j.lib.VersionString()
 		rep.NCCLEnv = ncclEnviron()
 	}
+	hosts, err := j.hostCount()
+	if err != nil {
+		return err
+	}
+	probe := func() error {
+		if hosts < 2 || j.rank != 0 {
+			return nil
+		}
+		r, err := netprobe.Loopback(netprobe.Options{})
+		if err != nil {
+			return fmt.Errorf("rank 0: %w", err)
+		}
+		rep.NetProbe = append(rep.NetProbe, r)
+		fmt.Fprintf(j.e.stdout, "# loopback probe: latency %.2f us, one way %.2f GB/s, both ways %.2f GB/s each\n",
+			r.LatencyUs, r.OneWayGBps, r.BothWaysGBps)
+		return nil
+	}
 	if j.rank == 0 {
 		j.header(rep)
+	}
+	if err := probe(); err != nil {
+		return err
 	}
 	var wrong int64
 	for _, size := range j.o.sizes() {
@@ -767,6 +793,9 @@ func (j *gpuJob) sweep() error {
 			printGPURow(j.e.stdout, row, j.lib != nil, j.o.check == 1)
 			rep.Rows = append(rep.Rows, row)
 		}
+	}
+	if err := probe(); err != nil {
+		return err
 	}
 	if j.rank == 0 && j.o.jsonOut != "" {
 		if err := writeGPUJSON(j.o.jsonOut, rep); err != nil {

@@ -36,6 +36,7 @@ type command struct {
 var commands = []command{
 	{name: "topo", summary: "discover this machine's topology and print or dump it as NCCL topology XML", run: runTopo},
 	{name: "bench", summary: "run collectives on the host device over shm and the net plugin (sockets or ib) and print an nccl-tests-like table", run: runBench},
+	{name: "netprobe", summary: "measure this host's loopback TCP sockets (latency, one-way and two-way throughput) as a socket proxy sees them", run: runNetProbe},
 	{name: "gpu", summary: "run an nccl-tests-like sweep on GPUs, one process per GPU, optionally side by side with NCCL", run: runGPU},
 }
 

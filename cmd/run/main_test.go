@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"os"
@@ -149,5 +150,30 @@ func TestTopoWithoutDriver(t *testing.T) {
 	}
 	if _, err := os.Stat(path); !os.IsNotExist(err) {
 		t.Errorf("%s exists after a failed run", path)
+	}
+}
+
+func TestNetProbe(t *testing.T) {
+	code, out, errOut := runArgs("netprobe", "--json", "--bytes", "1048576", "-r", "1")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var r struct {
+		LatencyUs, OneWayGBps, BothWaysGBps float64
+	}
+	if err := json.Unmarshal([]byte(out), &struct {
+		L *float64 `json:"latency_us"`
+		O *float64 `json:"one_way_GBps"`
+		B *float64 `json:"both_ways_GBps"`
+	}{&r.LatencyUs, &r.OneWayGBps, &r.BothWaysGBps}); err != nil {
+		t.Fatalf("%v in %q", err, out)
+	}
+	if r.LatencyUs <= 0 || r.OneWayGBps <= 0 || r.BothWaysGBps <= 0 {
+		t.Errorf("probe %+v: want every figure positive", r)
+	}
+	for _, args := range [][]string{{"netprobe", "extra"}, {"netprobe", "--bytes", "10"}, {"netprobe", "-r", "0"}} {
+		if code, _, _ := runArgs(args...); code != 2 {
+			t.Errorf("run %v: exit %d, want 2", args, code)
+		}
 	}
 }
