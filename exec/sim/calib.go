@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"strings"
@@ -46,7 +47,8 @@ import (
 //     one line per thread per round, and the executor's block size where
 //     it is fixed), and first_op_us, thread_op_us, rate_threads, direct_us,
 //     host_turn_us, host_start_us and p2p_slice_overhead_us (NCCL's
-//     per-call costs of its primitives and block size, and of SHM).
+//     per-call costs of its primitives and block size, and of SHM), and
+//     coll_us per protocol (a collective's own per-call cost).
 //
 // Since the simulator predicts measured rows as the back-to-back loops
 // they were timed with (Simulator.Loop, loop.go), the embedded files are
@@ -172,6 +174,15 @@ type ProtoCalib struct {
 	// data and post no tail. A NET send staged through host memory fences
 	// too, but its proxy's costs (NetProxyUs) already hold that. 0: none.
 	HostFenceUs float64 `json:"host_fence_us,omitempty"`
+	// CollUs is paid once per call, at each lane's first primitive, by
+	// the calls of the collective it names ("ReduceScatter", ...) under
+	// this protocol: what a kernel's function for that collective costs
+	// beyond its primitives. NCCL specialises each kernel for LL and
+	// reaches the other protocols' functions through a table; its LL128
+	// ReduceScatter takes 1.5 us longer per call than its AllGather on
+	// H100 and H200 alike, longer even than its AllReduce, which does the
+	// same and more. Absent: none.
+	CollUs map[string]float64 `json:"coll_us,omitempty"`
 	// LinkEff multiplies every link's effective bandwidth for this
 	// protocol's wire traffic (store granularity, line format efficiency
 	// beyond the flag overhead that is modelled exactly).
@@ -484,6 +495,9 @@ func (c *Calib) Clone() *Calib {
 			d.HarnessUs[k] = v
 		}
 	}
+	for _, pc := range []*ProtoCalib{&d.LL, &d.LL128, &d.Simple} {
+		pc.CollUs = maps.Clone(pc.CollUs)
+	}
 	d.P2PRead = append([]string(nil), c.P2PRead...)
 	if c.Fit != nil {
 		f := *c.Fit
@@ -552,6 +566,14 @@ func (c *Calib) Validate() error {
 		}
 		for _, k := range checks {
 			if err := bad(n+"."+k.name, k.v, k.lo, k.hi); err != nil {
+				return err
+			}
+		}
+		for coll, v := range pc.CollUs {
+			if c, err := model.ParseCollective(coll); err != nil || c.String() != coll || c.IsP2P() {
+				return fmt.Errorf("%s.coll_us: %q is not a collective's name (Broadcast, Reduce, AllGather, ReduceScatter, AllReduce)", n, coll)
+			}
+			if err := bad(n+".coll_us."+coll, v, 0, 1e6); err != nil {
 				return err
 			}
 		}

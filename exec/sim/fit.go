@@ -40,6 +40,9 @@ type fitUse struct {
 	// peer's memory, readProtos those that load from one (P2P read mode):
 	// their remote fence and remote load cost can be fitted.
 	fenceProtos, readProtos []model.Protocol
+	// colls are the collectives (not p2p) of the rows of each protocol
+	// (CollUs)
+	colls map[model.Protocol][]model.Collective
 	// p2pProtos are the protocols of AlltoAll and SendRecv rows (p2p
 	// channels, their lanes sharing a block: P2PLaneShare).
 	p2pProtos []model.Protocol
@@ -124,6 +127,20 @@ func fitParams(u fitUse) []FitParam {
 			get: func(c *Calib) float64 { return c.Proto(p).ThreadOpUs }, set: func(c *Calib, v float64) { c.Proto(p).ThreadOpUs = v }},
 			FitParam{Name: n + ".rate_threads", Floor: 32, Lo: 32, Hi: 4096,
 				get: func(c *Calib) float64 { return c.Proto(p).RateThreads }, set: func(c *Calib, v float64) { c.Proto(p).RateThreads = v }})
+	}
+	for _, p := range u.protos {
+		for _, coll := range u.colls[p] {
+			p, k := p, coll.String()
+			ps = append(ps, FitParam{Name: strings.ToLower(p.String()) + ".coll_us." + k, Floor: 0.01, Lo: 0, Hi: 20,
+				get: func(c *Calib) float64 { return c.Proto(p).CollUs[k] },
+				set: func(c *Calib, v float64) {
+					pc := c.Proto(p)
+					if pc.CollUs == nil {
+						pc.CollUs = map[string]float64{}
+					}
+					pc.CollUs[k] = v
+				}})
+		}
 	}
 	if u.direct {
 		ps = append(ps, FitParam{Name: "simple.direct_us", Floor: 0.01, Lo: 0, Hi: 20,
@@ -471,6 +488,7 @@ func usage(tables []FitTable, c *Calib) (fitUse, error) {
 	var u fitUse
 	protoSet := map[model.Protocol]bool{}
 	hostSet := map[model.Protocol]bool{}
+	var collSet [model.NumProtocols][model.NumTunedCollectives]bool
 	fenceSet := map[model.Protocol]bool{}
 	readSet := map[model.Protocol]bool{}
 	p2pSet := map[model.Protocol]bool{}
@@ -509,6 +527,8 @@ func usage(tables []FitTable, c *Calib) (fitUse, error) {
 			protoSet[p.Proto] = true
 			if p.Coll.IsP2P() {
 				p2pSet[p.Proto] = true
+			} else {
+				collSet[p.Proto][p.Coll] = true
 			}
 			k := chanKey{p.Proto, p.Coll, m.Bytes}
 			if seen, ok := chans[k]; ok && seen != p.NChannels {
@@ -554,6 +574,14 @@ func usage(tables []FitTable, c *Calib) (fitUse, error) {
 		}
 		if hostSet[p] {
 			u.hostProtos = append(u.hostProtos, p)
+		}
+		for c := model.Collective(0); c < model.NumTunedCollectives; c++ {
+			if collSet[p][c] {
+				if u.colls == nil {
+					u.colls = map[model.Protocol][]model.Collective{}
+				}
+				u.colls[p] = append(u.colls[p], c)
+			}
 		}
 		if fenceSet[p] {
 			u.fenceProtos = append(u.fenceProtos, p)

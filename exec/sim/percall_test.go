@@ -2,6 +2,7 @@ package sim
 
 import (
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/twinccl/twinccl/model"
@@ -18,6 +19,7 @@ func quietCalib(t *testing.T) *Calib {
 	}
 	for _, pc := range []*ProtoCalib{&c.LL, &c.LL128, &c.Simple} {
 		pc.FirstOpUs, pc.ThreadOpUs, pc.DirectUs, pc.HostTurnUs, pc.RateThreads, pc.HostStartUs = 0, 0, 0, 0, 0, 0
+		pc.CollUs = nil
 	}
 	return c
 }
@@ -179,6 +181,52 @@ func TestHostStartUs(t *testing.T) {
 		set := func(c *Calib) { c.Proto(tc.rec.Proto).HostStartUs = s }
 		if got := delta(t, tc.env, model.CollBroadcast, tc.bytes, tc.rec, set); math.Abs(got-tc.want) > 0.02*s {
 			t.Errorf("Broadcast %v %d B (settings %v): host_start_us %.1f adds %.3f us, want %.1f", tc.rec.Proto, tc.bytes, tc.env, s, got, tc.want)
+		}
+	}
+}
+
+// TestCollUs: coll_us is paid once per call by the calls of the
+// collective it names under its protocol: a one-channel LL128
+// ReduceScatter of 4 MiB (many slices) pays it once, as one of 8 B does;
+// AllGather, and ReduceScatter under another protocol, do not.
+func TestCollUs(t *testing.T) {
+	const d = 4.0
+	set := func(c *Calib) { c.LL128.CollUs = map[string]float64{"ReduceScatter": d} }
+	ll128 := Recorded{Algo: model.AlgoRing, Proto: model.ProtoLL128, NChannels: 1}
+	for _, tc := range []struct {
+		coll  model.Collective
+		bytes int64
+		rec   Recorded
+		want  float64
+	}{
+		{model.CollReduceScatter, 8, ll128, d},
+		{model.CollReduceScatter, 4 << 20, ll128, d},
+		{model.CollAllGather, 8, ll128, 0},
+		{model.CollReduceScatter, 8, ringSimple1, 0},
+	} {
+		if got := delta(t, nil, tc.coll, tc.bytes, tc.rec, set); math.Abs(got-tc.want) > 0.02*d {
+			t.Errorf("%v %v %d B: ll128.coll_us.ReduceScatter %.1f adds %.3f us, want %.1f", tc.coll, tc.rec.Proto, tc.bytes, d, got, tc.want)
+		}
+	}
+	// Clone copies the map: a fit moving a clone's cost leaves the original.
+	c := quietCalib(t)
+	set(c)
+	c.Clone().LL128.CollUs["ReduceScatter"] = 1
+	if got := c.LL128.CollUs["ReduceScatter"]; got != d {
+		t.Errorf("after a clone's change the original's coll_us is %g, want %g", got, d)
+	}
+	// Names are NCCL's collectives, spelled as Collective.String does.
+	for _, tc := range []struct {
+		m    map[string]float64
+		want string
+	}{
+		{map[string]float64{"allreduce": 1}, `ll128.coll_us: "allreduce"`},
+		{map[string]float64{"SendRecv": 1}, `ll128.coll_us: "SendRecv"`},
+		{map[string]float64{"AllReduce": -1}, "ll128.coll_us.AllReduce"},
+	} {
+		c.LL128.CollUs = tc.m
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("coll_us %v: got %v, want an error naming %s", tc.m, err, tc.want)
 		}
 	}
 }

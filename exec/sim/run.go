@@ -286,6 +286,9 @@ type runner struct {
 	// firstOv is FirstOpUs and ThreadOpUs on the Program's threads, paid
 	// by the first call of each primitive kind in a call of a collective
 	firstOv Time
+	// collOv is the collective's CollUs, paid at the start of every call
+	// by every lane
+	collOv Time
 	// hostStart is HostStartUs, paid at the start of every call by the
 	// lanes with a connection through SHM host memory
 	hostStart Time
@@ -487,6 +490,7 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 	x.opOv = usToPs(x.pc.OpOverheadUs)
 	if !p.Coll.IsP2P() {
 		x.firstOv = usToPs(x.pc.FirstOpUs + x.pc.threadOpUs(p.Threads))
+		x.collOv = usToPs(x.pc.CollUs[p.Coll.String()])
 	}
 	if p.Proto == model.ProtoSimple && !p.Coll.IsP2P() {
 		x.directOv = usToPs(x.pc.DirectUs)
@@ -884,6 +888,7 @@ func (x *runner) advance(ai int32) {
 			ac := &x.cold[ai]
 			if a.rep == 0 && ac.op == 0 && ac.opBase == 0 { // the call's first primitive
 				ac.kinds = 0
+				ov += x.collOv
 				if ac.direct {
 					ov += x.directOv
 				}
