@@ -397,3 +397,45 @@ func (p *Program) StepRound() int64 {
 	}
 	return g
 }
+
+// LineThreads is the block size twinccl's kernel launches an LL or LL128
+// Program with (exec/hw/gpudev): LineThreadsFor the lanes' largest
+// primitive call. lanes are the lanes of the launch (one rank's); nil
+// takes every lane.
+func (p *Program) LineThreads(lanes []int, maxThreads int) int {
+	maxN := int64(0)
+	each := func(ln *ProgLane) {
+		for _, op := range ln.Ops {
+			maxN = max(maxN, int64(op.N))
+		}
+	}
+	if lanes == nil {
+		for i := range p.Lanes {
+			each(&p.Lanes[i])
+		}
+	} else {
+		for _, li := range lanes {
+			each(&p.Lanes[li])
+		}
+	}
+	return LineThreadsFor(p.Proto, maxN*int64(p.Dtype.Size()), maxThreads)
+}
+
+// LineThreadsFor is the block size twinccl's kernel gives an LL or LL128
+// launch whose largest primitive call moves bytes: one thread per LL line,
+// a warp per four LL128 lines, rounded up to a warp, at least 64 and at
+// most maxThreads. Simple, and a maxThreads below 64, give maxThreads.
+func LineThreadsFor(p Protocol, bytes int64, maxThreads int) int {
+	if p == ProtoSimple || maxThreads < 64 {
+		return maxThreads
+	}
+	var t int64
+	if p == ProtoLL {
+		t = (bytes + LLLineData - 1) / LLLineData
+	} else {
+		lines := (bytes + LL128LineData - 1) / LL128LineData
+		t = (lines + 3) / 4 * 32
+	}
+	t = (t + 31) / 32 * 32
+	return int(min(max(t, 64), int64(maxThreads)))
+}

@@ -304,3 +304,43 @@ func TestStepRound(t *testing.T) {
 		}
 	}
 }
+
+// TestLineThreads: twinccl's LL and LL128 blocks are sized to the
+// largest primitive call, one thread per 8-byte LL line and a warp per
+// four 120-byte LL128 lines, from 64 threads up to the cap.
+func TestLineThreads(t *testing.T) {
+	for _, tc := range []struct {
+		p     model.Protocol
+		bytes int64
+		want  int
+	}{
+		{model.ProtoLL, 0, 64},
+		{model.ProtoLL, 8, 64},
+		{model.ProtoLL, 1536, 192},    // 192 lines
+		{model.ProtoLL, 1540, 224},    // 193 lines, rounded up to a warp
+		{model.ProtoLL, 4096, 512},    // 512 lines
+		{model.ProtoLL, 1 << 20, 512}, // capped
+		{model.ProtoLL128, 120, 64},   // one line: a warp, at least 64
+		{model.ProtoLL128, 3072, 224}, // 26 lines: 7 warps
+		{model.ProtoLL128, 1 << 20, 512},
+		{model.ProtoSimple, 8, 512},
+	} {
+		if got := model.LineThreadsFor(tc.p, tc.bytes, 512); got != tc.want {
+			t.Errorf("model.LineThreadsFor(%v, %d B, 512) = %d, want %d", tc.p, tc.bytes, got, tc.want)
+		}
+	}
+	if got := model.LineThreadsFor(model.ProtoLL, 1<<20, 32); got != 32 {
+		t.Errorf("a cap below 64 threads: got %d, want the cap, 32", got)
+	}
+	// A Program's largest call: 1536 B of fp32 on one lane, less on another.
+	p := &model.Program{Proto: model.ProtoLL, Dtype: model.DtypeFP32, Lanes: []model.ProgLane{
+		{Ops: []model.ProgOp{{Kind: model.PrimSend, N: 100}}},
+		{Ops: []model.ProgOp{{Kind: model.PrimRecv, N: 384}, {Kind: model.PrimRecv, N: 10}}},
+	}}
+	if got := p.LineThreads(nil, 512); got != 192 {
+		t.Errorf("Program.LineThreads(all lanes) = %d, want 192", got)
+	}
+	if got := p.LineThreads([]int{0}, 512); got != 64 {
+		t.Errorf("Program.LineThreads(lane 0: 400 B) = %d, want 64", got)
+	}
+}

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bytes"
+	"cmp"
 	"embed"
 	"encoding/json"
 	"fmt"
@@ -48,7 +49,9 @@ import (
 //     it is fixed), and first_op_us, thread_op_us, rate_threads, direct_us,
 //     host_turn_us, host_start_us and p2p_slice_overhead_us (NCCL's
 //     per-call costs of its primitives and block size, and of SHM), and
-//     coll_us per protocol (a collective's own per-call cost).
+//     coll_us per protocol (a collective's own per-call cost), and
+//     line_threads per protocol (an LL or LL128 block sized to the call,
+//     as twinccl's kernel sizes them).
 //
 // Since the simulator predicts measured rows as the back-to-back loops
 // they were timed with (Simulator.Loop, loop.go), the embedded files are
@@ -166,6 +169,12 @@ type ProtoCalib struct {
 	// when it is fixed (twinccl's kernel: TW_NTHREADS, 512); 0 takes the
 	// Program's, NCCL's per call, and 512 where the Program has none.
 	Threads int `json:"threads,omitempty"`
+	// LineThreads says the executor sizes an LL or LL128 block to the
+	// call, as twinccl's kernel does (model.Program.LineThreads): one
+	// thread per LL line of the largest primitive call, a warp per four
+	// LL128 lines, 64 to Threads (512 if 0). Its per-call costs that grow
+	// with the block (ThreadOpUs) then follow the call's size.
+	LineThreads bool `json:"line_threads,omitempty"`
 	// HostFenceUs is paid, after its data, by every slice with data that a
 	// lane stores into a SHM connection's host memory, before the slice
 	// posts: the system-scope fence that waits for the block's posted
@@ -219,37 +228,39 @@ type ProtoCalib struct {
 	GPUCopyGBps float64 `json:"gpu_copy_GBps,omitempty"`
 }
 
-// blockThreads is the block size a call runs with: Threads, else the
-// Program's (progThreads, NCCL's per call), else 512.
-func (pc *ProtoCalib) blockThreads(progThreads int) int {
+// blockThreads is the block size p runs with: sized to its largest
+// primitive call (opBytes) where LineThreads says so (up to Threads),
+// else Threads, else the Program's (NCCL's per call), else 512.
+func (pc *ProtoCalib) blockThreads(p *model.Program, opBytes int64) int {
 	switch {
+	case pc.LineThreads && p.Proto != model.ProtoSimple:
+		return model.LineThreadsFor(p.Proto, opBytes, cmp.Or(pc.Threads, 512))
 	case pc.Threads > 0:
 		return pc.Threads
-	case progThreads > 0:
-		return progThreads
+	case p.Threads > 0:
+		return p.Threads
 	}
 	return 512
 }
 
-// threadOpUs is what a primitive kind's first call grows by on a block of
-// threads (the Program's, NCCL's per call) beyond the smallest NCCL
-// launches, 3 warps: ThreadOpUs per doubling.
-func (pc *ProtoCalib) threadOpUs(progThreads int) float64 {
-	t := pc.blockThreads(progThreads)
+// threadOpUs is what a primitive kind's first call grows by on the block
+// p runs on (blockThreads) beyond the smallest NCCL launches, 3 warps:
+// ThreadOpUs per doubling.
+func (pc *ProtoCalib) threadOpUs(p *model.Program, opBytes int64) float64 {
+	t := pc.blockThreads(p, opBytes)
 	if pc.ThreadOpUs == 0 || t <= 96 {
 		return 0
 	}
 	return pc.ThreadOpUs * math.Log2(float64(t)/96)
 }
 
-// threadRate is the share of CopyGBps a block of the Program's threads
-// (NCCL's per call) sustains: all of it from RateThreads threads on, in
-// proportion below.
-func (pc *ProtoCalib) threadRate(progThreads int) float64 {
+// threadRate is the share of CopyGBps the block p runs on (blockThreads)
+// sustains: all of it from RateThreads threads on, in proportion below.
+func (pc *ProtoCalib) threadRate(p *model.Program, opBytes int64) float64 {
 	if pc.RateThreads <= 0 {
 		return 1
 	}
-	return min(1, float64(pc.blockThreads(progThreads))/pc.RateThreads)
+	return min(1, float64(pc.blockThreads(p, opBytes))/pc.RateThreads)
 }
 
 // p2pLaneShare is P2PLaneShare with its default.

@@ -230,3 +230,30 @@ func TestCollUs(t *testing.T) {
 		}
 	}
 }
+
+// TestLineThreads: with line_threads an LL128 block is sized to the call
+// as twinccl's kernel sizes it, and thread_op_us follows: a one-channel
+// 3 KiB Broadcast (26 lines, 224 threads) pays log2(224/96) of it, one of
+// 64 KiB (capped at 512 threads) log2(512/96); on a fixed block of 512
+// both pay the latter. A call small enough for 64 threads pays none.
+func TestLineThreads(t *testing.T) {
+	const th = 2.0
+	rec := Recorded{Algo: model.AlgoRing, Proto: model.ProtoLL128, NChannels: 1}
+	for _, tc := range []struct {
+		bytes int64
+		line  bool
+		want  float64
+	}{
+		{3072, true, th * math.Log2(224.0/96)},
+		{64 << 10, true, th * math.Log2(512.0/96)},
+		{120, true, 0},
+		{3072, false, th * math.Log2(512.0/96)},
+	} {
+		set := func(c *Calib) {
+			c.LL128.Threads, c.LL128.ThreadOpUs, c.LL128.LineThreads = 512, th, tc.line
+		}
+		if got := delta(t, nil, model.CollBroadcast, tc.bytes, rec, set); math.Abs(got-tc.want) > 0.02*th {
+			t.Errorf("Broadcast LL128 %d B, line_threads %v: thread_op_us %.1f adds %.3f us, want %.3f", tc.bytes, tc.line, th, got, tc.want)
+		}
+	}
+}

@@ -283,7 +283,7 @@ type runner struct {
 	// directOv is DirectUs, paid at the start of every call by the lanes
 	// of a Simple collective whose calls start with a direct primitive
 	directOv Time
-	// firstOv is FirstOpUs and ThreadOpUs on the Program's threads, paid
+	// firstOv is FirstOpUs and ThreadOpUs on the block's threads, paid
 	// by the first call of each primitive kind in a call of a collective
 	firstOv Time
 	// collOv is the collective's CollUs, paid at the start of every call
@@ -489,7 +489,6 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 	x.window = m.streamWindow()
 	x.opOv = usToPs(x.pc.OpOverheadUs)
 	if !p.Coll.IsP2P() {
-		x.firstOv = usToPs(x.pc.FirstOpUs + x.pc.threadOpUs(p.Threads))
 		x.collOv = usToPs(x.pc.CollUs[p.Coll.String()])
 	}
 	if p.Proto == model.ProtoSimple && !p.Coll.IsP2P() {
@@ -504,12 +503,7 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 	x.hostStart = usToPs(x.pc.HostStartUs)
 	if p.Proto == model.ProtoLL && x.pc.HostRoundUs > 0 {
 		x.hostRound = usToPs(x.pc.HostRoundUs)
-		x.roundThreads = float64(x.pc.blockThreads(p.Threads))
 		x.roundLines = int64(max(1, x.pc.HostRoundLines))
-	}
-	x.copyBps = x.pc.CopyGBps * 1e-3 * x.pc.threadRate(p.Threads)
-	if g := x.pc.GPUCopyGBps; g > 0 && !p.Coll.IsP2P() {
-		x.copyBps = min(x.copyBps, g*1e-3/float64(max(p.NChannels, 1)))
 	}
 	x.remoteCost = x.pc.remoteStoreCost()
 	x.loadCost = x.pc.loadCost()
@@ -667,6 +661,7 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 			}
 		}
 	}
+	x.sizeBlock()
 	if m.LoopCalls > 0 {
 		lp, err := x.newLoop(m.LoopCalls)
 		if err != nil {
@@ -783,6 +778,32 @@ func (x *runner) deadlock() error {
 		n++
 	}
 	return fmt.Errorf("sim: deadlock at %.3f us: %d lane(s) cannot progress%s", float64(x.now)/psPerUs, n, b.String())
+}
+
+// sizeBlock sets what depends on the block size the calls run on
+// (ProtoCalib.blockThreads): the first call of each primitive kind's cost
+// (firstOv), the rounds of an LL slice received from host memory
+// (roundThreads) and the copy rate. A block sized to the call (LineThreads)
+// takes the largest primitive call among the lanes' loaded runs: a
+// streamed lane's later windows repeat its first window's chunks.
+func (x *runner) sizeBlock() {
+	p := x.p
+	opBytes := int64(0)
+	for i := range x.cold {
+		for _, r := range x.cold[i].ops {
+			opBytes = max(opBytes, int64(r.n)*x.esize)
+		}
+	}
+	if !p.Coll.IsP2P() {
+		x.firstOv = usToPs(x.pc.FirstOpUs + x.pc.threadOpUs(p, opBytes))
+	}
+	if x.hostRound > 0 {
+		x.roundThreads = float64(x.pc.blockThreads(p, opBytes))
+	}
+	x.copyBps = x.pc.CopyGBps * 1e-3 * x.pc.threadRate(p, opBytes)
+	if g := x.pc.GPUCopyGBps; g > 0 && !p.Coll.IsP2P() {
+		x.copyBps = min(x.copyBps, g*1e-3/float64(max(p.NChannels, 1)))
+	}
 }
 
 // wireBytes is what n data bytes occupy on the wire with the protocol.

@@ -188,22 +188,7 @@ func blockThreads(p *model.Program, lanes []int) int {
 		}
 		return kernels.Threads
 	}
-	maxN := int64(0)
-	for _, li := range lanes {
-		for _, op := range p.Lanes[li].Ops {
-			maxN = max(maxN, int64(op.N))
-		}
-	}
-	nb := maxN * int64(p.Dtype.Size())
-	var t int64
-	if p.Proto == model.ProtoLL {
-		t = (nb + model.LLLineData - 1) / model.LLLineData
-	} else {
-		lines := (nb + model.LL128LineData - 1) / model.LL128LineData
-		t = (lines + 3) / 4 * 32
-	}
-	t = (t + 31) / 32 * 32
-	return int(min(max(t, 64), kernels.Threads))
+	return p.LineThreads(lanes, kernels.Threads)
 }
 
 // appendOp writes op in the binary encoding's 32-byte record (TwOp).
