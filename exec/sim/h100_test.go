@@ -66,7 +66,7 @@ var h100Bounds = []struct {
 }{
 	{"p2p-simple", 0.07, 0.27},          // 3.22, 21.54
 	{"p2p-ll", 0.06, 0.26},              // 2.87, 20.49
-	{"p2p-ll128", 0.08, 0.23},           // 4.99, 17.05
+	{"p2p-ll128", 0.07, 0.33},           // 3.16, 27.29: ReduceScatter at 512 MiB, 1.09 ms where AllGather takes 1.10
 	{"shm", 0.09, 0.31},                 // 5.73, 25.24
 	{"shm-simple", 0.07, 0.31},          // 3.93, 25.95
 	{"net-socket", 0.17, 0.49},          // 13.51, 43.13
@@ -78,8 +78,10 @@ var h100Bounds = []struct {
 	// One channel, or a few: what one thread block moves, which the
 	// tables of the tuner's channel counts, where the links bound the
 	// large calls, do not show. Simple's per-block rates come from these
-	// tables; LL128's and SHM Simple's are still 1.3-2.8x too slow on one
-	// channel at 8 MiB (docs/perf.md).
+	// tables, and LL128's since stage 12 of h200.json (with the copy
+	// throughput its blocks share: 21.8% and 10.4% median before); SHM
+	// Simple's is still up to 2.8x too slow on one channel at 8 MiB
+	// (docs/perf.md).
 	{"simple-nch-1", 0.08, 0.21},  // 4.09, 15.17
 	{"simple-nch-4", 0.09, 0.18},  // 5.23, 12.77
 	{"simple-nch-12", 0.12, 0.24}, // 8.95, 18.24
@@ -93,8 +95,8 @@ var h100Bounds = []struct {
 	{"simple-nch-1-nthreads-256", 0.1, 0.34},  // 8.70, 28.75
 	{"ll-nch-1", 0.12, 0.29},                  // 8.12, 23.35
 	{"ll-nch-4", 0.14, 0.25},                  // 10.42, 19.98
-	{"ll128-nch-1", 0.25, 0.96},               // 21.78, 90.76
-	{"ll128-nch-4", 0.14, 0.87},               // 10.35, 81.89
+	{"ll128-nch-1", 0.09, 0.20},               // 5.77, 14.52 (fitted since stage 12)
+	{"ll128-nch-4", 0.07, 0.18},               // 3.96, 12.56 (fitted since stage 12)
 	{"shm-simple-nch-1", 0.33, 1.83},          // 29.35, 177.91
 	// LL through host memory, and each protocol over sockets (recorded in
 	// the seventh session; the SHM LL rows from 128 KiB were fitted).

@@ -1,6 +1,6 @@
 #!/bin/bash
 # Fits the last stages of NCCL's calibration of the H200 pair (the
-# embedded exec/sim/calib/h200.json, stages 7-11 of its source note) on
+# embedded exec/sim/calib/h200.json, stages 7-12 of its source note) on
 # NCCL's column of the recordings of one machine, from a calibration
 # holding the earlier stages, and reports the held-out files' errors at
 # every stage. Run from the repo root after `make build`:
@@ -29,6 +29,12 @@
 #       ReduceScatter is 1.5 us slower than its AllGather under LL128
 #       alone), from stage 10 (fitted together from stage 9, the search
 #       stops in a worse minimum: 5.0% median against 2.7%)
+#   12  LL128's copy rate per block and per GPU (gpu_copy_GBps: what its
+#       blocks share) and remote store cost, on DIR/proto/p2p-*-ll128,
+#       DIR/rerun3/ll128-large (16-64 MiB, where proto/ stops at 8 MiB: the
+#       copy rate of large calls, recorded on another start of the machine)
+#       and the H100 pair's PyTorch LL128 tables (from 16 MiB to 512 MiB,
+#       and on one and four channels)
 # Held out at every stage: DIR/heldout (sizes no fit uses) of the stage's
 # transport and protocol. Each stage's table goes to OUT.stageN.txt.
 set -eu
@@ -40,7 +46,7 @@ cal() { # STAGE FROM PARAMS FITTED... -- HELDOUT...
   while [ "$1" != -- ]; do args+=("$1"); shift; done
   shift
   for h in "$@"; do args+=(--heldout "$h"); done
-  "$replay" calibrate --topo "$dir/topo.xml" --start "$from" --column nccl --params "$params" \
+  "$replay" calibrate --topo "$dir/topo.xml" --start "$from" --column nccl --params "$params" --max-evals "${EVALS:-3000}" \
     --out "$out.stage$stage.json" "${args[@]}" > "$out.stage$stage.txt"
   echo "stage $stage:"; grep -E '^# .*(fitted|heldout)' "$out.stage$stage.txt" | awk '{printf "  %-36s %-8s %3s %8s %8s\n", $2, $3, $4, $5, $6}'
 }
@@ -59,4 +65,10 @@ cal 10 "$out.stage9.json" '^ll128\.(first_op_us|thread_op_us|start_us|op_overhea
   "$dir"/proto/p2p-*-ll128.json -- "$dir"/heldout/p2p-*-ll128.json
 cal 11 "$out.stage10.json" '^ll128\.(first_op_us|thread_op_us|start_us|op_overhead_us|slice_overhead_us|coll_us\..*)$' \
   "$dir"/proto/p2p-*-ll128.json -- "$dir"/heldout/p2p-*-ll128.json
-cp "$out.stage11.json" "$out"
+h100="harness=pytorch@h100,topo=testdata/hw/h100x2/topo.xml"
+EVALS=4000 cal 12 "$out.stage11.json" '^ll128\.(copy_GBps|remote_store_cost|gpu_copy_GBps)$' \
+  "$dir"/proto/p2p-*-ll128.json "$dir"/rerun3/ll128-large/p2p-*-ll128.json \
+  "testdata/nccl-timings/h100x2/p2p-ll128.tsv,$h100,minbytes=16M" \
+  "testdata/nccl-timings/h100x2/ll128-nch-1.tsv,$h100" "testdata/nccl-timings/h100x2/ll128-nch-4.tsv,$h100" -- \
+  "$dir"/heldout/p2p-*-ll128.json
+cp "$out.stage12.json" "$out"
