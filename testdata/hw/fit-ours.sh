@@ -21,14 +21,15 @@
 #        model; with DIR/shm-*.json from 16 MiB, as in stage 3)
 #   5    NET over loopback sockets (split hosts on DIR/topo-1gpu.xml):
 #        NCCL's socket proxy constants
-#   6    LL128's per-call constants again, its block now sized to the call
-#        as the kernel sizes it (line_threads: a warp per four LL128 lines
-#        of the largest call, 64 to 512 threads) with the cost of a call's
-#        first primitives growing with it (thread_op_us, from NCCL's 0.7 us
-#        per doubling); its copy constants (stage 2) stay. LL keeps a fixed
-#        512: sized to the call, its P2P pool went from 6.3% to 4.2% median
-#        but its SHM pool from 3.5% to 5.4%, the two sharing LL's per-call
-#        constants.
+#   6-7  LL's, then LL128's, per-call constants again on P2P, the block now
+#        sized to the call as the kernel sizes it (line_threads: a thread
+#        per LL line, a warp per four LL128 lines of the largest call, 64 to
+#        512 threads) with the cost of a call's first primitives growing
+#        with it (thread_op_us, from NCCL's 0.7 us per doubling); the copy
+#        constants (stages 1-2) stay. LL's per-call constants serve SHM too:
+#        its held-out SHM pool went from 3.5% to 5.4% median (P2P from 5.8%
+#        to 4.0%), and refitting SHM's host constants after did not bring
+#        it back.
 # Each stage's table (fitted and held-out errors) goes to OUT.stageN.txt.
 #
 # START (default: the embedded h200.json) is where the search begins. The
@@ -87,11 +88,14 @@ cal 5 "$out.stage4.json" '^(net_proxy_us|nogdr_penalty_us|net_socket\.(proxy_GBp
 python3 - "$out.stage5.json" "$out.stage5b.json" <<'EOF'
 import json, sys
 c = json.load(open(sys.argv[1]))
-c["ll128"]["line_threads"] = True
-c["ll128"]["thread_op_us"] = 0.7
+for p in ("ll", "ll128"):
+    c[p]["line_threads"] = True
+    c[p]["thread_op_us"] = 0.7
 json.dump(c, open(sys.argv[2], "w"), indent=2)
 EOF
-cal 6 "$out.stage5b.json" '^ll128\.(start_us|op_overhead_us|slice_overhead_us|thread_op_us)$' \
+cal 6 "$out.stage5b.json" '^ll\.(start_us|op_overhead_us|slice_overhead_us|thread_op_us)$' \
+  "$dir/topo.xml" 1 "$dir"/proto/p2p-*-ll.json -- "$dir"/heldout/p2p-*-ll.json "$dir"/heldout/shm-*-ll.json
+cal 7 "$out.stage6.json" '^ll128\.(start_us|op_overhead_us|slice_overhead_us|thread_op_us)$' \
   "$dir/topo.xml" 1 "$dir"/proto/p2p-*-ll128.json -- "$dir"/heldout/p2p-*-ll128.json
-cp "$out.stage6.json" "$out"
+cp "$out.stage7.json" "$out"
 [ -z "$note" ] || echo "source note for $out: $note"
