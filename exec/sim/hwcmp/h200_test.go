@@ -149,7 +149,7 @@ var h200OursBounds = []poolBound{
 	{"rerun3/ll128-large/p2p-*", ColOurs, BucketAll, 0.10, 0.18},    // 7.0, 12.7
 }
 
-// h200FromH100Bounds: calib/h100-twinccl.json, our executor's calibration
+// h200FromH100Bounds: testdata/hw/h100-twinccl-8pack.json, our executor's calibration
 // fitted on the H100 pair with an older kernel (steps rounded to the slot
 // ring between calls, a forced protocol on the tuner's channels, 8 Simple
 // packs in flight), against the H200 pair's held-out recordings: P2P LL
@@ -173,7 +173,7 @@ var h200FromH100Bounds = []poolBound{
 // a row leaves its tolerance.
 func TestRegressionH200x2(t *testing.T) {
 	checkMachine(t, hwDir(), 220, []string{"rerun/heldout/", "rerun2/heldout/", "threads/", "8pack/", "8pack/proto/", "8pack/heldout/", "rerun3/heldout/", "rerun3/proto/", "rerun3/ll128-large/"}, []calibBounds{
-		{"", h200Bounds}, {twincclCalib(), h200OursBounds}, {calibFile("h100-twinccl.json"), h200FromH100Bounds},
+		{"", h200Bounds}, {twincclCalib(), h200OursBounds}, {eightPackCalib(), h200FromH100Bounds},
 	})
 }
 
