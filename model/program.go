@@ -399,23 +399,13 @@ func (p *Program) StepRound() int64 {
 }
 
 // LineThreads is the block size twinccl's kernel launches an LL or LL128
-// Program with (exec/hw/gpudev): LineThreadsFor the lanes' largest
-// primitive call. lanes are the lanes of the launch (one rank's); nil
-// takes every lane.
+// Program with (exec/hw/gpudev): LineThreadsFor the largest primitive
+// call of lanes, the lanes of the launch (one rank's).
 func (p *Program) LineThreads(lanes []int, maxThreads int) int {
 	maxN := int64(0)
-	each := func(ln *ProgLane) {
-		for _, op := range ln.Ops {
+	for _, li := range lanes {
+		for _, op := range p.Lanes[li].Ops {
 			maxN = max(maxN, int64(op.N))
-		}
-	}
-	if lanes == nil {
-		for i := range p.Lanes {
-			each(&p.Lanes[i])
-		}
-	} else {
-		for _, li := range lanes {
-			each(&p.Lanes[li])
 		}
 	}
 	return LineThreadsFor(p.Proto, maxN*int64(p.Dtype.Size()), maxThreads)

@@ -337,8 +337,8 @@ func TestLineThreads(t *testing.T) {
 		{Ops: []model.ProgOp{{Kind: model.PrimSend, N: 100}}},
 		{Ops: []model.ProgOp{{Kind: model.PrimRecv, N: 384}, {Kind: model.PrimRecv, N: 10}}},
 	}}
-	if got := p.LineThreads(nil, 512); got != 192 {
-		t.Errorf("Program.LineThreads(all lanes) = %d, want 192", got)
+	if got := p.LineThreads([]int{0, 1}, 512); got != 192 {
+		t.Errorf("Program.LineThreads(both lanes) = %d, want 192", got)
 	}
 	if got := p.LineThreads([]int{0}, 512); got != 64 {
 		t.Errorf("Program.LineThreads(lane 0: 400 B) = %d, want 64", got)

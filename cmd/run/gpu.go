@@ -342,9 +342,12 @@ type gpuReport struct {
 
 // gpuJob is one rank's state for the sweep.
 type gpuJob struct {
-	e        *env
-	o        gpuOpts
-	rank, n  int
+	e       *env
+	o       gpuOpts
+	rank, n int
+	// hosts is the number of hosts the ranks are on (plan: TWINCCL_HOSTID,
+	// or the machines of the job)
+	hosts    int
 	comm     *bootstrap.Comm
 	ctx      *cuda.Context
 	dev      *gpudev.Device
@@ -563,6 +566,7 @@ func (j *gpuJob) plan() (string, error) {
 	if err != nil {
 		return "", err
 	}
+	j.hosts = hosts
 	local := cl.NRanks
 	if hosts > 1 {
 		if j.n%hosts != 0 {
@@ -759,12 +763,8 @@ func (j *gpuJob) sweep() error {
 		rep.NCCLVersion = j.lib.VersionString()
 		rep.NCCLEnv = ncclEnviron()
 	}
-	hosts, err := j.hostCount()
-	if err != nil {
-		return err
-	}
 	probe := func() error {
-		if hosts < 2 || j.rank != 0 {
+		if j.hosts < 2 || j.rank != 0 {
 			return nil
 		}
 		r, err := netprobe.Loopback(netprobe.Options{})
@@ -772,8 +772,7 @@ func (j *gpuJob) sweep() error {
 			return fmt.Errorf("rank 0: %w", err)
 		}
 		rep.NetProbe = append(rep.NetProbe, r)
-		fmt.Fprintf(j.e.stdout, "# loopback probe: latency %.2f us, one way %.2f GB/s, both ways %.2f GB/s each\n",
-			r.LatencyUs, r.OneWayGBps, r.BothWaysGBps)
+		fmt.Fprintf(j.e.stdout, "# loopback probe: %s\n", r)
 		return nil
 	}
 	if j.rank == 0 {

@@ -48,7 +48,6 @@ Usage: run netprobe [--json] [--addr HOST:PORT] [--bytes N] [-r N]
 		fmt.Fprintln(e.stdout, string(b))
 		return nil
 	}
-	fmt.Fprintf(e.stdout, "netprobe %s: latency %.2f us, one way %.2f GB/s, both ways %.2f GB/s each\n",
-		r.Addr, r.LatencyUs, r.OneWayGBps, r.BothWaysGBps)
+	fmt.Fprintf(e.stdout, "netprobe %s: %s\n", r.Addr, r)
 	return nil
 }

@@ -170,7 +170,7 @@ type ProtoCalib struct {
 	// Program's, NCCL's per call, and 512 where the Program has none.
 	Threads int `json:"threads,omitempty"`
 	// LineThreads says the executor sizes an LL or LL128 block to the
-	// call, as twinccl's kernel does (model.Program.LineThreads): one
+	// call, as twinccl's kernel does (model.LineThreadsFor): one
 	// thread per LL line of the largest primitive call, a warp per four
 	// LL128 lines, 64 to Threads (512 if 0). Its per-call costs that grow
 	// with the block (ThreadOpUs) then follow the call's size.

@@ -42,7 +42,7 @@ type fitUse struct {
 	fenceProtos, readProtos []model.Protocol
 	// colls are the collectives (not p2p) of the rows of each protocol
 	// (CollUs)
-	colls map[model.Protocol][]model.Collective
+	colls [model.NumProtocols][]model.Collective
 	// p2pProtos are the protocols of AlltoAll and SendRecv rows (p2p
 	// channels, their lanes sharing a block: P2PLaneShare).
 	p2pProtos []model.Protocol
@@ -128,6 +128,8 @@ func fitParams(u fitUse) []FitParam {
 			FitParam{Name: n + ".rate_threads", Floor: 32, Lo: 32, Hi: 4096,
 				get: func(c *Calib) float64 { return c.Proto(p).RateThreads }, set: func(c *Calib, v float64) { c.Proto(p).RateThreads = v }})
 	}
+	// after every protocol's per-call constants: the order of the search's
+	// coordinates is part of a fit's result
 	for _, p := range u.protos {
 		for _, coll := range u.colls[p] {
 			p, k := p, coll.String()
@@ -577,9 +579,6 @@ func usage(tables []FitTable, c *Calib) (fitUse, error) {
 		}
 		for c := model.Collective(0); c < model.NumTunedCollectives; c++ {
 			if collSet[p][c] {
-				if u.colls == nil {
-					u.colls = map[model.Protocol][]model.Collective{}
-				}
 				u.colls[p] = append(u.colls[p], c)
 			}
 		}

@@ -25,14 +25,13 @@ func TestHostLoadRoundTrip(t *testing.T) {
 		cal.LL.HostLoadUs = hostUs
 		return simulate8B(t, env, coll, Recorded{Algo: model.AlgoRing, Proto: model.ProtoLL}, cal)
 	}
-	shm := map[string]string{"NCCL_P2P_DISABLE": "1"}
 	for _, tc := range []struct {
 		env   map[string]string
 		coll  model.Collective
 		trips float64
 	}{
-		{shm, model.CollBroadcast, 1},
-		{shm, model.CollAllReduce, 2},
+		{shmEnv, model.CollBroadcast, 1},
+		{shmEnv, model.CollAllReduce, 2},
 		{nil, model.CollBroadcast, 0},
 		{nil, model.CollAllReduce, 0},
 	} {
@@ -61,16 +60,15 @@ func TestHostFence(t *testing.T) {
 		cal.Proto(proto).HostFenceUs = fenceUs
 		return simulate8B(t, env, coll, Recorded{Algo: model.AlgoRing, Proto: proto, NChannels: 1}, cal)
 	}
-	shm := map[string]string{"NCCL_P2P_DISABLE": "1"}
 	for _, tc := range []struct {
 		env    map[string]string
 		coll   model.Collective
 		proto  model.Protocol
 		fences float64
 	}{
-		{shm, model.CollAllGather, model.ProtoSimple, 1},
-		{shm, model.CollAllReduce, model.ProtoSimple, 2},
-		{shm, model.CollAllGather, model.ProtoLL, 0},
+		{shmEnv, model.CollAllGather, model.ProtoSimple, 1},
+		{shmEnv, model.CollAllReduce, model.ProtoSimple, 2},
+		{shmEnv, model.CollAllGather, model.ProtoLL, 0},
 		{nil, model.CollAllGather, model.ProtoSimple, 0},
 	} {
 		without, with := simulate(tc.env, tc.coll, tc.proto, 0), simulate(tc.env, tc.coll, tc.proto, fence)
@@ -98,7 +96,6 @@ func TestHostRounds(t *testing.T) {
 		t.Fatal(err)
 	}
 	const round = 2.0 // us
-	shm := map[string]string{"NCCL_P2P_DISABLE": "1"}
 	nccl := func(c *Calib) {}
 	ours := func(c *Calib) { c.LL.Threads, c.LL.HostRoundLines = 512, 4 }
 	for _, tc := range []struct {
@@ -107,13 +104,13 @@ func TestHostRounds(t *testing.T) {
 		setup  func(*Calib)
 		rounds float64
 	}{
-		{shm, 384, nccl, 1},
-		{shm, 2048, nccl, 2},
-		{shm, 3072, nccl, 3},
+		{shmEnv, 384, nccl, 1},
+		{shmEnv, 2048, nccl, 2},
+		{shmEnv, 3072, nccl, 3},
 		{nil, 3072, nccl, 1},
-		{shm, 3072, ours, 1},
-		{shm, 12288, ours, 3},
-		{shm, 16384, ours, 1},
+		{shmEnv, 3072, ours, 1},
+		{shmEnv, 12288, ours, 3},
+		{shmEnv, 16384, ours, 1},
 	} {
 		setup := base.Clone()
 		tc.setup(setup)
@@ -137,6 +134,10 @@ func simulate8B(t *testing.T, env map[string]string, coll model.Collective, rec 
 	t.Helper()
 	return simulateBytes(t, env, coll, 8, rec, cal)
 }
+
+// shmEnv is the setting that takes two GPUs of one host off P2P onto SHM
+// (read only: tests share it).
+var shmEnv = map[string]string{"NCCL_P2P_DISABLE": "1"}
 
 // simulateBytes is simulate8B on a call of the given size.
 func simulateBytes(t *testing.T, env map[string]string, coll model.Collective, bytes int64, rec Recorded, cal *Calib) float64 {

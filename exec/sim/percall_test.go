@@ -43,7 +43,6 @@ var ringSimple1 = Recorded{Algo: model.AlgoRing, Proto: model.ProtoSimple, NChan
 // Reduce and ReduceScatter; LL does not pay it.
 func TestDirectUs(t *testing.T) {
 	const d = 4.0
-	shm := map[string]string{"NCCL_P2P_DISABLE": "1"}
 	set := func(c *Calib) { c.Simple.DirectUs = d }
 	for _, tc := range []struct {
 		env  map[string]string
@@ -54,7 +53,7 @@ func TestDirectUs(t *testing.T) {
 		{nil, model.CollBroadcast, ringSimple1, d},
 		{nil, model.CollAllGather, ringSimple1, d},
 		{nil, model.CollAllReduce, ringSimple1, d},
-		{shm, model.CollBroadcast, ringSimple1, d},
+		{shmEnv, model.CollBroadcast, ringSimple1, d},
 		{nil, model.CollReduce, ringSimple1, 0},
 		{nil, model.CollReduceScatter, ringSimple1, 0},
 		{nil, model.CollBroadcast, Recorded{Algo: model.AlgoRing, Proto: model.ProtoLL, NChannels: 1}, 0},
@@ -123,15 +122,14 @@ func TestRateThreads(t *testing.T) {
 // rank sends, the other receives) not at all, nor does P2P.
 func TestHostTurnUs(t *testing.T) {
 	const turn = 4.0
-	shm := map[string]string{"NCCL_P2P_DISABLE": "1"}
 	set := func(c *Calib) { c.Simple.HostTurnUs = turn }
 	for _, tc := range []struct {
 		env  map[string]string
 		coll model.Collective
 		want float64
 	}{
-		{shm, model.CollAllGather, turn},
-		{shm, model.CollBroadcast, 0},
+		{shmEnv, model.CollAllGather, turn},
+		{shmEnv, model.CollBroadcast, 0},
 		{nil, model.CollAllGather, 0},
 	} {
 		if got := delta(t, tc.env, tc.coll, 8, ringSimple1, set); math.Abs(got-tc.want) > 0.02*turn {
@@ -166,16 +164,15 @@ func TestP2PSliceOverheadUs(t *testing.T) {
 // at 8 B as at 4 MiB; over P2P it is not paid.
 func TestHostStartUs(t *testing.T) {
 	const s = 4.0
-	shm := map[string]string{"NCCL_P2P_DISABLE": "1"}
 	for _, tc := range []struct {
 		env   map[string]string
 		rec   Recorded
 		bytes int64
 		want  float64
 	}{
-		{shm, ringSimple1, 8, s},
-		{shm, ringSimple1, 4 << 20, s},
-		{shm, Recorded{Algo: model.AlgoRing, Proto: model.ProtoLL, NChannels: 1}, 8, s},
+		{shmEnv, ringSimple1, 8, s},
+		{shmEnv, ringSimple1, 4 << 20, s},
+		{shmEnv, Recorded{Algo: model.AlgoRing, Proto: model.ProtoLL, NChannels: 1}, 8, s},
 		{nil, ringSimple1, 8, 0},
 	} {
 		set := func(c *Calib) { c.Proto(tc.rec.Proto).HostStartUs = s }

@@ -490,9 +490,9 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 	x.opOv = usToPs(x.pc.OpOverheadUs)
 	if !p.Coll.IsP2P() {
 		x.collOv = usToPs(x.pc.CollUs[p.Coll.String()])
-	}
-	if p.Proto == model.ProtoSimple && !p.Coll.IsP2P() {
-		x.directOv = usToPs(x.pc.DirectUs)
+		if p.Proto == model.ProtoSimple {
+			x.directOv = usToPs(x.pc.DirectUs)
+		}
 	}
 	x.slOv = usToPs(x.pc.SliceOverheadUs)
 	if p.Coll.IsP2P() && x.pc.P2PSliceOverheadUs > 0 {

@@ -36,6 +36,11 @@ type Result struct {
 	Addr string `json:"addr"`
 }
 
+// String is the result on one line, as run netprobe and run gpu print it.
+func (r Result) String() string {
+	return fmt.Sprintf("latency %.2f us, one way %.2f GB/s, both ways %.2f GB/s each", r.LatencyUs, r.OneWayGBps, r.BothWaysGBps)
+}
+
 // Options set a probe's size. The zero value takes the defaults.
 type Options struct {
 	// Addr is the local address to listen on ("127.0.0.1:0" if empty).
