@@ -62,6 +62,12 @@ typedef long long i64;
 #ifndef TW_LL_HOST_LINES
 #define TW_LL_HOST_LINES 4
 #endif
+// TW_LL_EARLY_OWN 1: llLines loads a line's own data beside its first
+// poll on host-memory receives too (U > 1), as before 2026-11-26 (fourth
+// session); for an A/B.
+#ifndef TW_LL_EARLY_OWN
+#define TW_LL_EARLY_OWN 0
+#endif
 // Simple packs a thread keeps in flight. 4, not 8: the one interpreter
 // kernel's register budget is shared by every protocol's path, and 8 cost
 // LL and LL128 10-40% (AllReduce LL128 8 MiB 118 -> 73 us, Simple 128 MiB
@@ -645,15 +651,22 @@ struct LLSlice {
 };
 
 // llLines moves one LL slice: every thread takes the lines tid,
-// tid + blockDim.x, ..., U at a time. The first loads of a group of U
-// lines (own data, and each line's first poll of the first receive peer)
-// are issued together, so that a thread waits one load latency per group
-// rather than one per line; each line is then finished in order, polling
-// again only where its flags were not there yet. U > 1 pays where the
-// receive buffer is in host memory (SHM, NET staged through host memory:
-// a read over PCIe takes about a microsecond and the reads are what
-// limits the slice); over P2P the receiver mostly waits for the sender,
-// and early polls only cost (U = 1 there).
+// tid + blockDim.x, ..., U at a time. The first polls of a group of U
+// lines (each line's first load from the first receive peer) are issued
+// together, so that a thread waits one load latency per group rather than
+// one per line; each line is then finished in order, polling again only
+// where its flags were not there yet. U > 1 pays where the receive buffer
+// is in host memory (SHM, NET staged through host memory: a read over
+// PCIe takes about a microsecond and the reads are what limits the
+// slice); over P2P the receiver mostly waits for the sender, and early
+// polls only cost (U = 1 there). With U = 1 the own data is loaded beside
+// the poll; with U > 1 only once the line has arrived: U words of own
+// data held across the polls slowed the float interpreter (which spills;
+// the int32 build, which spills as much, was not slowed) and every receive
+// that reduces from host memory (Reduce's root, ReduceScatter, AllReduce)
+// took up to twice as long as one that copies (Reduce LL over SHM, 12 MiB,
+// on the H200 pair: 1392 us, 975 loading late; Broadcast 748;
+// TW_LL_EARLY_OWN for the A/B).
 template <int U>
 __device__ __forceinline__ void llLines(Ctx& c, const LLSlice& a) {
   Shared& sh = *c.sh;
@@ -669,7 +682,7 @@ __device__ __forceinline__ void llLines(Ctx& c, const LLSlice& a) {
       mine[u] = 0;
       first[u] = make_uint4(0, 0, 0, 0);
       if (ln < lines) {
-        if (a.local) mine[u] = load8(a.src + ln * 8, a.nb - ln * 8);
+        if ((U == 1 || TW_LL_EARLY_OWN) && a.local) mine[u] = load8(a.src + ln * 8, a.nb - ln * 8);
         if (a.recv) first[u] = ldVolatile16(sh.recvRing[0] + ((sh.recvBase[0] + a.rs) % TW_SLOTS) * a.slotBytes + ln * 16);
       }
     }
@@ -696,6 +709,7 @@ __device__ __forceinline__ void llLines(Ctx& c, const LLSlice& a) {
           have = true;
         }
       }
+      if (U > 1 && !TW_LL_EARLY_OWN && a.local) mine[u] = load8(a.src + ln * 8, a.nb - ln * 8);
       if (a.local) v = have ? redWord(v, mine[u]) : mine[u];
       if (a.postOp) v = postWord(v, prog->nRanks);
       if (a.writesOut) store8(a.dstOut + ln * 8, v, rem);

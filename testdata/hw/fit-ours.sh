@@ -30,6 +30,14 @@
 #        its held-out SHM pool went from 3.5% to 5.4% median (P2P from 5.8%
 #        to 4.0%), and refitting SHM's host constants after did not bring
 #        it back.
+#   8    (with LATE=DIR2, recordings of the kernel that loads a line's own
+#        data only once the line arrived, 2026-11-26 fourth session:
+#        testdata/hw/h200x2/rerun4) LL's host-memory constants again on
+#        DIR2/proto/shm-*-ll.json and the LL rows (up to 128 KiB) of the
+#        tuner's choices DIR2/shm-*.json, which give the sizes between
+#        proto/'s 32 and 512 KiB (--max-evals 6000: the default budget's
+#        schedule stopped in a worse minimum); held out
+#        DIR2/heldout/shm-*-ll.json
 # Each stage's table (fitted and held-out errors) goes to OUT.stageN.txt.
 #
 # START (default: the embedded h200.json) is where the search begins. The
@@ -97,5 +105,12 @@ cal 6 "$out.stage5b.json" '^ll\.(start_us|op_overhead_us|slice_overhead_us|threa
   "$dir/topo.xml" 1 "$dir"/proto/p2p-*-ll.json -- "$dir"/heldout/p2p-*-ll.json "$dir"/heldout/shm-*-ll.json
 cal 7 "$out.stage6.json" '^ll128\.(start_us|op_overhead_us|slice_overhead_us|thread_op_us)$' \
   "$dir/topo.xml" 1 "$dir"/proto/p2p-*-ll128.json -- "$dir"/heldout/p2p-*-ll128.json
-cp "$out.stage7.json" "$out"
+last=7
+if [ -n "${LATE:-}" ]; then
+  tuner=()
+  for f in "$LATE"/shm-*.json; do tuner+=("$f,maxbytes=128K"); done
+  cal 8 "$out.stage7.json" '^ll\.host_' "$LATE/topo.xml" 1 --max-evals 6000 "$LATE"/proto/shm-*-ll.json "${tuner[@]}" -- "$LATE"/heldout/shm-*-ll.json
+  last=8
+fi
+cp "$out.stage$last.json" "$out"
 [ -z "$note" ] || echo "source note for $out: $note"

@@ -184,8 +184,9 @@ var h100NCCLBounds = []poolBound{
 }
 
 // h100TwincclBounds are tolerances on our executor's column simulated
-// with calib/h200-twinccl.json, the calibration of our kernels fitted on
-// the H200 pair's forced-protocol recordings, as h100Bounds. The H100
+// with testdata/hw/h200-twinccl-early-own.json, the calibration of our
+// kernels fitted on the H200 pair's forced-protocol recordings for the
+// kernel these files were made with (earlyOwnCalib), as h100Bounds. The H100
 // files are an older build of the kernel (steps rounded to the whole slot
 // ring between calls, a forced protocol on the tuner's channels, 8 Simple
 // packs in flight where the calibration's kernel keeps 4): P2P within
@@ -201,7 +202,7 @@ var h100TwincclBounds = []poolBound{
 	{"heldout/p2p-*-simple", ColOurs, BucketAll, 0.18, 0.31}, // 15.0, 25.3
 	{"heldout/shm-*-ll", ColOurs, BucketAll, 0.15, 0.51},     // 11.4, 45.3
 	{"heldout/shm-*-simple", ColOurs, BucketAll, 0.12, 0.44}, // 8.5, 39.0
-	// rerun/heldout: the current kernel, which h200-twinccl.json describes
+	// rerun/heldout: the kernel that h200-twinccl-early-own.json describes
 	{"rerun/heldout/p2p-*-ll", ColOurs, BucketAll, 0.08, 0.18},     // 4.4, 12.9
 	{"rerun/heldout/p2p-*-ll128", ColOurs, BucketAll, 0.08, 0.21},  // 4.4, 15.2
 	{"rerun/heldout/p2p-*-simple", ColOurs, BucketAll, 0.11, 0.21}, // 7.7, 15.8
@@ -283,7 +284,7 @@ type calibBounds struct {
 // column it has.
 func TestRegressionH100x2(t *testing.T) {
 	checkMachine(t, h100Dir(), 94, []string{"sockets-helpers/", "sockets-helpers/proto/", "sockets-helpers/heldout/", "rerun/", "rerun/proto/", "rerun/heldout/"},
-		[]calibBounds{{"", h100Bounds}, {twincclCalib(), h100TwincclBounds}, {eightPackCalib(), h100OursBounds}, {calibFile("h100.json"), h100NCCLBounds},
+		[]calibBounds{{"", h100Bounds}, {earlyOwnCalib(), h100TwincclBounds}, {eightPackCalib(), h100OursBounds}, {calibFile("h100.json"), h100NCCLBounds},
 			{calibFile("h100-twinccl.json"), h100CurrentBounds}})
 }
 

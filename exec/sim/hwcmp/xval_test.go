@@ -30,6 +30,13 @@ func calibFile(name string) string {
 // (testdata/hw/fit-ours.sh on testdata/hw/h200x2/proto).
 func twincclCalib() string { return calibFile("h200-twinccl.json") }
 
+// earlyOwnCalib is h200-twinccl.json as it was before the kernel's
+// host-memory receives loaded a line's own data only once the line
+// arrived (fit-ours.sh stages 1-7, shm_latency_us aside): the calibration
+// of the kernel that every recording but h200x2/rerun4 was made with. Its
+// P2P, LL128 and Simple constants are the embedded file's.
+func earlyOwnCalib() string { return filepath.Join(hwDir(), "..", "h200-twinccl-early-own.json") }
+
 // oursTable reads a P2P recording as a table of our executor's times.
 func oursTable(t testing.TB, name string) sim.FitTable {
 	t.Helper()
@@ -197,12 +204,19 @@ func TestCrossValidationOurs(t *testing.T) {
 }
 
 // TestTwincclCalib: calib/h200-twinccl.json, the calibration of our
-// executor on the H200 pair, was fitted (its last stage, the sockets, is
-// what its report keeps) on the forced-protocol recordings of proto/ and
-// only predicted heldout/: each table of the report has the rows of the
-// file it names in that folder, not of its namesake in the other.
-// TestRegressionH200x2 bounds its errors on every recording.
+// executor on the H200 pair, was fitted (its last stage, SHM LL's
+// host-memory constants on rerun4/, is what its report keeps) on the
+// forced-protocol recordings of rerun4/proto/ and the tuner's choices of
+// rerun4/ up to 128 KiB, and only predicted rerun4/heldout/: each table of
+// the report has the rows of the file it names in that folder, not of its
+// namesake in the other. TestRegressionH200x2 bounds its errors on every
+// recording.
 func TestTwincclCalib(t *testing.T) {
+	const (
+		lastStage = "rerun4"              // the folder of fit-ours.sh's last stage
+		tunerMax  = 128 << 10             // the tuner's rows it fits: up to 128 KiB
+		tunerCut  = ":" + ColOurs + "[<=" // how the report names them
+	)
 	c, err := sim.LoadCalib(twincclCalib())
 	if err != nil {
 		t.Fatal(err)
@@ -210,8 +224,8 @@ func TestTwincclCalib(t *testing.T) {
 	if c.Fit == nil || len(c.Fit.Tables) == 0 {
 		t.Fatal("no fit report")
 	}
-	rows := func(dir, table string) int {
-		in, err := Open(filepath.Join(hwDir(), dir, strings.TrimSuffix(table, ":"+ColOurs)))
+	rows := func(dir, file string, maxBytes int64) int {
+		in, err := Open(filepath.Join(hwDir(), lastStage, dir, file))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -219,16 +233,30 @@ func TestTwincclCalib(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return len(tb.Rows)
+		n := 0
+		for _, r := range tb.Rows {
+			if r.Bytes <= maxBytes {
+				n++
+			}
+		}
+		return n
 	}
 	fitted := 0
 	for _, tf := range c.Fit.Tables {
+		if file, _, ok := strings.Cut(tf.Table, tunerCut); ok {
+			if n := rows("", file, tunerMax); !tf.Fitted || tf.Rows != n {
+				t.Errorf("%s (fitted %v): %d rows in the report, %d up to 128 KiB in %s/", tf.Table, tf.Fitted, tf.Rows, n, lastStage)
+			}
+			fitted++
+			continue
+		}
+		file := strings.TrimSuffix(tf.Table, ":"+ColOurs)
 		dir, other := "heldout", "proto"
 		if tf.Fitted {
 			dir, other = other, dir
 			fitted++
 		}
-		if n, m := rows(dir, tf.Table), rows(other, tf.Table); tf.Rows != n || n == m {
+		if n, m := rows(dir, file, math.MaxInt64), rows(other, file, math.MaxInt64); tf.Rows != n || n == m {
 			t.Errorf("%s (fitted %v): %d rows in the report, %d in %s/, %d in %s/", tf.Table, tf.Fitted, tf.Rows, n, dir, m, other)
 		}
 	}
