@@ -68,6 +68,16 @@ typedef long long i64;
 #ifndef TW_LL_EARLY_OWN
 #define TW_LL_EARLY_OWN 0
 #endif
+// TW_LL_CREDIT_LEADER 1: an LL or LL128 lane that sends into host memory
+// has thread 0 alone read its send credits, past the caches (waitCredits);
+// 0: every thread reads them with acquire loads. 1 made SHM LL AllGather,
+// ReduceScatter and AllReduce of 12 MiB 15-29% faster on the H100 pair
+// (docs/perf.md, 2026-11-26 fourth session) and passes the SHM and NET
+// conformance suites; it stays 0 until the H200 pair is recorded with it,
+// since calib/h200-twinccl.json describes the kernel with 0.
+#ifndef TW_LL_CREDIT_LEADER
+#define TW_LL_CREDIT_LEADER 0
+#endif
 // Simple packs a thread keeps in flight. 4, not 8: the one interpreter
 // kernel's register budget is shared by every protocol's path, and 8 cost
 // LL and LL128 10-40% (AllReduce LL128 8 MiB 118 -> 73 us, Simple 128 MiB
@@ -438,11 +448,50 @@ __device__ __forceinline__ bool spinCheck(Ctx& c, u32& spins) {
   return false;
 }
 
+#if TW_LL_CREDIT_LEADER
+// ldMmio loads from host memory past every cache: a head counter that the
+// peer GPU or the proxy writes there.
+__device__ __forceinline__ u64 ldMmio(volatile u64* p) {
+  u64 v;
+  asm volatile("ld.mmio.relaxed.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+
+// waitCreditsLeader is waitCredits where the head is in host memory (a
+// lane that sends into host memory: SHM, NET): thread 0 alone reads it,
+// past the caches, and the others watch shared memory. Read by every
+// thread with acquire loads, a head the peer had moved 100 us earlier
+// still read old for 15-30 us, once per turn of the slot ring; uncached
+// reads by every thread made calls 10x slower.
+__device__ __forceinline__ bool waitCreditsLeader(Ctx& c, u64 ss) {
+  for (int i = 0; i < c.nSend; i++) {
+    const u64 want = c.sh->sendBase[i] + ss + 1;
+    volatile u64* cached = &c.sh->head[i];
+    u64 h = *cached;
+    u32 spins = 0;
+    c.deadline = 0;
+    while (h + c.credits < want) {
+      if (c.tid == 0) {
+        h = ldMmio(c.sh->sendHead[i]);
+        *cached = h;
+      } else {
+        h = *cached;
+      }
+      if (spinCheck(c, spins)) return false;
+    }
+  }
+  return true;
+}
+#endif
+
 // waitCredits: LL and LL128 threads check send credits each for itself
 // (no barrier): the last head seen is kept in shared memory, a lower bound
 // of the real one, and the head is read only when that bound is short.
 // Returns false on abort.
 __device__ __forceinline__ bool waitCredits(Ctx& c, u64 ss) {
+#if TW_LL_CREDIT_LEADER
+  if (c.lane->flags & LANE_HOST_SEND) return waitCreditsLeader(c, ss);
+#endif
   for (int i = 0; i < c.nSend; i++) {
     const u64 want = c.sh->sendBase[i] + ss + 1;
     u64 h = c.sh->head[i];
