@@ -142,11 +142,13 @@ type actorCold struct {
 	// up one run of calls at a time (a call's slices post the same
 	// data to every send connection)
 	sent connTraffic
-	// start is when the current slice's data and credits were there (kept
-	// for the record only)
-	start  Time
-	finish Time
-	lane   *model.ProgLane
+	// start is when the current slice began: when the lane turned to it,
+	// before it waited for its data and credits, as the kernel stamps it
+	// (kept for the record only); waiting says start is set
+	start   Time
+	waiting bool
+	finish  Time
+	lane    *model.ProgLane
 	// spanR and spanS are the steps one call of the lane consumes on its
 	// receive and send connections; offR and offS the step offsets of the
 	// current call of a loop (the call index times the span)
@@ -366,8 +368,9 @@ type SliceEvent struct {
 	// the k-th slice of b receiving from a there).
 	Step  int64
 	Bytes int64 // data bytes
-	// Start is when the slice's data and send credits were there (the
-	// slice's overhead follows); End is when it posted.
+	// Start is when the lane turned to the slice, before it waited for
+	// its data and send credits (what twinccl's kernel stamps as a
+	// slice's start); End is when it posted.
 	Start, End Time
 }
 
@@ -929,6 +932,7 @@ func (x *runner) advance(ai int32) {
 					a.phase = phData
 					if x.rec != nil {
 						x.cold[ai].start = x.now + ov
+						x.cold[ai].waiting = false
 					}
 					x.q.push(x.now+ov+x.sliceDelay(ai, a), evWake, ai, 0)
 					return
@@ -937,12 +941,16 @@ func (x *runner) advance(ai int32) {
 				return
 			}
 		case phWait:
+			if x.rec != nil && !x.cold[ai].waiting {
+				x.cold[ai].start = x.now
+				x.cold[ai].waiting = true
+			}
 			if !x.ready(a, true) {
 				return
 			}
 			a.phase = phData
 			if x.rec != nil {
-				x.cold[ai].start = x.now
+				x.cold[ai].waiting = false
 			}
 			if d := x.sliceDelay(ai, a); d > 0 {
 				x.q.push(x.now+d, evWake, ai, 0)
