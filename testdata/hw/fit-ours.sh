@@ -42,10 +42,13 @@
 #
 # START (default: the embedded h200.json) is where the search begins. The
 # embedded h200-twinccl.json is this script's result from the h200.json of
-# commit a10fe27 (START=<(git show a10fe27:exec/sim/calib/h200.json)),
-# before NCCL's LL128 stage 11 moved its per-call constants: from today's,
-# stage 2 (LL128) stops in a worse minimum (held-out 10.4% median against
-# 6.5% at that stage).
+# commit a10fe27 (START=<(git show a10fe27:exec/sim/calib/h200.json)
+# LATE=testdata/hw/h200x2/rerun4, DIR testdata/hw/h200x2), before NCCL's
+# LL128 stage 11 moved its per-call constants: from today's, stage 2
+# (LL128) stops in a worse minimum (held-out 10.4% median against 6.5% at
+# that stage). Its stage 7 is testdata/hw/h200-twinccl-early-own.json, the
+# calibration of the kernel before stage 8's recordings (but for
+# shm_latency_us, which that file has at 0.34 us).
 set -eu
 dir=${1:?DIR} out=${2:?OUT.json} name=${3:?NAME} note=${4:-}
 replay=${REPLAY:-bin/replay}

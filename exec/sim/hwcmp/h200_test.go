@@ -104,8 +104,8 @@ var h200Bounds = []poolBound{
 // h200OursBounds are tolerances on our executor's column simulated with
 // testdata/hw/h200-twinccl-early-own.json (earlyOwnCalib: the kernel these
 // files were recorded with), fitted on proto/ (and the tuner's choices
-// from 16 MiB) by stages 1-7 of testdata/hw/fit-ours.sh, as h200Bounds. Held out (heldout/):
-// P2P 2.5-4.0 percent median and at most 13.6 (LL 5.8/11.5 and LL128
+// from 16 MiB) by stages 1-7 of testdata/hw/fit-ours.sh, as h200Bounds.
+// Held out (heldout/): P2P 2.5-4.0 percent median and at most 13.6 (LL 5.8/11.5 and LL128
 // 6.5/13.7 before their blocks were sized to the call, line_threads; the
 // P2P and SHM files are the kernel with 4 Simple packs in flight,
 // TW_UNROLL, whose LL and LL128 steps are steadier than the 8-pack
@@ -224,10 +224,9 @@ func TestRegressionH200x2(t *testing.T) {
 // current executor), which no calibration was fitted on, as h200Bounds.
 // NCCL's column under the embedded calibration; our executor's under
 // h200-twinccl-early-own.json (fitted on two GPUs, the kernel these files
-// were recorded with). A 4-GPU SHM LL AllGather runs
-// three hops through host memory where two GPUs run one: per-hop costs
-// fitted on two GPUs alone made it 16% slow, a per-call one
-// (ll.host_start_us) 4%. Broadcast and Reduce LL over SHM on four GPUs
+// were recorded with). A 4-GPU SHM LL AllGather runs three hops through
+// host memory where two GPUs run one: per-hop costs fitted on two GPUs
+// alone made it 16% slow, a per-call one (ll.host_start_us) 4%. Broadcast and Reduce LL over SHM on four GPUs
 // are far at their largest sizes (up to 90%) under every calibration, and
 // large SHM Simple calls run up to 2x faster than the 2-GPU host's memory
 // constants say (our executor's small SHM calls 35% slower): SHM on

@@ -27,7 +27,8 @@ func calibFile(name string) string {
 }
 
 // twincclCalib is the calibration file of our executor on the H200 pair
-// (testdata/hw/fit-ours.sh on testdata/hw/h200x2/proto).
+// (testdata/hw/fit-ours.sh on testdata/hw/h200x2/proto, and SHM LL's
+// host-memory constants on rerun4/).
 func twincclCalib() string { return calibFile("h200-twinccl.json") }
 
 // earlyOwnCalib is h200-twinccl.json as it was before the kernel's
