@@ -38,6 +38,10 @@
 #        proto/'s 32 and 512 KiB (--max-evals 6000: the default budget's
 #        schedule stopped in a worse minimum); held out
 #        DIR2/heldout/shm-*-ll.json
+#   9    (with LATE) SHM Simple's host-memory constants (^simple\.host_)
+#        again on both starts' proto/shm-*-simple.json and their tuner's
+#        choices from 16 MiB (Simple did not change with the kernel):
+#        held out, both heldout/shm-*-simple.json
 # Each stage's table (fitted and held-out errors) goes to OUT.stageN.txt.
 #
 # START (default: the embedded h200.json) is where the search begins. The
@@ -113,7 +117,11 @@ if [ -n "${LATE:-}" ]; then
   tuner=()
   for f in "$LATE"/shm-*.json; do tuner+=("$f,maxbytes=128K"); done
   cal 8 "$out.stage7.json" '^ll\.host_' "$LATE/topo.xml" 1 --max-evals 6000 "$LATE"/proto/shm-*-ll.json "${tuner[@]}" -- "$LATE"/heldout/shm-*-ll.json
-  last=8
+  simple=("$dir"/proto/shm-*-simple.json "$LATE"/proto/shm-*-simple.json)
+  for f in "$dir"/shm-*.json "$LATE"/shm-*.json; do simple+=("$f,minbytes=16M"); done
+  cal 9 "$out.stage8.json" '^simple\.host_' "$LATE/topo.xml" 1 --max-evals 4000 "${simple[@]}" -- \
+    "$dir"/heldout/shm-*-simple.json "$LATE"/heldout/shm-*-simple.json
+  last=9
 fi
 cp "$out.stage$last.json" "$out"
 [ -z "$note" ] || echo "source note for $out: $note"
