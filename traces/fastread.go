@@ -20,9 +20,12 @@ import (
 // from v, which is at least as long.
 type field[T any] struct {
 	name string
-	i32  func(rows []T, v []int32)
-	i64  func(rows []T, v []int64)
-	str  func(rows []T, v []string)
+	// since is set on a column a minor version added: files of an older
+	// minor version lack it, and their rows keep the field's zero value
+	since bool
+	i32   func(rows []T, v []int32)
+	i64   func(rows []T, v []int64)
+	str   func(rows []T, v []string)
 }
 
 var eventFields = []field[EventRow]{
@@ -102,6 +105,12 @@ var eventFields = []field[EventRow]{
 		v = v[:len(r)]
 		for i := range r {
 			r[i].Source = v[i]
+		}
+	}},
+	{name: "data_ns", since: true, i64: func(r []EventRow, v []int64) {
+		v = v[:len(r)]
+		for i := range r {
+			r[i].DataNs = v[i]
 		}
 	}},
 }
@@ -479,7 +488,11 @@ func scanColumns[T any](f *file, fields []field[T], filter Filter, keep func(*T)
 	leaves := make([]int, len(fields))
 	for j := range fields {
 		leaf, ok := schema.Lookup(fields[j].name)
-		if !ok {
+		switch {
+		case !ok && fields[j].since:
+			leaves[j] = -1 // an older minor version: the field stays zero
+			continue
+		case !ok:
 			return fmt.Errorf("%s: column %q missing", f.info.Name, fields[j].name)
 		}
 		leaves[j] = leaf.ColumnIndex
@@ -505,6 +518,9 @@ func scanColumns[T any](f *file, fields []field[T], filter Filter, keep func(*T)
 		chunks := rg.ColumnChunks()
 		for j := range cols {
 			cols[j].close()
+			if leaves[j] == -1 && fields[j].since {
+				continue
+			}
 			if leaves[j] < 0 || leaves[j] >= len(chunks) {
 				return fmt.Errorf("%s: row group %d has no column %q", f.info.Name, i, fields[j].name)
 			}
@@ -513,6 +529,9 @@ func scanColumns[T any](f *file, fields []field[T], filter Filter, keep func(*T)
 		for read := int64(0); read < g.Rows; {
 			out := batch[:min(int64(len(batch)), g.Rows-read)]
 			for j := range cols {
+				if leaves[j] == -1 && fields[j].since {
+					continue
+				}
 				if err := fill(&cols[j], &fields[j], out, in); err != nil {
 					if errors.Is(err, io.ErrUnexpectedEOF) {
 						err = fmt.Errorf("pages end before the row group's %d rows", g.Rows)

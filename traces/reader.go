@@ -148,11 +148,15 @@ func openTrace(ra io.ReaderAt, size int64, name string, want Kind, cols []column
 }
 
 // checkColumns requires every column of cols, flat and required, with its
-// physical type. Extra columns (from newer minor versions) are allowed.
+// physical type; those a minor version added may be missing. Extra columns
+// (from newer minor versions) are allowed.
 func checkColumns(s *parquet.Schema, cols []columnSpec) error {
 	fields := s.Fields()
 	for _, c := range cols {
 		i := slices.IndexFunc(fields, func(f parquet.Field) bool { return f.Name() == c.name })
+		if i < 0 && c.since {
+			continue // a file of an older minor version
+		}
 		if i < 0 {
 			return fmt.Errorf("column %q missing", c.name)
 		}

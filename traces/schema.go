@@ -15,8 +15,9 @@ import (
 const (
 	// SchemaMajor is the major version of the call and event schemas.
 	SchemaMajor = 1
-	// SchemaMinor is the minor version written by this build.
-	SchemaMinor = 0
+	// SchemaMinor is the minor version written by this build (1: event
+	// rows have data_ns).
+	SchemaMinor = 1
 
 	// MetaKind is the metadata key naming the kind of rows in a file.
 	MetaKind = "twinccl.trace.kind"
@@ -88,9 +89,13 @@ type EventRow struct {
 	Protocol  string `parquet:"protocol,dict"`  // model.Protocol name
 	Step      int64  `parquet:"step"`           // step index in the rank's program for this call and channel
 	Bytes     int64  `parquet:"bytes"`          // payload bytes moved by the step
-	StartNs   int64  `parquet:"start_ns"`       // step start
+	StartNs   int64  `parquet:"start_ns"`       // step start, before it waits for its data and credits
 	EndNs     int64  `parquet:"end_ns"`         // step end
 	Source    string `parquet:"source,dict"`    // SourceHW or SourceSim
+	// DataNs is when the step's data and send credits were there (its
+	// wait ended: StartNs <= DataNs <= EndNs); 0 where the file does not
+	// have it (schema 1.0) or the step was not stamped so.
+	DataNs int64 `parquet:"data_ns"`
 }
 
 // Version is a schema version.
@@ -134,20 +139,25 @@ func checkVersion(s string) (Version, error) {
 type columnSpec struct {
 	name string
 	kind string // parquet physical type name as parquet-go's Kind.String prints it
+	// since says a minor version added the column: files of older minor
+	// versions may lack it
+	since bool
 }
 
 var callColumns = []columnSpec{
-	{"job", "BYTE_ARRAY"}, {"comm", "INT64"}, {"call", "INT64"}, {"rank", "INT32"}, {"nranks", "INT32"},
-	{"op", "BYTE_ARRAY"}, {"algorithm", "BYTE_ARRAY"}, {"protocol", "BYTE_ARRAY"}, {"channels", "INT32"},
-	{"count", "INT64"}, {"datatype", "BYTE_ARRAY"}, {"redop", "BYTE_ARRAY"}, {"root", "INT32"},
-	{"stream", "INT64"}, {"enqueue_ns", "INT64"}, {"start_ns", "INT64"}, {"end_ns", "INT64"},
-	{"source", "BYTE_ARRAY"}, {"host", "BYTE_ARRAY"},
+	{name: "job", kind: "BYTE_ARRAY"}, {name: "comm", kind: "INT64"}, {name: "call", kind: "INT64"}, {name: "rank", kind: "INT32"}, {name: "nranks", kind: "INT32"},
+	{name: "op", kind: "BYTE_ARRAY"}, {name: "algorithm", kind: "BYTE_ARRAY"}, {name: "protocol", kind: "BYTE_ARRAY"}, {name: "channels", kind: "INT32"},
+	{name: "count", kind: "INT64"}, {name: "datatype", kind: "BYTE_ARRAY"}, {name: "redop", kind: "BYTE_ARRAY"}, {name: "root", kind: "INT32"},
+	{name: "stream", kind: "INT64"}, {name: "enqueue_ns", kind: "INT64"}, {name: "start_ns", kind: "INT64"}, {name: "end_ns", kind: "INT64"},
+	{name: "source", kind: "BYTE_ARRAY"}, {name: "host", kind: "BYTE_ARRAY"},
 }
 
 var eventColumns = []columnSpec{
-	{"comm", "INT64"}, {"call", "INT64"}, {"rank", "INT32"}, {"channel", "INT32"},
-	{"send_peer", "INT32"}, {"recv_peer", "INT32"}, {"primitive", "BYTE_ARRAY"}, {"protocol", "BYTE_ARRAY"},
-	{"step", "INT64"}, {"bytes", "INT64"}, {"start_ns", "INT64"}, {"end_ns", "INT64"}, {"source", "BYTE_ARRAY"},
+	{name: "comm", kind: "INT64"}, {name: "call", kind: "INT64"}, {name: "rank", kind: "INT32"}, {name: "channel", kind: "INT32"},
+	{name: "send_peer", kind: "INT32"}, {name: "recv_peer", kind: "INT32"}, {name: "primitive", kind: "BYTE_ARRAY"},
+	{name: "protocol", kind: "BYTE_ARRAY"}, {name: "step", kind: "INT64"}, {name: "bytes", kind: "INT64"},
+	{name: "start_ns", kind: "INT64"}, {name: "end_ns", kind: "INT64"}, {name: "source", kind: "BYTE_ARRAY"},
+	{name: "data_ns", kind: "INT64", since: true},
 }
 
 // callLess orders calls inside a row group: rank, comm, call, start.

@@ -51,6 +51,7 @@ func testEvents(n int, seed uint64) []EventRow {
 			Protocol: protos[rng.IntN(3)], Step: int64(i % 64), Bytes: rng.Int64N(1 << 20), StartNs: start,
 			EndNs: start + rng.Int64N(5000), Source: SourceSim,
 		}
+		out[i].DataNs = start + (out[i].EndNs-start)/3
 	}
 	return out
 }
@@ -259,6 +260,33 @@ func rawParquet[T any](t testing.TB, rows []T, kv ...string) []byte {
 	return buf.Bytes()
 }
 
+// eventV10 is an event row of schema 1.0 (no data_ns).
+type eventV10 struct {
+	Comm      uint64 `parquet:"comm"`
+	Call      int64  `parquet:"call"`
+	Rank      int32  `parquet:"rank"`
+	Channel   int32  `parquet:"channel"`
+	SendPeer  int32  `parquet:"send_peer"`
+	RecvPeer  int32  `parquet:"recv_peer"`
+	Primitive string `parquet:"primitive"`
+	Protocol  string `parquet:"protocol"`
+	Step      int64  `parquet:"step"`
+	Bytes     int64  `parquet:"bytes"`
+	StartNs   int64  `parquet:"start_ns"`
+	EndNs     int64  `parquet:"end_ns"`
+	Source    string `parquet:"source"`
+}
+
+func v10(e EventRow) eventV10 {
+	return eventV10{e.Comm, e.Call, e.Rank, e.Channel, e.SendPeer, e.RecvPeer, e.Primitive, e.Protocol, e.Step, e.Bytes, e.StartNs, e.EndNs, e.Source}
+}
+
+// eventWith is an event row whose data_ns column has type D.
+type eventWith[D any] struct {
+	eventV10
+	DataNs D `parquet:"data_ns"` // a pointer makes it optional
+}
+
 func TestVersionAndSchemaErrors(t *testing.T) {
 	ev := testEvents(10, 1)
 	cases := []struct {
@@ -279,6 +307,10 @@ func TestVersionAndSchemaErrors(t *testing.T) {
 		{"optional column", rawParquet(t, []struct {
 			Comm *int64 `parquet:"comm,optional"`
 		}{{nil}}, MetaKind, "event", MetaVersion, "1.0"), `column "comm": want a required INT64 leaf`},
+		{"data_ns of another type", rawParquet(t, []eventWith[string]{{eventV10: v10(ev[0]), DataNs: "x"}}, MetaKind, "event", MetaVersion, "1.1"),
+			`column "data_ns" has type BYTE_ARRAY, want INT64`},
+		{"optional data_ns", rawParquet(t, []eventWith[*int64]{{eventV10: v10(ev[0])}}, MetaKind, "event", MetaVersion, "1.1"),
+			`column "data_ns": want a required INT64 leaf`},
 		{"empty", nil, "too small for a parquet file"},
 		{"garbage", bytes.Repeat([]byte("x"), 100), "not a parquet file"},
 	}

@@ -46,9 +46,10 @@ below 1 MiB). --json writes all of it (- for stdout), --svg a plot of busbw
 against size (log-log; hardware, NCCL, simulation) with the error per size
 underneath. With --events, the event trace beside a call trace
 (HW.events.parquet) is compared step by step: per channel and per primitive
-and protocol, how long steps take on either side and how early (negative) or
-late the simulator ends them, measured from the kernel's start on the rank
-that started last.
+and protocol, how long steps take on either side, how long they wait for
+their data and send credits (the hardware's where its trace has data stamps,
+data_ns: schema 1.1) and how early (negative) or late the simulator ends them,
+measured from the kernel's start on the rank that started last.
 
 Flags:
 `
@@ -249,6 +250,14 @@ func usOrDash(v float64) string {
 }
 
 // printCompare prints the comparison tables.
+// waitOrDash prints a median wait, "-" where there is none.
+func waitOrDash(us *float64) string {
+	if us == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.3f", *us)
+}
+
 func printCompare(w io.Writer, rep *hwcmp.Report, steps *hwcmp.StepReport) {
 	fmt.Fprintf(w, "# replay compare: %s\n# timing: %s\n", rep.Describe(), rep.Timing())
 	fmt.Fprintf(w, "# err = (sim - hw) / hw; NCCL's column against the simulation at the tuner's choice (sim_nccl)\n#\n")
@@ -283,9 +292,11 @@ func printCompare(w io.Writer, rep *hwcmp.Report, steps *hwcmp.StepReport) {
 	}
 	fmt.Fprintf(w, "#\n# steps: %s, %d matched step(s) on the rank that started last of each call\n", steps.Path, steps.Matched)
 	fmt.Fprintf(w, "# late = sim end - hw end, from the kernel start (negative: the simulator is early)\n")
-	fmt.Fprintf(w, "# %-20s %-6s %7s %12s %10s %10s %10s\n", "primitive", "proto", "steps", "bytes", "hw_step_us", "sim_step_us", "late_us")
+	fmt.Fprintf(w, "# wait = a step's wait for its data and send credits, from its start (hw: - where the trace has no data stamps)\n")
+	fmt.Fprintf(w, "# %-20s %-6s %7s %12s %10s %10s %10s %10s %10s\n", "primitive", "proto", "steps", "bytes", "hw_step_us", "sim_step_us", "hw_wait_us", "sim_wait_us", "late_us")
 	for _, s := range steps.ByPrim {
-		fmt.Fprintf(w, "  %-20s %-6s %7d %12d %10.3f %10.3f %+10.3f\n", s.Primitive, s.Protocol, s.Steps, s.Bytes, s.HwStepUs, s.SimStepUs, s.LateUs)
+		fmt.Fprintf(w, "  %-20s %-6s %7d %12d %10.3f %10.3f %10s %10s %+10.3f\n", s.Primitive, s.Protocol, s.Steps, s.Bytes, s.HwStepUs, s.SimStepUs,
+			waitOrDash(s.HwWaitUs), waitOrDash(s.SimWaitUs), s.LateUs)
 	}
 	fmt.Fprintf(w, "#\n# per call and channel: first step's start after the kernel start (set-up), median step, lateness\n")
 	fmt.Fprintf(w, "# %5s %4s %-6s %6s %12s %9s %9s %10s %10s %9s %9s\n", "call", "ch", "proto", "steps", "bytes", "hw_first", "sim_first", "hw_step", "sim_step", "late_med", "late_end")

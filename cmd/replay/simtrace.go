@@ -78,7 +78,8 @@ func (t *simTracer) slice(e *sim.SliceEvent) {
 	}
 	t.buf = append(t.buf, traces.EventRow{Call: t.seq, Rank: e.Rank, Channel: e.Channel, SendPeer: e.SendPeer,
 		RecvPeer: e.RecvPeer, Primitive: e.Prim.String(), Protocol: e.Proto.String(), Step: e.Step, Bytes: e.Bytes,
-		StartNs: int64(t.base + float64(e.Start)/1e3), EndNs: int64(t.base + float64(e.End)/1e3), Source: traces.SourceSim})
+		StartNs: int64(t.base + float64(e.Start)/1e3), EndNs: int64(t.base + float64(e.End)/1e3),
+		DataNs: int64(t.base + float64(e.Data)/1e3), Source: traces.SourceSim})
 	if len(t.buf) >= 4096 {
 		t.flush()
 	}

@@ -284,16 +284,16 @@ func traceCat(w io.Writer, path string, filter traces.Filter, limit int64) error
 			return nil
 		})
 	} else {
-		fmt.Fprintln(bw, "comm\tcall\trank\tchannel\tsend_peer\trecv_peer\tprimitive\tprotocol\tstep\tbytes\tstart_ns\tend_ns\tsource")
+		fmt.Fprintln(bw, "comm\tcall\trank\tchannel\tsend_peer\trecv_peer\tprimitive\tprotocol\tstep\tbytes\tstart_ns\tend_ns\tsource\tdata_ns")
 		err = events.Scan(filter, func(rows []traces.EventRow) error {
 			for _, r := range rows {
 				if done() {
 					return errLimit
 				}
 				n++
-				fmt.Fprintf(bw, "%#x\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n",
+				fmt.Fprintf(bw, "%#x\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%d\n",
 					r.Comm, r.Call, r.Rank, r.Channel, r.SendPeer, r.RecvPeer, r.Primitive, r.Protocol, r.Step, r.Bytes,
-					r.StartNs, r.EndNs, r.Source)
+					r.StartNs, r.EndNs, r.Source, r.DataNs)
 			}
 			return nil
 		})

@@ -42,14 +42,14 @@ func TestTraceCommands(t *testing.T) {
 	require.Contains(t, s, "kind:        call trace")
 	require.Contains(t, s, "kind:        event trace")
 	require.Contains(t, s, "rows:        6 in 2 row group(s)")
-	require.Contains(t, s, "schema:      1.0")
+	require.Contains(t, s, "schema:      "+traces.CurrentVersion.String())
 
 	out.Reset()
 	require.NoError(t, runTrace([]string{"cat", events, "--rank", "1"}, &out, &errb))
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	require.Len(t, lines, 4)
 	require.True(t, strings.HasPrefix(lines[0], "comm\tcall\trank"))
-	require.Equal(t, "0xab\t0\t1\t0\t0\t0\trecvReduceSend\tLL\t0\t8\t100\t180\thw", lines[1])
+	require.Equal(t, "0xab\t0\t1\t0\t0\t0\trecvReduceSend\tLL\t0\t8\t100\t180\thw\t0", lines[1])
 
 	out.Reset()
 	require.NoError(t, runTrace([]string{"cat", "--limit", "1", "--call", "0xab:0", calls}, &out, &errb))

@@ -143,12 +143,13 @@ type actorCold struct {
 	// data to every send connection)
 	sent connTraffic
 	// start is when the current slice began: when the lane turned to it,
-	// before it waited for its data and credits, as the kernel stamps it
-	// (kept for the record only); waiting says start is set
-	start   Time
-	waiting bool
-	finish  Time
-	lane    *model.ProgLane
+	// before it waited for its data and credits, as the kernel stamps it,
+	// and data when they were there (kept for the record only); waiting
+	// says start is set
+	start, data Time
+	waiting     bool
+	finish      Time
+	lane        *model.ProgLane
 	// spanR and spanS are the steps one call of the lane consumes on its
 	// receive and send connections; offR and offS the step offsets of the
 	// current call of a loop (the call index times the span)
@@ -370,8 +371,9 @@ type SliceEvent struct {
 	Bytes int64 // data bytes
 	// Start is when the lane turned to the slice, before it waited for
 	// its data and send credits (what twinccl's kernel stamps as a
-	// slice's start); End is when it posted.
-	Start, End Time
+	// slice's start), Data when they were there (the kernel's data
+	// start); End is when it posted.
+	Start, Data, End Time
 }
 
 // Run simulates one Program on the machine and returns its predicted time
@@ -932,6 +934,7 @@ func (x *runner) advance(ai int32) {
 					a.phase = phData
 					if x.rec != nil {
 						x.cold[ai].start = x.now + ov
+						x.cold[ai].data = x.now + ov
 						x.cold[ai].waiting = false
 					}
 					x.q.push(x.now+ov+x.sliceDelay(ai, a), evWake, ai, 0)
@@ -950,6 +953,7 @@ func (x *runner) advance(ai int32) {
 			}
 			a.phase = phData
 			if x.rec != nil {
+				x.cold[ai].data = x.now
 				x.cold[ai].waiting = false
 			}
 			if d := x.sliceDelay(ai, a); d > 0 {
@@ -1188,7 +1192,7 @@ func (x *runner) record(ai int32, a *actor) {
 	kind := a.kind
 	e := &x.ev
 	*e = SliceEvent{Rank: l.Rank, Channel: l.Channel, SendPeer: -1, RecvPeer: -1, Prim: kind, Proto: x.p.Proto,
-		Bytes: a.elems() * x.esize, Start: ac.start, End: x.now}
+		Bytes: a.elems() * x.esize, Start: ac.start, Data: ac.data, End: x.now}
 	if kind.Sends() && len(l.Send) > 0 {
 		e.SendPeer = x.p.Conns[l.Send[0]].To
 	}

@@ -25,7 +25,7 @@ func (l *Launch) EventRows(comm uint64, call int64) ([]traces.EventRow, error) {
 		ln := &l.p.Lanes[s.Lane]
 		r := traces.EventRow{Comm: comm, Call: call, Rank: int32(s.Rank), Channel: int32(s.Channel), SendPeer: -1, RecvPeer: -1,
 			Primitive: s.Kind.String(), Protocol: l.p.Proto.String(), Step: step[s.Channel], Bytes: s.Bytes,
-			StartNs: int64(s.Start), EndNs: int64(s.End), Source: traces.SourceHW}
+			StartNs: int64(s.Start), EndNs: int64(s.End), DataNs: int64(s.DataStart), Source: traces.SourceHW}
 		if s.Kind.Sends() && len(ln.Send) > 0 {
 			r.SendPeer = l.p.Conns[ln.Send[0]].To
 		}

@@ -29,6 +29,10 @@ type StepStat struct {
 	// HwStepUs and SimStepUs are the median durations of a step (start
 	// to end) on hardware and in the simulation.
 	HwStepUs, SimStepUs float64
+	// HwWaitUs and SimWaitUs are the median waits of a step for its data
+	// and send credits (start to data start): nil on the hardware side
+	// where the trace has no data stamps (schema 1.0 files).
+	HwWaitUs, SimWaitUs *float64
 	// LateUs is the median lateness of the steps' ends relative to the
 	// kernel start: positive when the simulator ends them later than the
 	// hardware did, negative when early. EndLateUs is the lateness of
@@ -60,9 +64,10 @@ type StepReport struct {
 
 // stepTimes is one step as either side saw it (ns from the kernel start).
 type stepTimes struct {
-	prim, proto string
-	step, bytes int64
-	start, end  float64
+	prim, proto      string
+	step, bytes      int64
+	start, data, end float64
+	hasData          bool // data is stamped
 }
 
 // CompareEvents compares the event trace at path (a hardware trace of
@@ -110,10 +115,13 @@ func (cp *Comparer) CompareEvents(rep *Report, path string) (*StepReport, error)
 			if e.Channel < 0 || e.Channel >= 1<<16 || e.Step < 0 || e.Step >= 1<<40 || e.EndNs < e.StartNs {
 				return fmt.Errorf("call %d rank %d: bad event (channel %d, step %d, %d..%d ns)", e.Call, e.Rank, e.Channel, e.Step, e.StartNs, e.EndNs)
 			}
+			if e.DataNs != 0 && (e.DataNs < e.StartNs || e.DataNs > e.EndNs) {
+				return fmt.Errorf("call %d rank %d: bad event (channel %d, step %d): data_ns %d outside %d..%d", e.Call, e.Rank, e.Channel, e.Step, e.DataNs, e.StartNs, e.EndNs)
+			}
 			base := c.RankStartNs[e.Rank]
 			k := lk{ck{e.Comm, e.Call}, e.Rank, e.Channel}
 			hw[k] = append(hw[k], stepTimes{prim: e.Primitive, proto: e.Protocol, step: e.Step, bytes: e.Bytes,
-				start: float64(e.StartNs - base), end: float64(e.EndNs - base)})
+				start: float64(e.StartNs - base), data: float64(e.DataNs - base), end: float64(e.EndNs - base), hasData: e.DataNs != 0})
 		}
 		return nil
 	})
@@ -125,8 +133,8 @@ func (cp *Comparer) CompareEvents(rep *Report, path string) (*StepReport, error)
 	}
 	sr := &StepReport{Path: path}
 	type acc struct {
-		hwDur, simDur, late []float64
-		bytes               int64
+		hwDur, simDur, late, hwWait, simWait []float64
+		bytes                                int64
 	}
 	byPrim := map[StepKey]*acc{}
 	var primKeys []StepKey
@@ -146,7 +154,7 @@ func (cp *Comparer) CompareEvents(rep *Report, path string) (*StepReport, error)
 				return
 			}
 			sim0[e.Channel] = append(sim0[e.Channel], stepTimes{prim: e.Prim.String(), proto: e.Proto.String(), step: e.Step, bytes: e.Bytes,
-				start: float64(e.Start) / 1e3, end: float64(e.End) / 1e3})
+				start: float64(e.Start) / 1e3, data: float64(e.Data) / 1e3, end: float64(e.End) / 1e3, hasData: true})
 		})
 		cp.Sim.Mode = saved
 		if err != nil {
@@ -173,7 +181,7 @@ func (cp *Comparer) CompareEvents(rep *Report, path string) (*StepReport, error)
 			cs := StepStat{Call: c.Index, Channel: ch, StepKey: StepKey{h[0].prim, h[0].proto}, Steps: n,
 				FirstStartHwUs: h[0].start / 1e3, FirstStartSimUs: s[0].start / 1e3,
 				EndLateUs: (s[n-1].end - h[n-1].end) / 1e3}
-			var late, hd, sd []float64
+			var late, hd, sd, hw, sw []float64
 			for i := 0; i < n; i++ {
 				sr.Matched++
 				k := StepKey{h[i].prim, h[i].proto}
@@ -187,9 +195,16 @@ func (cp *Comparer) CompareEvents(rep *Report, path string) (*StepReport, error)
 				a.hwDur, a.simDur, a.late = append(a.hwDur, dh), append(a.simDur, ds), append(a.late, l)
 				a.bytes += h[i].bytes
 				hd, sd, late = append(hd, dh), append(sd, ds), append(late, l)
+				if h[i].hasData {
+					w := (h[i].data - h[i].start) / 1e3
+					a.hwWait, hw = append(a.hwWait, w), append(hw, w)
+				}
+				w := (s[i].data - s[i].start) / 1e3
+				a.simWait, sw = append(a.simWait, w), append(sw, w)
 				cs.Bytes += h[i].bytes
 			}
 			cs.HwStepUs, cs.SimStepUs, cs.LateUs = median(hd), median(sd), median(late)
+			cs.HwWaitUs, cs.SimWaitUs = medianOf(hw, n), medianOf(sw, n)
 			sr.ByChannel = append(sr.ByChannel, cs)
 		}
 	}
@@ -202,7 +217,18 @@ func (cp *Comparer) CompareEvents(rep *Report, path string) (*StepReport, error)
 	for _, k := range primKeys {
 		a := byPrim[k]
 		sr.ByPrim = append(sr.ByPrim, StepStat{StepKey: k, Call: -1, Channel: -1, Steps: len(a.hwDur), Bytes: a.bytes,
-			HwStepUs: median(a.hwDur), SimStepUs: median(a.simDur), LateUs: median(a.late)})
+			HwStepUs: median(a.hwDur), SimStepUs: median(a.simDur), LateUs: median(a.late),
+			HwWaitUs: medianOf(a.hwWait, len(a.hwDur)), SimWaitUs: medianOf(a.simWait, len(a.simDur))})
 	}
 	return sr, nil
+}
+
+// medianOf is the median of v when every one of the n steps has a value
+// in it, nil otherwise (a trace without data stamps, or with some).
+func medianOf(v []float64, n int) *float64 {
+	if n == 0 || len(v) != n {
+		return nil
+	}
+	m := median(v)
+	return &m
 }

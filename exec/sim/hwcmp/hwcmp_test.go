@@ -13,6 +13,7 @@ import (
 	"github.com/twinccl/twinccl"
 	"github.com/twinccl/twinccl/exec/sim"
 	"github.com/twinccl/twinccl/model"
+	"github.com/twinccl/twinccl/traces"
 )
 
 // hwDir holds the recordings of our CUDA executor and NCCL on 2x H200
@@ -284,6 +285,82 @@ func TestTraceAndEvents(t *testing.T) {
 	}
 	for _, s := range sr.ByPrim {
 		t.Logf("%-20s %-6s steps %4d hw %8.3f us sim %8.3f us late %+8.3f us", s.Primitive, s.Protocol, s.Steps, s.HwStepUs, s.SimStepUs, s.LateUs)
+	}
+}
+
+// TestEventWaits: an event trace with data stamps (schema 1.1's data_ns)
+// gives each primitive's median wait on the hardware side; one without
+// (schema 1.0) gives none; the simulated side always has one, within its
+// steps; a stamp outside its step is refused, naming it.
+func TestEventWaits(t *testing.T) {
+	base := filepath.Join(h200FirstDir(), "p2p-allreduce")
+	in, err := Open(base + ".parquet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp := newComparer(t, settingsOf("p2p-allreduce"))
+	rep, err := cp.Compare(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := traces.OpenEventFile(base + ".events.parquet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []traces.EventRow
+	if err := r.Scan(traces.Filter{}, func(b []traces.EventRow) error { rows = append(rows, b...); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	write := func(name string, edit func(i int, e *traces.EventRow)) string {
+		t.Helper()
+		path := filepath.Join(t.TempDir(), name)
+		w, err := traces.CreateEventFile(path, traces.WriterOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range rows {
+			e := rows[i]
+			edit(i, &e)
+			if err := w.Append(e); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	quarter := func(_ int, e *traces.EventRow) { e.DataNs = e.StartNs + (e.EndNs-e.StartNs)/4 }
+	sr, err := cp.CompareEvents(rep, write("waits.events.parquet", quarter))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range sr.ByPrim {
+		if s.HwWaitUs == nil || math.Abs(*s.HwWaitUs-s.HwStepUs/4) > 0.002 {
+			t.Errorf("%s %s: hw wait %v, want a quarter of the %.3f us step", s.Primitive, s.Protocol, s.HwWaitUs, s.HwStepUs)
+		}
+		if s.SimWaitUs == nil || *s.SimWaitUs < 0 || *s.SimWaitUs > s.SimStepUs {
+			t.Errorf("%s %s: sim wait %v outside its %.3f us step", s.Primitive, s.Protocol, s.SimWaitUs, s.SimStepUs)
+		}
+	}
+	old, err := cp.CompareEvents(rep, base+".events.parquet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range old.ByPrim {
+		if s.HwWaitUs != nil {
+			t.Errorf("%s %s: hw wait %v from a trace without data stamps", s.Primitive, s.Protocol, *s.HwWaitUs)
+		}
+	}
+	late := write("late.events.parquet", func(i int, e *traces.EventRow) {
+		quarter(i, e)
+		if i == len(rows)/2 {
+			e.DataNs = e.EndNs + 1
+		}
+	})
+	if _, err := cp.CompareEvents(rep, late); err == nil || !strings.Contains(err.Error(), "data_ns") || !strings.Contains(err.Error(), "late.events.parquet") {
+		t.Errorf("a data stamp after its step's end: %v", err)
 	}
 }
 
