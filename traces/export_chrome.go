@@ -272,6 +272,10 @@ func (c *chromeWriter) event(r *EventRow) {
 		c.buf = append(c.buf, `,"recv_peer":`...)
 		c.buf = strconv.AppendInt(c.buf, int64(r.RecvPeer), 10)
 	}
+	if r.DataNs != 0 { // the step's wait for its data and credits
+		c.buf = append(c.buf, `,"wait_us":`...)
+		c.buf = us(c.buf, max(r.DataNs-r.StartNs, 0))
+	}
 	c.buf = append(c.buf, `}}`...)
 	if r.SendPeer >= 0 {
 		k := connKey{r.Comm, r.Call, r.Channel, r.Rank, r.SendPeer}

@@ -39,6 +39,9 @@ func goldenTraces(t *testing.T) (*CallReader, *EventReader) {
 				start := 2000 + step*2000 + int64(ch)*100 + int64(r)*300
 				events = append(events, EventRow{Comm: 0xa62b7a58480480ae, Call: 0, Rank: r, Channel: ch, SendPeer: send, RecvPeer: recv,
 					Primitive: prim, Protocol: "Simple", Step: step, Bytes: 131072, StartNs: start, EndNs: start + 1500 + step*10, Source: SourceHW})
+				if step%2 == 1 { // data stamps (schema 1.1) on some steps: the wait shows in the Chrome args
+					events[len(events)-1].DataNs = start + 250
+				}
 			}
 		}
 	}
@@ -83,6 +86,14 @@ func TestChromeGolden(t *testing.T) {
 	}
 	require.Len(t, starts, 8)
 	require.Equal(t, starts, ends, "every send flow ends at a receive")
+	waits := 0
+	for _, e := range doc.TraceEvents {
+		if args, ok := e["args"].(map[string]any); ok && e["cat"] == "step" && args["wait_us"] != nil {
+			require.InDelta(t, 0.25, args["wait_us"], 1e-9, "a step's wait: its data stamp 250 ns after its start")
+			waits++
+		}
+	}
+	require.Positive(t, waits, "no step shows its wait")
 	golden(t, "small.chrome.json", buf.Bytes())
 }
 
