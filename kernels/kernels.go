@@ -5,13 +5,24 @@
 // through the kernel) fail on any mismatch.
 package kernels
 
-import _ "embed"
+import (
+	"crypto/sha256"
+	_ "embed"
+	"encoding/hex"
+)
 
 // Interp is interp.cu: the interpreter kernel twcInterp, compiled once per
 // datatype and reduction (-DTW_DTYPE=model.Dtype, -DTW_OP=model.RedOp).
 //
 //go:embed interp.cu
 var Interp string
+
+// SourceDigest names this build's interp.cu: the first 16 hex digits of
+// its SHA-256. Recordings carry it, so that one says which kernel made it.
+func SourceDigest() string {
+	sum := sha256.Sum256([]byte(Interp))
+	return hex.EncodeToString(sum[:8])
+}
 
 // Kernel layout constants shared with interp.cu.
 const (

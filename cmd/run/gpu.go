@@ -25,6 +25,7 @@ import (
 	"github.com/twinccl/twinccl/exec/hw/netprobe"
 	"github.com/twinccl/twinccl/exec/hw/transport"
 	"github.com/twinccl/twinccl/internal/atomicfile"
+	"github.com/twinccl/twinccl/kernels"
 	"github.com/twinccl/twinccl/model"
 	"github.com/twinccl/twinccl/search"
 )
@@ -337,7 +338,28 @@ type gpuReport struct {
 	// ranks are on several hosts (split-host runs pose them over
 	// loopback): what the socket network's times depend on at the time.
 	NetProbe []netprobe.Result `json:"net_probe,omitempty"`
-	Rows     []gpuRow          `json:"rows"`
+	// Kernel is the interpreter build the rows ran.
+	Kernel *kernelBuild `json:"kernel,omitempty"`
+	Rows   []gpuRow     `json:"rows"`
+}
+
+// kernelBuild names an interpreter build: its source (kernels.SourceDigest)
+// and the compile-time switches TWINCCL_KERNEL_OPTIONS added.
+type kernelBuild struct {
+	Source  string   `json:"source_sha256"`
+	Options []string `json:"options,omitempty"`
+}
+
+// thisKernel is the build this process compiles (kernelBuild).
+func thisKernel() *kernelBuild {
+	return &kernelBuild{Source: kernels.SourceDigest(), Options: strings.Fields(os.Getenv("TWINCCL_KERNEL_OPTIONS"))}
+}
+
+func (k *kernelBuild) String() string {
+	if len(k.Options) == 0 {
+		return "interp.cu " + k.Source
+	}
+	return "interp.cu " + k.Source + ", " + strings.Join(k.Options, " ")
 }
 
 // gpuJob is one rank's state for the sweep.
@@ -758,7 +780,8 @@ func (j *gpuJob) sweep() error {
 	if err != nil {
 		return err
 	}
-	rep := gpuReport{NRanks: j.n, Collective: j.o.coll.String(), Graph: j.o.graph == 1, Repetitions: gpuReps, Topology: topo, GPUs: gpus}
+	rep := gpuReport{NRanks: j.n, Collective: j.o.coll.String(), Graph: j.o.graph == 1, Repetitions: gpuReps, Topology: topo, GPUs: gpus,
+		Kernel: thisKernel()}
 	if j.lib != nil {
 		rep.NCCLVersion = j.lib.VersionString()
 		rep.NCCLEnv = ncclEnviron()
@@ -950,6 +973,9 @@ func (j *gpuJob) header(rep gpuReport) {
 		fmt.Fprintf(w, "#   %s\n", g)
 	}
 	fmt.Fprintf(w, "# topology: %s; algorithm/protocol/channels: %s\n", rep.Topology, j.choiceSource())
+	if rep.Kernel != nil {
+		fmt.Fprintf(w, "# kernel: %s\n", rep.Kernel)
+	}
 	if j.lib != nil {
 		fmt.Fprintf(w, "# baseline: NCCL %s (%s), same buffers and timing; ratio = our busbw / NCCL's\n", j.lib.VersionString(), j.lib.Path())
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/twinccl/twinccl"
 	"github.com/twinccl/twinccl/exec/hw/nccl"
+	"github.com/twinccl/twinccl/kernels"
 	"github.com/twinccl/twinccl/model"
 	"github.com/twinccl/twinccl/search"
 	"github.com/twinccl/twinccl/traces"
@@ -101,13 +102,16 @@ func TestGPUSizesAndIters(t *testing.T) {
 func TestWriteGPUJSON(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "out.json")
-	rep := gpuReport{NRanks: 2, Collective: "AllReduce", Graph: true, Repetitions: gpuReps, Topology: "live",
+	rep := gpuReport{NRanks: 2, Collective: "AllReduce", Graph: true, Repetitions: gpuReps, Topology: "live", Kernel: thisKernel(),
 		Rows: []gpuRow{{Op: "AllReduce", Bytes: 1024, Algo: "Ring", Proto: "LL", NChannels: 2, TimeUs: 6.5, BusBW: 0.16, NCCLTime: 5.5, NCCLBusBW: 0.19}}}
 	if err := writeGPUJSON(path, rep); err != nil {
 		t.Fatal(err)
 	}
 	var got []map[string]any
 	var doc struct {
+		Kernel struct {
+			Source string `json:"source_sha256"`
+		} `json:"kernel"`
 		Rows json.RawMessage `json:"rows"`
 	}
 	b, err := os.ReadFile(path)
@@ -119,6 +123,9 @@ func TestWriteGPUJSON(t *testing.T) {
 	}
 	if err := json.Unmarshal(doc.Rows, &got); err != nil {
 		t.Fatal(err)
+	}
+	if len(doc.Kernel.Source) != 16 || doc.Kernel.Source != kernels.SourceDigest() {
+		t.Errorf("kernel %q, want this build's interp.cu digest %s", doc.Kernel.Source, kernels.SourceDigest())
 	}
 	for _, k := range []string{"op", "bytes", "algo", "proto", "nchannels", "time_us", "algbw_GBps", "busbw_GBps", "wrong", "nccl_time_us", "nccl_busbw_GBps"} {
 		if _, ok := got[0][k]; !ok {

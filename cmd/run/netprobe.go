@@ -23,7 +23,9 @@ func runNetProbe(e *env, args []string) error {
 sees them: the one-way latency of an 8-byte message between two
 busy-polling threads, and the throughput of a bulk transfer in one
 direction and in both at once. "run gpu" records it in split-host runs
-(net_probe), and "replay compare" scales its socket constants by it.
+(net_probe, before and after the sweep), so that a recording says how fast
+its host's sockets were; the simulator does not scale by it yet (within
+one start of a machine the probe does not predict a run's socket times).
 
 Usage: run netprobe [--json] [--addr HOST:PORT] [--bytes N] [-r N]
 
