@@ -145,11 +145,13 @@ type columnSpec struct {
 }
 
 var callColumns = []columnSpec{
-	{name: "job", kind: "BYTE_ARRAY"}, {name: "comm", kind: "INT64"}, {name: "call", kind: "INT64"}, {name: "rank", kind: "INT32"}, {name: "nranks", kind: "INT32"},
-	{name: "op", kind: "BYTE_ARRAY"}, {name: "algorithm", kind: "BYTE_ARRAY"}, {name: "protocol", kind: "BYTE_ARRAY"}, {name: "channels", kind: "INT32"},
-	{name: "count", kind: "INT64"}, {name: "datatype", kind: "BYTE_ARRAY"}, {name: "redop", kind: "BYTE_ARRAY"}, {name: "root", kind: "INT32"},
-	{name: "stream", kind: "INT64"}, {name: "enqueue_ns", kind: "INT64"}, {name: "start_ns", kind: "INT64"}, {name: "end_ns", kind: "INT64"},
-	{name: "source", kind: "BYTE_ARRAY"}, {name: "host", kind: "BYTE_ARRAY"},
+	{name: "job", kind: "BYTE_ARRAY"}, {name: "comm", kind: "INT64"}, {name: "call", kind: "INT64"},
+	{name: "rank", kind: "INT32"}, {name: "nranks", kind: "INT32"}, {name: "op", kind: "BYTE_ARRAY"},
+	{name: "algorithm", kind: "BYTE_ARRAY"}, {name: "protocol", kind: "BYTE_ARRAY"}, {name: "channels", kind: "INT32"},
+	{name: "count", kind: "INT64"}, {name: "datatype", kind: "BYTE_ARRAY"}, {name: "redop", kind: "BYTE_ARRAY"},
+	{name: "root", kind: "INT32"}, {name: "stream", kind: "INT64"}, {name: "enqueue_ns", kind: "INT64"},
+	{name: "start_ns", kind: "INT64"}, {name: "end_ns", kind: "INT64"}, {name: "source", kind: "BYTE_ARRAY"},
+	{name: "host", kind: "BYTE_ARRAY"},
 }
 
 var eventColumns = []columnSpec{
