@@ -249,7 +249,6 @@ func usOrDash(v float64) string {
 	return fmt.Sprintf("%.2f", v)
 }
 
-// printCompare prints the comparison tables.
 // waitOrDash prints a median wait, "-" where there is none.
 func waitOrDash(us *float64) string {
 	if us == nil {
@@ -258,8 +257,12 @@ func waitOrDash(us *float64) string {
 	return fmt.Sprintf("%.3f", *us)
 }
 
+// printCompare prints the comparison tables.
 func printCompare(w io.Writer, rep *hwcmp.Report, steps *hwcmp.StepReport) {
 	fmt.Fprintf(w, "# replay compare: %s\n# timing: %s\n", rep.Describe(), rep.Timing())
+	if k := rep.Input.Kernel; k != "" {
+		fmt.Fprintf(w, "# recorded with kernel %s\n", k)
+	}
 	fmt.Fprintf(w, "# err = (sim - hw) / hw; NCCL's column against the simulation at the tuner's choice (sim_nccl)\n#\n")
 	fmt.Fprintf(w, "# %-13s %11s %-6s %-6s %3s %10s %10s %8s | %-6s %3s %10s %10s %8s  %s\n",
 		"op", "size(B)", "algo", "proto", "ch", "hw_us", "sim_us", "err", "tuner", "ch", "nccl_us", "sim_nccl", "err", "note")
@@ -381,6 +384,7 @@ type compareJSON struct {
 	Topology string             `json:"topology"`
 	Settings string             `json:"settings"`
 	Calib    string             `json:"calibration"`
+	Kernel   string             `json:"kernel,omitempty"`
 	Timing   string             `json:"timing"`
 	Calls    []compareCallJSON  `json:"calls"`
 	Groups   []compareGroupJSON `json:"groups"`
@@ -408,7 +412,7 @@ func round6(v float64) float64 {
 // compareDoc builds the --json document.
 func compareDoc(rep *hwcmp.Report, steps *hwcmp.StepReport) compareJSON {
 	d := compareJSON{Input: rep.Input.Path, Kind: rep.Input.Kind, NRanks: rep.Input.NRanks, Topology: rep.Topology,
-		Settings: rep.Settings, Calib: rep.Calib, Timing: rep.Timing(), Steps: steps}
+		Settings: rep.Settings, Calib: rep.Calib, Kernel: rep.Input.Kernel, Timing: rep.Timing(), Steps: steps}
 	for _, r := range rep.Rows {
 		c := compareCallJSON{Index: r.Index, Op: r.Coll.String(), Bytes: r.Bytes, Count: r.Count, Dtype: r.Dtype.String(),
 			Algo: r.SimAlgo, Proto: r.SimProto, NChannels: r.SimChannels, TunerAlgo: r.TunerAlgo, TunerProto: r.TunerProto,

@@ -386,6 +386,8 @@ func TestBadInputs(t *testing.T) {
 		"badch.json":     []byte(`{"nranks": 2, "rows": [{"op":"AllReduce","bytes":8,"count":2,"time_us":1,"nchannels":100000}]}`),
 		"badenv.json":    []byte(`{"nranks": 2, "nccl_env": {"LD_PRELOAD": "x"}, "rows": [{"op":"AllReduce","bytes":8,"count":2,"time_us":1}]}`),
 		"hugecount.json": []byte(`{"nranks": 2, "rows": [{"op":"AllReduce","count":9223372036854775807,"time_us":1}]}`),
+		"badkernel.json": []byte(`{"nranks": 2, "kernel": {"source_sha256": "\u001b[2Jxyz"}, "rows": [{"op":"AllReduce","bytes":8,"count":2,"time_us":1}]}`),
+		"badopt.json":    []byte(`{"nranks": 2, "kernel": {"source_sha256": "ab12", "options": ["-DX=1 rm"]}, "rows": [{"op":"AllReduce","bytes":8,"count":2,"time_us":1}]}`),
 		"par1.parquet":   []byte("PAR1 not really"),
 		"trunc.parquet":  real[:len(real)/2],
 		"tail.parquet":   append([]byte("PAR1"), real[len(real)/2:]...),
@@ -403,6 +405,14 @@ func TestBadInputs(t *testing.T) {
 		if !strings.Contains(err.Error(), name) {
 			t.Errorf("%s: error does not name the file: %v", name, err)
 		}
+	}
+	// The kernel a recording names is kept.
+	p0 := filepath.Join(dir, "kernel.json")
+	if err := os.WriteFile(p0, []byte(`{"nranks": 2, "kernel": {"source_sha256": "0123456789abcdef", "options": ["-DTW_LL_CREDIT_LEADER=1"]}, "rows": [{"op":"AllReduce","bytes":8,"count":2,"time_us":1}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if in, err := Open(p0); err != nil || in.Kernel != "interp.cu 0123456789abcdef -DTW_LL_CREDIT_LEADER=1" {
+		t.Errorf("kernel of %s: %v, %v", p0, in, err)
 	}
 	// A JSON of 3 ranks against the 2-rank topology.
 	p := filepath.Join(dir, "ranks.json")

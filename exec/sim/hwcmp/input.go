@@ -97,7 +97,11 @@ type Input struct {
 	// JSON header (run gpu records them, with those its --algo, --proto
 	// and --channels forced); nil when the file does not say.
 	NCCLEnv map[string]string
-	Calls   []Call
+	// Kernel names the interpreter build of our executor's rows (run gpu
+	// records it: interp.cu's digest and the options it was compiled
+	// with); "" when the file does not say.
+	Kernel string
+	Calls  []Call
 	// Empty counts the JSON rows left out because they move no element
 	// (e.g. 8 bytes of AllGather over 4 ranks of float32): there is no
 	// call to simulate.
@@ -127,7 +131,11 @@ type gpuReport struct {
 	Collective  string            `json:"collective"`
 	NCCLVersion string            `json:"nccl_version"`
 	NCCLEnv     map[string]string `json:"nccl_env"`
-	Rows        []gpuRow          `json:"rows"`
+	Kernel      *struct {
+		Source  string   `json:"source_sha256"`
+		Options []string `json:"options"`
+	} `json:"kernel"`
+	Rows []gpuRow `json:"rows"`
 }
 
 // Open reads a JSON file of "run gpu --json" or a hardware call trace
@@ -178,6 +186,13 @@ func ReadJSON(r io.Reader, name string) (*Input, error) {
 		return nil, fmt.Errorf("%s: %d rows, more than %d", name, len(rep.Rows), MaxCalls)
 	}
 	in := &Input{Path: name, Kind: KindJSON, NRanks: rep.NRanks, Collective: rep.Collective, NCCLVersion: rep.NCCLVersion}
+	if k := rep.Kernel; k != nil {
+		kernel, err := kernelName(k.Source, k.Options)
+		if err != nil {
+			return nil, fmt.Errorf("%s: kernel: %w", name, err)
+		}
+		in.Kernel = kernel
+	}
 	for k := range rep.NCCLEnv {
 		if !strings.HasPrefix(k, "NCCL_") {
 			return nil, fmt.Errorf("%s: nccl_env: %q is not an NCCL_* setting", name, k)
@@ -434,4 +449,21 @@ func algoName(a model.Algorithm) string {
 		return "-"
 	}
 	return a.String()
+}
+
+// kernelName describes the kernel a run gpu report names: the digest of its
+// interp.cu (hex) and its compile options (a few short printable words).
+func kernelName(source string, options []string) (string, error) {
+	if len(source) == 0 || len(source) > 64 || strings.Trim(source, "0123456789abcdef") != "" {
+		return "", fmt.Errorf("source_sha256 %.70q is not a hex digest", source)
+	}
+	if len(options) > 32 {
+		return "", fmt.Errorf("%d options, more than 32", len(options))
+	}
+	for _, o := range options {
+		if len(o) == 0 || len(o) > 128 || strings.IndexFunc(o, func(r rune) bool { return r <= ' ' || r > '~' }) >= 0 {
+			return "", fmt.Errorf("option %.140q is not one printable word", o)
+		}
+	}
+	return strings.TrimSpace("interp.cu " + source + " " + strings.Join(options, " ")), nil
 }
