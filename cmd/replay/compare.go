@@ -263,6 +263,9 @@ func printCompare(w io.Writer, rep *hwcmp.Report, steps *hwcmp.StepReport) {
 	if k := rep.Input.Kernel; k != "" {
 		fmt.Fprintf(w, "# recorded with kernel %s\n", k)
 	}
+	if rep.KernelNote != "" {
+		fmt.Fprintf(w, "# note: %s\n", rep.KernelNote)
+	}
 	fmt.Fprintf(w, "# err = (sim - hw) / hw; NCCL's column against the simulation at the tuner's choice (sim_nccl)\n#\n")
 	fmt.Fprintf(w, "# %-13s %11s %-6s %-6s %3s %10s %10s %8s | %-6s %3s %10s %10s %8s  %s\n",
 		"op", "size(B)", "algo", "proto", "ch", "hw_us", "sim_us", "err", "tuner", "ch", "nccl_us", "sim_nccl", "err", "note")
@@ -385,6 +388,7 @@ type compareJSON struct {
 	Settings string             `json:"settings"`
 	Calib    string             `json:"calibration"`
 	Kernel   string             `json:"kernel,omitempty"`
+	Note     string             `json:"kernel_note,omitempty"`
 	Timing   string             `json:"timing"`
 	Calls    []compareCallJSON  `json:"calls"`
 	Groups   []compareGroupJSON `json:"groups"`
@@ -412,7 +416,7 @@ func round6(v float64) float64 {
 // compareDoc builds the --json document.
 func compareDoc(rep *hwcmp.Report, steps *hwcmp.StepReport) compareJSON {
 	d := compareJSON{Input: rep.Input.Path, Kind: rep.Input.Kind, NRanks: rep.Input.NRanks, Topology: rep.Topology,
-		Settings: rep.Settings, Calib: rep.Calib, Kernel: rep.Input.Kernel, Timing: rep.Timing(), Steps: steps}
+		Settings: rep.Settings, Calib: rep.Calib, Kernel: rep.Input.Kernel, Note: rep.KernelNote, Timing: rep.Timing(), Steps: steps}
 	for _, r := range rep.Rows {
 		c := compareCallJSON{Index: r.Index, Op: r.Coll.String(), Bytes: r.Bytes, Count: r.Count, Dtype: r.Dtype.String(),
 			Algo: r.SimAlgo, Proto: r.SimProto, NChannels: r.SimChannels, TunerAlgo: r.TunerAlgo, TunerProto: r.TunerProto,

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/twinccl/twinccl/exec/sim"
 )
 
 // hwRecordings is testdata/hw/h200x2.
@@ -186,6 +188,62 @@ func TestCompareSplitHostWarning(t *testing.T) {
 		}
 		if got := strings.Contains(se.String(), "--nodes 2"); got != tc.warn {
 			t.Errorf("%v: warning %v, want %v; stderr:\n%s", tc.args, got, tc.warn, se.String())
+		}
+	}
+}
+
+// TestKernelRecorded: a recording that names its kernel (run gpu's
+// "kernel") passes it to the calibration's report of the tables it
+// fitted, and a comparison of a recording of another kernel under that
+// calibration says so.
+func TestKernelRecorded(t *testing.T) {
+	dir := t.TempDir()
+	src, err := os.ReadFile(filepath.Join(hwRecordings(), "rerun4", "heldout", "shm-reduce-ll.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	withKernel := func(name, digest string) string {
+		t.Helper()
+		var doc map[string]any
+		if err := json.Unmarshal(src, &doc); err != nil {
+			t.Fatal(err)
+		}
+		doc["kernel"] = map[string]any{"source_sha256": digest, "options": []string{"-DTW_LL_CREDIT_LEADER=1"}}
+		b, err := json.Marshal(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	a, b := withKernel("a.json", "00aa"), withKernel("b.json", "00bb")
+	topo := filepath.Join(hwRecordings(), "rerun4", "topo.xml")
+	start := filepath.Join("..", "..", "exec", "sim", "calib", "h200-twinccl.json")
+	out := filepath.Join(dir, "c.json")
+	var so, se bytes.Buffer
+	if err := runCalibrate([]string{"--evaluate", "--topo", topo, "--start", start, "--column", "ours", "--out", out, a}, &so, &se); err != nil {
+		t.Fatalf("calibrate: %v\n%s", err, se.String())
+	}
+	c, err := sim.LoadCalib(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Fit == nil || len(c.Fit.Tables) != 1 || c.Fit.Tables[0].Kernel != "interp.cu 00aa -DTW_LL_CREDIT_LEADER=1" {
+		t.Fatalf("fit report %+v: want a.json's kernel", c.Fit)
+	}
+	for _, tc := range []struct {
+		file string
+		note bool
+	}{{a, false}, {b, true}} {
+		so.Reset()
+		if err := runCompare([]string{tc.file, "--topo", topo, "--calib", out}, &so, &se); err != nil {
+			t.Fatalf("compare %s: %v", tc.file, err)
+		}
+		if got := strings.Contains(so.String(), "# note: our executor's rows were recorded with kernel"); got != tc.note {
+			t.Errorf("%s: kernel note %v, want %v:\n%s", filepath.Base(tc.file), got, tc.note, so.String())
 		}
 	}
 }

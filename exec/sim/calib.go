@@ -465,8 +465,11 @@ type FitReport struct {
 
 // TableFit is the error of one table under a calibration.
 type TableFit struct {
-	Table     string  `json:"table"`
-	Settings  string  `json:"settings,omitempty"`
+	Table    string `json:"table"`
+	Settings string `json:"settings,omitempty"`
+	// Kernel is the interpreter build of the table's rows where it is a
+	// recording of our executor that names one (Table.Kernel).
+	Kernel    string  `json:"kernel,omitempty"`
 	Fitted    bool    `json:"fitted"`
 	Rows      int     `json:"rows"`
 	MedianErr float64 `json:"median_abs_err"`

@@ -78,7 +78,10 @@ type Table struct {
 	// table argument: the eager_us column), simulated with the host
 	// issuing every call (Simulator.Eager).
 	Eager bool
-	Rows  []Measurement
+	// Kernel names the interpreter build that timed an "ours" recording
+	// (hwcmp.Input.Kernel); "" for NCCL's and for files that do not say.
+	Kernel string
+	Rows   []Measurement
 }
 
 // settingsRE finds "settings: K=V K=V ..." in a header comment.

@@ -3,6 +3,7 @@ package hwcmp
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 
@@ -97,9 +98,35 @@ type Report struct {
 	Topology string
 	Settings string
 	Calib    string
-	Rows     []Row
-	Groups   []Group
-	Stats    []Stat
+	// KernelNote says that our executor's rows were recorded with a
+	// kernel other than those the calibration's last fit used ("" when
+	// they match or either side does not say).
+	KernelNote string
+	Rows       []Row
+	Groups     []Group
+	Stats      []Stat
+}
+
+// kernelNote compares the kernel in was recorded with to those of the
+// recordings the calibration's last fit used (FitReport.Tables).
+func (cp *Comparer) kernelNote(in *Input) string {
+	if in.Kernel == "" || cp.calib == nil || cp.calib.Fit == nil {
+		return ""
+	}
+	var fitted []string
+	for _, tf := range cp.calib.Fit.Tables {
+		if !tf.Fitted || tf.Kernel == "" || slices.Contains(fitted, tf.Kernel) {
+			continue
+		}
+		if tf.Kernel == in.Kernel {
+			return ""
+		}
+		fitted = append(fitted, tf.Kernel)
+	}
+	if len(fitted) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("our executor's rows were recorded with kernel %s; %s was fitted on %s", in.Kernel, cp.CalibName, strings.Join(fitted, " and "))
 }
 
 // Timing describes what the measured times of a report are.
@@ -115,7 +142,7 @@ func (cp *Comparer) Compare(in *Input) (*Report, error) {
 	if n := cp.Sim.Machine.Cluster.NRanks; n != in.NRanks {
 		return nil, fmt.Errorf("%s: %d rank(s), the topology %s has %d", in.Path, in.NRanks, cp.Topology, n)
 	}
-	rep := &Report{Input: in, Topology: cp.Topology, Settings: cp.Settings, Calib: cp.CalibName}
+	rep := &Report{Input: in, Topology: cp.Topology, Settings: cp.Settings, Calib: cp.CalibName, KernelNote: cp.kernelNote(in)}
 	for _, c := range in.Calls {
 		row, err := cp.compareCall(c, in.Kind)
 		if err != nil {

@@ -414,6 +414,29 @@ func TestBadInputs(t *testing.T) {
 	if in, err := Open(p0); err != nil || in.Kernel != "interp.cu 0123456789abcdef -DTW_LL_CREDIT_LEADER=1" {
 		t.Errorf("kernel of %s: %v, %v", p0, in, err)
 	}
+	// A calibration fitted on another kernel's recording says so; one
+	// fitted on this kernel's, or naming none, does not.
+	for _, tc := range []struct {
+		fitted, want string
+	}{
+		{"interp.cu ffff", "our executor's rows were recorded with kernel interp.cu 0123456789abcdef -DTW_LL_CREDIT_LEADER=1; "},
+		{"interp.cu 0123456789abcdef -DTW_LL_CREDIT_LEADER=1", ""},
+		{"", ""},
+	} {
+		c, err := sim.LoadCalib(twincclCalib())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Fit = &sim.FitReport{Tables: []sim.TableFit{{Table: "x.json:ours", Fitted: true, Kernel: tc.fitted}, {Table: "y.json:ours", Kernel: "interp.cu 0123456789abcdef -DTW_LL_CREDIT_LEADER=1"}}}
+		cp := &Comparer{CalibName: "c.json", calib: c}
+		in, err := Open(p0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := cp.kernelNote(in); !strings.HasPrefix(got, tc.want) || (tc.want == "") != (got == "") {
+			t.Errorf("fitted on %q: note %q, want %q...", tc.fitted, got, tc.want)
+		}
+	}
 	// A JSON of 3 ranks against the 2-rank topology.
 	p := filepath.Join(dir, "ranks.json")
 	if err := os.WriteFile(p, []byte(`{"nranks": 3, "rows": [{"op":"AllReduce","bytes":8,"count":2,"time_us":1}]}`), 0o644); err != nil {

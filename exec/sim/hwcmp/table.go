@@ -37,6 +37,9 @@ func Table(in *Input, col string, env map[string]string) (*sim.Table, error) {
 		harness = sim.HarnessRunGPU
 	}
 	t := &sim.Table{Name: filepath.Base(in.Path) + ":" + col, Env: map[string]string{}, Harness: harness}
+	if col == ColOurs {
+		t.Kernel = in.Kernel
+	}
 	for k, v := range in.NCCLEnv {
 		t.Env[k] = v
 	}
