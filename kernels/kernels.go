@@ -9,6 +9,9 @@ import (
 	"crypto/sha256"
 	_ "embed"
 	"encoding/hex"
+	"fmt"
+	"os"
+	"strings"
 )
 
 // Interp is interp.cu: the interpreter kernel twcInterp, compiled once per
@@ -22,6 +25,46 @@ var Interp string
 func SourceDigest() string {
 	sum := sha256.Sum256([]byte(Interp))
 	return hex.EncodeToString(sum[:8])
+}
+
+// OptionsEnv is the environment variable whose space-separated words are
+// added to the interpreter's compile options (TW_* switches for
+// experiments, e.g. "-DTW_UNROLL=8").
+const OptionsEnv = "TWINCCL_KERNEL_OPTIONS"
+
+// ExtraOptions are the compile options OptionsEnv adds.
+func ExtraOptions() []string { return strings.Fields(os.Getenv(OptionsEnv)) }
+
+// Build names an interpreter build, as run gpu --json records it: the
+// digest of its interp.cu (SourceDigest) and the options OptionsEnv added.
+type Build struct {
+	Source  string   `json:"source_sha256"`
+	Options []string `json:"options,omitempty"`
+}
+
+// Current is the build this process compiles.
+func Current() Build { return Build{Source: SourceDigest(), Options: ExtraOptions()} }
+
+// String is "interp.cu DIGEST [OPTION ...]".
+func (b Build) String() string {
+	return strings.TrimSpace("interp.cu " + b.Source + " " + strings.Join(b.Options, " "))
+}
+
+// Validate checks a build read from a file: a hex digest and a few short
+// printable words of options.
+func (b Build) Validate() error {
+	if len(b.Source) == 0 || len(b.Source) > 64 || strings.Trim(b.Source, "0123456789abcdef") != "" {
+		return fmt.Errorf("source_sha256 %.70q is not a hex digest", b.Source)
+	}
+	if len(b.Options) > 32 {
+		return fmt.Errorf("%d options, more than 32", len(b.Options))
+	}
+	for _, o := range b.Options {
+		if len(o) == 0 || len(o) > 128 || strings.IndexFunc(o, func(r rune) bool { return r <= ' ' || r > '~' }) >= 0 {
+			return fmt.Errorf("option %.140q is not one printable word", o)
+		}
+	}
+	return nil
 }
 
 // Kernel layout constants shared with interp.cu.

@@ -339,27 +339,8 @@ type gpuReport struct {
 	// loopback): what the socket network's times depend on at the time.
 	NetProbe []netprobe.Result `json:"net_probe,omitempty"`
 	// Kernel is the interpreter build the rows ran.
-	Kernel *kernelBuild `json:"kernel,omitempty"`
-	Rows   []gpuRow     `json:"rows"`
-}
-
-// kernelBuild names an interpreter build: its source (kernels.SourceDigest)
-// and the compile-time switches TWINCCL_KERNEL_OPTIONS added.
-type kernelBuild struct {
-	Source  string   `json:"source_sha256"`
-	Options []string `json:"options,omitempty"`
-}
-
-// thisKernel is the build this process compiles (kernelBuild).
-func thisKernel() *kernelBuild {
-	return &kernelBuild{Source: kernels.SourceDigest(), Options: strings.Fields(os.Getenv("TWINCCL_KERNEL_OPTIONS"))}
-}
-
-func (k *kernelBuild) String() string {
-	if len(k.Options) == 0 {
-		return "interp.cu " + k.Source
-	}
-	return "interp.cu " + k.Source + ", " + strings.Join(k.Options, " ")
+	Kernel *kernels.Build `json:"kernel,omitempty"`
+	Rows   []gpuRow       `json:"rows"`
 }
 
 // gpuJob is one rank's state for the sweep.
@@ -780,8 +761,9 @@ func (j *gpuJob) sweep() error {
 	if err != nil {
 		return err
 	}
+	kernel := kernels.Current()
 	rep := gpuReport{NRanks: j.n, Collective: j.o.coll.String(), Graph: j.o.graph == 1, Repetitions: gpuReps, Topology: topo, GPUs: gpus,
-		Kernel: thisKernel()}
+		Kernel: &kernel}
 	if j.lib != nil {
 		rep.NCCLVersion = j.lib.VersionString()
 		rep.NCCLEnv = ncclEnviron()

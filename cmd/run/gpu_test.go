@@ -102,7 +102,8 @@ func TestGPUSizesAndIters(t *testing.T) {
 func TestWriteGPUJSON(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "out.json")
-	rep := gpuReport{NRanks: 2, Collective: "AllReduce", Graph: true, Repetitions: gpuReps, Topology: "live", Kernel: thisKernel(),
+	kernel := kernels.Current()
+	rep := gpuReport{NRanks: 2, Collective: "AllReduce", Graph: true, Repetitions: gpuReps, Topology: "live", Kernel: &kernel,
 		Rows: []gpuRow{{Op: "AllReduce", Bytes: 1024, Algo: "Ring", Proto: "LL", NChannels: 2, TimeUs: 6.5, BusBW: 0.16, NCCLTime: 5.5, NCCLBusBW: 0.19}}}
 	if err := writeGPUJSON(path, rep); err != nil {
 		t.Fatal(err)

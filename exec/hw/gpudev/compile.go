@@ -2,8 +2,6 @@ package gpudev
 
 import (
 	"fmt"
-	"os"
-	"strings"
 	"sync"
 
 	"github.com/twinccl/twinccl/exec/hw/cuda"
@@ -29,7 +27,7 @@ var (
 // experiments, e.g. "-DTW_UNROLL=8").
 func KernelOptions(dt model.Dtype, op model.RedOp) []string {
 	opts := []string{fmt.Sprintf("-DTW_DTYPE=%d", int(dt)), fmt.Sprintf("-DTW_OP=%d", int(op)), "-std=c++17", "-default-device"}
-	return append(opts, strings.Fields(os.Getenv("TWINCCL_KERNEL_OPTIONS"))...)
+	return append(opts, kernels.ExtraOptions()...)
 }
 
 // kernelFor returns the interpreter for dt and op on ctx, compiling it

@@ -23,6 +23,7 @@ import (
 	"strings"
 
 	"github.com/twinccl/twinccl/exec/sim"
+	"github.com/twinccl/twinccl/kernels"
 	"github.com/twinccl/twinccl/model"
 	"github.com/twinccl/twinccl/traces"
 )
@@ -131,11 +132,8 @@ type gpuReport struct {
 	Collective  string            `json:"collective"`
 	NCCLVersion string            `json:"nccl_version"`
 	NCCLEnv     map[string]string `json:"nccl_env"`
-	Kernel      *struct {
-		Source  string   `json:"source_sha256"`
-		Options []string `json:"options"`
-	} `json:"kernel"`
-	Rows []gpuRow `json:"rows"`
+	Kernel      *kernels.Build    `json:"kernel"`
+	Rows        []gpuRow          `json:"rows"`
 }
 
 // Open reads a JSON file of "run gpu --json" or a hardware call trace
@@ -187,11 +185,10 @@ func ReadJSON(r io.Reader, name string) (*Input, error) {
 	}
 	in := &Input{Path: name, Kind: KindJSON, NRanks: rep.NRanks, Collective: rep.Collective, NCCLVersion: rep.NCCLVersion}
 	if k := rep.Kernel; k != nil {
-		kernel, err := kernelName(k.Source, k.Options)
-		if err != nil {
+		if err := k.Validate(); err != nil {
 			return nil, fmt.Errorf("%s: kernel: %w", name, err)
 		}
-		in.Kernel = kernel
+		in.Kernel = k.String()
 	}
 	for k := range rep.NCCLEnv {
 		if !strings.HasPrefix(k, "NCCL_") {
@@ -449,21 +446,4 @@ func algoName(a model.Algorithm) string {
 		return "-"
 	}
 	return a.String()
-}
-
-// kernelName describes the kernel a run gpu report names: the digest of its
-// interp.cu (hex) and its compile options (a few short printable words).
-func kernelName(source string, options []string) (string, error) {
-	if len(source) == 0 || len(source) > 64 || strings.Trim(source, "0123456789abcdef") != "" {
-		return "", fmt.Errorf("source_sha256 %.70q is not a hex digest", source)
-	}
-	if len(options) > 32 {
-		return "", fmt.Errorf("%d options, more than 32", len(options))
-	}
-	for _, o := range options {
-		if len(o) == 0 || len(o) > 128 || strings.IndexFunc(o, func(r rune) bool { return r <= ' ' || r > '~' }) >= 0 {
-			return "", fmt.Errorf("option %.140q is not one printable word", o)
-		}
-	}
-	return strings.TrimSpace("interp.cu " + source + " " + strings.Join(options, " ")), nil
 }
