@@ -144,10 +144,8 @@ type actorCold struct {
 	sent connTraffic
 	// start is when the current slice began: when the lane turned to it,
 	// before it waited for its data and credits, as the kernel stamps it,
-	// and data when they were there (kept for the record only); waiting
-	// says start is set
+	// and data when they were there (kept for the record only)
 	start, data Time
-	waiting     bool
 	finish      Time
 	lane        *model.ProgLane
 	// spanR and spanS are the steps one call of the lane consumes on its
@@ -926,6 +924,9 @@ func (x *runner) advance(ai int32) {
 				ac.kinds |= bit
 				ov += x.firstOv
 			}
+			if x.rec != nil { // the first slice begins after the overhead
+				ac.start = x.now + ov
+			}
 			if ov > 0 {
 				if x.ready(a, false) {
 					// The first slice's data and credits are there, and
@@ -933,9 +934,7 @@ func (x *runner) advance(ai int32) {
 					// slice's (what the next two phases would pay).
 					a.phase = phData
 					if x.rec != nil {
-						x.cold[ai].start = x.now + ov
-						x.cold[ai].data = x.now + ov
-						x.cold[ai].waiting = false
+						ac.data = x.now + ov
 					}
 					x.q.push(x.now+ov+x.sliceDelay(ai, a), evWake, ai, 0)
 					return
@@ -944,17 +943,12 @@ func (x *runner) advance(ai int32) {
 				return
 			}
 		case phWait:
-			if x.rec != nil && !x.cold[ai].waiting {
-				x.cold[ai].start = x.now
-				x.cold[ai].waiting = true
-			}
 			if !x.ready(a, true) {
 				return
 			}
 			a.phase = phData
 			if x.rec != nil {
 				x.cold[ai].data = x.now
-				x.cold[ai].waiting = false
 			}
 			if d := x.sliceDelay(ai, a); d > 0 {
 				x.q.push(x.now+d, evWake, ai, 0)
@@ -993,6 +987,9 @@ func (x *runner) advance(ai int32) {
 			a.sl++
 			if int64(a.sl) < x.spc {
 				a.phase = phWait
+				if x.rec != nil { // the next slice begins now
+					x.cold[ai].start = x.now
+				}
 			} else {
 				// the next call: of the same run, its steps follow
 				a.rep++
