@@ -193,7 +193,7 @@ func runCalibrate(args []string, stdout, stderr io.Writer) error {
 		}
 		rep.Tables = nil
 		for i, tf := range tfs {
-			tf.Settings, tf.Kernel = all[i].Settings(), all[i].Kernel
+			tf = all[i].Describe(tf)
 			tf.Fitted = i < len(fitTabs)
 			rep.Tables = append(rep.Tables, tf)
 			role := "fitted"
@@ -245,7 +245,7 @@ func runCalibrate(args []string, stdout, stderr io.Writer) error {
 	}
 	rep := &sim.FitReport{Table: strings.Join(names, ","), Rows: len(fr.Rows), MedianErr: fr.Median, MaxErr: fr.Max, Evals: fr.Evals}
 	for i, tf := range fr.Tables {
-		tf.Settings, tf.Kernel = fitTabs[i].Settings(), fitTabs[i].Kernel
+		tf = fitTabs[i].Describe(tf)
 		rep.Tables = append(rep.Tables, tf)
 	}
 	printComparison(stdout, fr.Rows)
@@ -259,7 +259,7 @@ func runCalibrate(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "#\n# held-out tables (predicted, not fitted)\n")
 		printComparison(stdout, hrows)
 		for i, tf := range htf {
-			tf.Settings, tf.Kernel = heldTabs[i].Settings(), heldTabs[i].Kernel
+			tf = heldTabs[i].Describe(tf)
 			rep.Tables = append(rep.Tables, tf)
 		}
 	}

@@ -283,6 +283,13 @@ func (t *Table) Settings() string {
 	return b.String()
 }
 
+// Describe fills in what a fit report says of the table it reports on:
+// t's settings and kernel.
+func (t *Table) Describe(tf TableFit) TableFit {
+	tf.Settings, tf.Kernel = t.Settings(), t.Kernel
+	return tf
+}
+
 // SearchTable loads a topology (root, read from file) with the table's
 // settings and runs NCCL's search and tuner under them, as the measured
 // run did.
