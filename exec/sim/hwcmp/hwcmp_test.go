@@ -252,21 +252,29 @@ func (r Row) column(col string) (err, hwUs, bestUs, simUs float64) {
 	return r.Err, r.HwUs, r.HwBestUs, r.SimUs
 }
 
-// TestTraceAndEvents compares a call trace and its event trace: every
-// call and every channel of the rank that started last is matched.
-func TestTraceAndEvents(t *testing.T) {
-	base := filepath.Join(h200FirstDir(), "p2p-allreduce")
-	in, err := Open(base + ".parquet")
+// compareAllReduce compares the first recordings' P2P AllReduce (ext
+// ".parquet": the call trace, ".json": run gpu's sweep).
+func compareAllReduce(t *testing.T, ext string) (*Comparer, *Report) {
+	t.Helper()
+	in, err := Open(filepath.Join(h200FirstDir(), "p2p-allreduce"+ext))
 	if err != nil {
 		t.Fatal(err)
-	}
-	if in.Kind != KindTrace || len(in.Calls) != 13 || in.NRanks != 2 {
-		t.Fatalf("kind %s, %d calls, %d ranks", in.Kind, len(in.Calls), in.NRanks)
 	}
 	cp := newComparer(t, settingsOf("p2p-allreduce"))
 	rep, err := cp.Compare(in)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return cp, rep
+}
+
+// TestTraceAndEvents compares a call trace and its event trace: every
+// call and every channel of the rank that started last is matched.
+func TestTraceAndEvents(t *testing.T) {
+	base := filepath.Join(h200FirstDir(), "p2p-allreduce")
+	cp, rep := compareAllReduce(t, ".parquet")
+	if in := rep.Input; in.Kind != KindTrace || len(in.Calls) != 13 || in.NRanks != 2 {
+		t.Fatalf("kind %s, %d calls, %d ranks", in.Kind, len(in.Calls), in.NRanks)
 	}
 	for _, r := range rep.Rows {
 		if !(r.SimUs > 0) || !(r.HwUs > 0) || r.SimProto != r.Proto.String() || r.SimChannels != r.NChannels {
@@ -294,15 +302,7 @@ func TestTraceAndEvents(t *testing.T) {
 // steps; a stamp outside its step is refused, naming it.
 func TestEventWaits(t *testing.T) {
 	base := filepath.Join(h200FirstDir(), "p2p-allreduce")
-	in, err := Open(base + ".parquet")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cp := newComparer(t, settingsOf("p2p-allreduce"))
-	rep, err := cp.Compare(in)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cp, rep := compareAllReduce(t, ".parquet")
 	r, err := traces.OpenEventFile(base + ".events.parquet")
 	if err != nil {
 		t.Fatal(err)
@@ -450,15 +450,7 @@ func TestBadInputs(t *testing.T) {
 		t.Errorf("3 ranks on 2: %v", err)
 	}
 	// Events need a call trace.
-	jin, err := Open(filepath.Join(h200FirstDir(), "p2p-allreduce.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cp := newComparer(t, settingsOf("p2p-allreduce"))
-	rep, err := cp.Compare(jin)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cp, rep := compareAllReduce(t, ".json")
 	if _, err := cp.CompareEvents(rep, filepath.Join(h200FirstDir(), "p2p-allreduce.events.parquet")); err == nil {
 		t.Errorf("events of a JSON input: no error")
 	}
