@@ -68,15 +68,15 @@ typedef long long i64;
 #ifndef TW_LL_EARLY_OWN
 #define TW_LL_EARLY_OWN 0
 #endif
-// TW_LL_CREDIT_LEADER 1: an LL or LL128 lane that sends into host memory
-// has thread 0 alone read its send credits, past the caches (waitCredits);
-// 0: every thread reads them with acquire loads. 1 made SHM LL AllGather,
-// ReduceScatter and AllReduce of 12 MiB 15-29% faster on the H100 pair
-// (docs/perf.md, 2026-11-26 fourth session) and passes the SHM and NET
-// conformance suites; it stays 0 until the H200 pair is recorded with it,
-// since calib/h200-twinccl.json describes the kernel with 0.
+// TW_LL_CREDIT_LEADER 1 (the default since 2026-11-26, fifth session): an
+// LL or LL128 lane that sends into host memory has thread 0 alone read its
+// send credits, past the caches (waitCredits); 0: every thread reads them
+// with acquire loads, which saw the head late at each turn of the slot ring
+// (15-30 us). 1 made SHM LL AllGather, ReduceScatter and AllReduce of 12 MiB
+// 15-29% faster on the H100 pair (docs/perf.md) and passes the SHM and NET
+// conformance suites; 0 is kept for an A/B.
 #ifndef TW_LL_CREDIT_LEADER
-#define TW_LL_CREDIT_LEADER 0
+#define TW_LL_CREDIT_LEADER 1
 #endif
 // Simple packs a thread keeps in flight. 4, not 8: the one interpreter
 // kernel's register budget is shared by every protocol's path, and 8 cost

@@ -250,13 +250,7 @@ func (m *Machine) aggregate(p *model.Program) (*aggregated, string) {
 			}
 			qc[c] = int32(len(q.Conns))
 			q.Conns = append(q.Conns, p.Conns[c])
-			frt := *rts[c]
-			frt.res = make([]int32, len(rts[c].res))
-			for j, id := range rts[c].res {
-				frt.res[j] = mapRes(id)
-			}
-			frt.w = weight[l.Channel]
-			a.routes = append(a.routes, &frt)
+			a.routes = append(a.routes, rts[c].remapped(mapRes, weight[l.Channel]))
 		}
 	}
 	recvd := make([]int, len(q.Conns))

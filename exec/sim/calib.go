@@ -152,6 +152,15 @@ type ProtoCalib struct {
 	// each send and then receive, takes 5.4 us longer than its Broadcast,
 	// whose ranks do one or the other; over P2P 3.2. 0: none.
 	HostTurnUs float64 `json:"host_turn_us,omitempty"`
+	// EmptySliceUs is paid by a Simple slice without data (the tail of a
+	// call smaller than its SlicesPerChunk slices) on a lane with a
+	// connection through SHM host memory, once its step is there: the
+	// lane still polls the step's flag across PCIe and posts it. In
+	// twinccl's kernel traces on the H200 pair (data stamps, 2026-11-26)
+	// such a slice takes 1.0-2.3 us where it carries no bytes, and a Ring
+	// AllReduce of 128-256 KiB pays it three times per channel. 0: free,
+	// as every empty Simple slice is without it.
+	EmptySliceUs float64 `json:"empty_slice_us,omitempty"`
 	// HostRoundUs is paid, with HostLoadUs, by an LL slice received from
 	// host memory for every round of loads after its first: the receiving
 	// threads load one 16-byte line each (8 data bytes) and spin on its
@@ -412,6 +421,17 @@ type Calib struct {
 	// it twice per byte (written by the sender's GPU, read by the
 	// receiver's), a staged NET connection once on each side. 0: 200.
 	HostMemGBps float64 `json:"host_mem_GBps,omitempty"`
+	// SHMReadLeg splits a SHM connection's traffic where it happens: a
+	// slice's stores cross the sender's way to host memory while it sends
+	// (host memory once), and its loads cross host memory and the way to
+	// the receiver's GPU while the receiver receives, each at the rate of
+	// the lane that moves it. false: the sender's stores cross the whole
+	// way and host memory twice, and the receiver's loads only cost its
+	// thread block. On the H200 pair twinccl's Ring AllReduce over SHM
+	// moves 512 KiB slices in 35-48 us per send, 54 per receive-reduce-
+	// send and 41 per receive (event traces, 2026-11-26): PCIe's writes
+	// and reads overlap in a step that does both.
+	SHMReadLeg bool `json:"shm_read_leg,omitempty"`
 	// SHMLatencyUs is the latency a SHM connection adds to every post (a
 	// flag or counter in host memory, polled across PCIe).
 	SHMLatencyUs float64 `json:"shm_latency_us,omitempty"`
@@ -564,6 +584,7 @@ func (c *Calib) Validate() error {
 			{"host_round_us", pc.HostRoundUs, 0, 1e6},
 			{"direct_us", pc.DirectUs, 0, 1e6},
 			{"host_turn_us", pc.HostTurnUs, 0, 1e6},
+			{"empty_slice_us", pc.EmptySliceUs, 0, 1e6},
 			{"host_start_us", pc.HostStartUs, 0, 1e6},
 			{"thread_op_us", pc.ThreadOpUs, 0, 1e6},
 			{"first_op_us", pc.FirstOpUs, 0, 1e6},

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -45,7 +46,7 @@ func checkConservation(t *testing.T, s *Simulator, p *model.Program, r *Result) 
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, id := range rt.res {
+		for _, id := range slices.Concat(rt.res, rt.recvRes) {
 			want[s.Machine.res[id].name] += float64(cs.WireBytes)
 		}
 	}

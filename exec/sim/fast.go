@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/twinccl/twinccl/model"
 )
@@ -100,13 +101,9 @@ func sameChannel(nextA, nextB []int, rtA, rtB []*route, la, lb []model.ProgLane)
 			return false
 		}
 		x, y := rtA[a], rtB[a]
-		if !mergeable(x) || !mergeable(y) || x.lat != y.lat || x.capGBps != y.capGBps || x.transport != y.transport || len(x.res) != len(y.res) {
+		if !mergeable(x) || !mergeable(y) || x.lat != y.lat || x.capGBps != y.capGBps || x.transport != y.transport ||
+			!slices.Equal(x.res, y.res) || !slices.Equal(x.recvRes, y.recvRes) {
 			return false
-		}
-		for i := range x.res {
-			if x.res[i] != y.res[i] {
-				return false
-			}
 		}
 	}
 	for i := range la {
@@ -280,13 +277,7 @@ func (m *Machine) fold(g *model.ProgGen) (*folded, string) {
 	for _, k := range leaders {
 		for a := range p {
 			fp.Conns = append(fp.Conns, model.ProgConn{Channel: int32(chans[k]), From: f.rep[a], To: f.rep[f.local[next[k][a]]]})
-			frt := *rts[k][a]
-			frt.res = make([]int32, len(frt.res))
-			for i, id := range rts[k][a].res {
-				frt.res[i] = m.toHost0(id)
-			}
-			frt.w = weight[k]
-			f.routes = append(f.routes, &frt)
+			f.routes = append(f.routes, rts[k][a].remapped(m.toHost0, weight[k]))
 		}
 	}
 	// Ring lanes receive on the connection of their ring predecessor and

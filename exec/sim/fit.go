@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 
@@ -189,7 +190,9 @@ func fitParams(u fitUse) []FitParam {
 		}
 		if p == model.ProtoSimple && u.shm {
 			ps = append(ps, FitParam{Name: n + ".host_fence_us", Floor: 0.01, Lo: 0, Hi: 20,
-				get: func(c *Calib) float64 { return c.Proto(p).HostFenceUs }, set: func(c *Calib, v float64) { c.Proto(p).HostFenceUs = v }})
+				get: func(c *Calib) float64 { return c.Proto(p).HostFenceUs }, set: func(c *Calib, v float64) { c.Proto(p).HostFenceUs = v }},
+				FitParam{Name: n + ".empty_slice_us", Floor: 0.01, Lo: 0, Hi: 20,
+					get: func(c *Calib) float64 { return c.Proto(p).EmptySliceUs }, set: func(c *Calib, v float64) { c.Proto(p).EmptySliceUs = v }})
 		}
 	}
 	if u.shm || u.noGDR {
@@ -543,7 +546,7 @@ func usage(tables []FitTable, c *Calib) (fitUse, error) {
 				if err != nil {
 					return u, err
 				}
-				for _, r := range rt.res {
+				for _, r := range slices.Concat(rt.res, rt.recvRes) {
 					if s.Machine.extra[r] == extraLink {
 						linkSet[s.Machine.resType[r]] = true
 					}

@@ -41,8 +41,19 @@ func baselineTable(t testing.TB) *Table {
 // loadSearch loads an embedded or on-disk topology and runs the search.
 func loadSearch(t testing.TB, file string, nodes int) *search.Result {
 	t.Helper()
+	return loadSearchEnv(t, file, nodes, nil)
+}
+
+// loadSearchEnv is loadSearch under the NCCL_* settings env (the path
+// decisions of model.ParamsFromEnv: NCCL_P2P_DISABLE=1 puts two GPUs of a
+// host on SHM).
+func loadSearchEnv(t testing.TB, file string, nodes int, env map[string]string) *search.Result {
+	t.Helper()
+	params, err := model.ParamsFromEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	if err != nil {
+		t.Fatal(err)
+	}
 	var root *model.Element
-	var err error
 	if file == "" {
 		data, rerr := twinccl.RecordedTopology(twinccl.DefaultTopology)
 		if rerr != nil {
@@ -56,7 +67,7 @@ func loadSearch(t testing.TB, file string, nodes int) *search.Result {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl, err := model.LoadCluster(root, file, model.LoadOptions{Nodes: nodes, Params: model.DefaultParams()})
+	cl, err := model.LoadCluster(root, file, model.LoadOptions{Nodes: nodes, Params: params})
 	if err != nil {
 		t.Fatal(err)
 	}

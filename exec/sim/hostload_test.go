@@ -1,10 +1,12 @@
 package sim
 
 import (
+	"fmt"
 	"math"
 	"testing"
 
 	"github.com/twinccl/twinccl/model"
+	"github.com/twinccl/twinccl/search"
 )
 
 // TestHostLoadRoundTrip: host_load_us is paid once per slice by a lane
@@ -159,4 +161,109 @@ func simulateBytes(t *testing.T, env map[string]string, coll model.Collective, b
 		t.Fatal(err)
 	}
 	return rows[0].SimUs
+}
+
+// TestEmptySlice: empty_slice_us is paid by a Simple slice without data
+// on a lane through SHM host memory, and by no other. A one-channel ring
+// call of 4 KiB on two GPUs gives each primitive one slice with data and
+// one without (Simple cuts a chunk into two slices of at least 32 KiB):
+// an AllGather over SHM runs a send and a receive on each rank, two empty
+// slices in sequence, an AllReduce a send, a receive-reduce-send and a
+// receive, three; a Broadcast cuts its chunks into one slice, none. LL
+// has no empty slices, P2P lanes do not pay it.
+func TestEmptySlice(t *testing.T) {
+	const empty = 3.0 // us
+	searches := map[bool]*search.Result{false: loadSearch(t, "", 1), true: loadSearchEnv(t, "", 1, shmEnv)}
+	for _, tc := range []struct {
+		shm    bool
+		coll   model.Collective
+		proto  model.Protocol
+		slices float64
+	}{
+		{true, model.CollAllGather, model.ProtoSimple, 2},
+		{true, model.CollAllReduce, model.ProtoSimple, 3},
+		{true, model.CollBroadcast, model.ProtoSimple, 0},
+		{true, model.CollAllGather, model.ProtoLL, 0},
+		{false, model.CollAllReduce, model.ProtoSimple, 0},
+	} {
+		kernel := func(emptyUs float64) float64 {
+			c := quietCalib(t)
+			c.Proto(tc.proto).EmptySliceUs = emptyUs
+			// No latency on the way: a receive that follows the lane's
+			// empty slice would otherwise have waited part of it for its
+			// peer's post anyway.
+			c.SHMLatencyUs = 0
+			for k, l := range c.Links {
+				l.LatencyUs = 0
+				c.Links[k] = l
+			}
+			s := newSim(t, searches[tc.shm], c)
+			p, _, err := s.Program(Call{Coll: tc.coll, Count: 1024, Dtype: model.DtypeFP32, Algo: model.AlgoRing, Proto: tc.proto, NChannels: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := s.Machine.Run(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r.KernelUs
+		}
+		if d, want := kernel(empty)-kernel(0), tc.slices*empty; math.Abs(d-want) > 0.05*empty {
+			t.Errorf("%v %v 4 KiB (SHM %v): empty_slice_us %.1f us adds %+.3f us, want %+.1f (%g slices)",
+				tc.coll, tc.proto, tc.shm, empty, d, want, tc.slices)
+		}
+	}
+}
+
+// TestSHMReadLeg: with shm_read_leg a SHM connection's bytes cross the
+// same links as without it (conservation), but the receiver's loads cross
+// its own way from host memory when it receives. Where PCIe is all that
+// limits (every per-byte and per-slice cost taken away), a ring AllGather
+// over SHM, whose ranks each store their chunk into host memory and then
+// load the peer's, takes one chunk's time on the link without the leg
+// (both ranks' stores cross both links at once, the loads are free) and
+// two with it (the loads follow the stores).
+func TestSHMReadLeg(t *testing.T) {
+	res := loadSearchEnv(t, "", 1, shmEnv)
+	base := quietCalib(t)
+	for _, pc := range []*ProtoCalib{&base.LL, &base.LL128, &base.Simple} {
+		pc.CopyGBps, pc.GPUCopyGBps = 1e5, 0
+		pc.StartUs, pc.OpOverheadUs, pc.SliceOverheadUs, pc.HostLoadUs, pc.HostFenceUs = 0, 0, 0, 0, 0
+	}
+	base.HostMemGBps, base.SHMCopyGBps, base.SHMLatencyUs = 1e5, 1e5, 0
+	kernel := map[bool]float64{}
+	for _, leg := range []bool{false, true} {
+		c := base.Clone()
+		c.SHMReadLeg = leg
+		s := newSim(t, res, c)
+		for _, call := range []Call{
+			{Coll: model.CollAllReduce, Count: 3<<20 + 17, Algo: model.AlgoRing, Proto: model.ProtoSimple},
+			{Coll: model.CollAllReduce, Count: 100000, Algo: model.AlgoRing, Proto: model.ProtoLL},
+			{Coll: model.CollBroadcast, Count: 5 << 20, Algo: model.AlgoRing, Proto: model.ProtoSimple},
+		} {
+			call.Dtype = model.DtypeFP32
+			p, _, err := s.Program(call)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := s.Machine.Run(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Run(fmt.Sprintf("leg=%v/%v/%v", leg, call.Coll, call.Proto), func(t *testing.T) { checkConservation(t, s, p, r) })
+		}
+		p, _, err := s.Program(Call{Coll: model.CollAllGather, Count: 8 << 20, Dtype: model.DtypeFP32, Algo: model.AlgoRing, Proto: model.ProtoSimple, NChannels: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := s.Machine.Run(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kernel[leg] = r.KernelUs
+	}
+	if ratio := kernel[true] / kernel[false]; ratio < 1.8 || ratio > 2.1 {
+		t.Errorf("link-bound SHM AllGather: %.1f us with the read leg, %.1f without: ratio %.2f, want about 2 (loads after stores)",
+			kernel[true], kernel[false], ratio)
+	}
 }

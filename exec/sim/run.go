@@ -161,6 +161,11 @@ type recvConn struct {
 	tail, started uint64
 	lat           Time
 	recver        int32
+	// res and nres are the route's recvRes in runner.resIDs (nres 0:
+	// none, the receiver's loads cross no link); capB and w the route's,
+	// as in sendConn
+	res, nres int32
+	capB, w   float64
 	// blocked says the receiver waits for this connection's data: only
 	// then does a post that reaches it resume the receiver
 	blocked bool
@@ -296,6 +301,8 @@ type runner struct {
 	hostLat   Time // HostLoadUs
 	// hostTurn is HostTurnUs (SHM lanes that receive after they sent)
 	hostTurn Time
+	// emptyOv is EmptySliceUs (Simple slices without data of SHM lanes)
+	emptyOv Time
 	// hostRound is the wait of every further round of loads of an LL slice
 	// received from host memory (HostRoundUs), roundThreads the block's
 	// threads that load a line each per round and roundLines the lines a
@@ -516,6 +523,7 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 	x.fence = usToPs(x.pc.RemoteFenceUs)
 	if x.proto == model.ProtoSimple {
 		x.hostFence = usToPs(x.pc.HostFenceUs)
+		x.emptyOv = usToPs(x.pc.EmptySliceUs)
 	}
 	x.read = p.Proto == model.ProtoSimple && x.c.p2pRead(p.Coll)
 	x.fab.res = make([]resource, len(m.res))
@@ -538,7 +546,7 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 			}
 		}
 		x.rt[i] = rt
-		nres += len(rt.res)
+		nres += len(rt.res) + len(rt.recvRes)
 	}
 	// The routes' resources, in one array (flows read them on every
 	// start and end).
@@ -547,6 +555,12 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 		lo := len(x.resIDs)
 		x.resIDs = append(x.resIDs, rt.res...)
 		x.rc[i] = recvConn{recver: -1, lat: rt.lat}
+		if len(rt.recvRes) > 0 {
+			lo := len(x.resIDs)
+			x.resIDs = append(x.resIDs, rt.recvRes...)
+			x.rc[i].res, x.rc[i].nres = int32(lo), int32(len(rt.recvRes))
+			x.rc[i].capB, x.rc[i].w = rt.capGBps*1e-3, rt.w
+		}
 		x.sc[i] = sendConn{sender: -1, lat: rt.lat, capB: rt.capGBps * 1e-3, w: rt.w, ib: rt.ib, res: int32(lo), nres: int32(len(rt.res)),
 			proxyFrom: -1, proxyTo: -1}
 		if rt.proxyCopies > 0 {
@@ -1043,10 +1057,14 @@ func (x *runner) ready(a *actor, block bool) bool {
 
 // sliceDelay is the overhead actor ai's current slice pays once ready
 // (SliceOverheadUs, and HostLoadUs for what it receives from host memory,
-// plus HostRoundUs for each further round of an LL slice's loads;
-// nothing for a Simple slice without data).
+// plus HostRoundUs for each further round of an LL slice's loads; a
+// Simple slice without data pays EmptySliceUs on a lane through SHM host
+// memory, nothing elsewhere).
 func (x *runner) sliceDelay(ai int32, a *actor) Time {
 	if x.proto == model.ProtoSimple && a.elems() == 0 {
+		if x.cold[ai].shm {
+			return x.emptyOv
+		}
 		return 0
 	}
 	if a.recvs && a.hostRecv {
@@ -1106,10 +1124,26 @@ func (x *runner) startSlice(ai int32, a *actor) {
 		return
 	}
 	rate := a.rate
+	wire := x.wireBytes(data)
+	scale := float64(wire) / float64(data)
+	eff := x.pc.LinkEff
+	if a.recvs {
+		// Loads that cross links (SHMReadLeg), at the lane's rate.
+		for _, c := range x.cids[a.rb:a.sb] {
+			rs := &x.rc[c]
+			if rs.nres == 0 {
+				continue
+			}
+			capW := rate * scale
+			if rs.capB > 0 {
+				capW = min(capW, rs.capB*scale)
+			}
+			res := x.resIDs[rs.res : rs.res+rs.nres : rs.res+rs.nres]
+			x.fab.start(&x.q, x.now, res, float64(wire)/eff, float64(wire), capW/eff, rs.w, ai)
+			a.pending++
+		}
+	}
 	if a.sends {
-		wire := x.wireBytes(data)
-		scale := float64(wire) / float64(data)
-		eff := x.pc.LinkEff
 		for _, c := range x.cids[a.sb:a.se] {
 			cs := &x.sc[c]
 			capW := rate * scale
@@ -1127,8 +1161,10 @@ func (x *runner) startSlice(ai int32, a *actor) {
 		}
 		return
 	}
-	x.fab.start(&x.q, x.now, nil, float64(data), float64(data), rate, 1, ai)
-	a.pending++
+	if a.pending == 0 {
+		x.fab.start(&x.q, x.now, nil, float64(data), float64(data), rate, 1, ai)
+		a.pending++
+	}
 }
 
 // post publishes the end of a slice: tails (and data) to the receivers,

@@ -34,7 +34,11 @@ func (t Transport) String() string {
 // route is the way one connection's data goes: the resources it crosses,
 // its one-way latency and an optional rate cap of the transport.
 type route struct {
-	res       []int32
+	res []int32
+	// recvRes, when set, are the resources the receiver's loads cross (a
+	// SHM route with Calib.SHMReadLeg: host memory and the way from it to
+	// the receiver's GPU); res are then the sender's stores' alone
+	recvRes   []int32
 	lat       Time
 	capGBps   float64 // 0: none
 	transport Transport
@@ -55,6 +59,25 @@ type route struct {
 	// times the sender's proxy copies each byte (1, 2 over loopback); the
 	// receiver's copies it once.
 	proxyCopies float64
+}
+
+// remapped is a copy of the route with its resources mapped by f (the
+// fast mode's folding onto one host) and carrying w identical
+// connections.
+func (rt *route) remapped(f func(int32) int32, w float64) *route {
+	c := *rt
+	c.res = make([]int32, len(rt.res))
+	for i, id := range rt.res {
+		c.res[i] = f(id)
+	}
+	if rt.recvRes != nil {
+		c.recvRes = make([]int32, len(rt.recvRes))
+		for i, id := range rt.recvRes {
+			c.recvRes[i] = f(id)
+		}
+	}
+	c.w = w
+	return &c
 }
 
 // Machine is a Cluster and its Plan prepared for simulation: one resource
@@ -317,9 +340,21 @@ func (m *Machine) buildRoute(from, to, channel int) (*route, error) {
 			// The sender's GPU writes into host memory, the receiver's
 			// reads it back: host memory carries every byte twice.
 			mem := m.memRes[m.rankNode[from]]
-			rt.res = append(rt.res, mem, mem)
-			if err := m.linksToRoute(rt, cpu.Path(gb), cpu.Name()+" to "+gb.Name()); err != nil {
-				return nil, err
+			rt.res = append(rt.res, mem)
+			if m.calib.SHMReadLeg {
+				// The reads cross when the receiver loads, not with the
+				// sender's stores.
+				send := rt.res
+				rt.res = []int32{mem}
+				if err := m.linksToRoute(rt, cpu.Path(gb), cpu.Name()+" to "+gb.Name()); err != nil {
+					return nil, err
+				}
+				rt.res, rt.recvRes = send, rt.res
+			} else {
+				rt.res = append(rt.res, mem)
+				if err := m.linksToRoute(rt, cpu.Path(gb), cpu.Name()+" to "+gb.Name()); err != nil {
+					return nil, err
+				}
 			}
 			rt.hostSend, rt.hostRecv = true, true
 			rt.lat += usToPs(m.calib.SHMLatencyUs)

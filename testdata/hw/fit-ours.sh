@@ -14,7 +14,8 @@
 #        DIR/p2p-*.json, all Simple: proto/ stops at 8 MiB, and the copy
 #        throughput of large calls needs larger ones)
 #   4    SHM: the host memory, SHM and PCI constants, the fence of a
-#        Simple slice stored into host memory and LL's rounds of loads
+#        Simple slice stored into host memory, the cost of a Simple slice
+#        without data (simple.empty_slice_us) and LL's rounds of loads
 #        from it (ll.host_round_us) included (Broadcast and
 #        Reduce LL from 128 KiB only: below, a lane that only sends into
 #        host memory has its stores seen late, which the simulator does not
@@ -30,29 +31,36 @@
 #        its held-out SHM pool went from 3.5% to 5.4% median (P2P from 5.8%
 #        to 4.0%), and refitting SHM's host constants after did not bring
 #        it back.
-#   8    (with LATE=DIR2, recordings of the kernel that loads a line's own
-#        data only once the line arrived, 2026-11-26 fourth session:
-#        testdata/hw/h200x2/rerun4) LL's host-memory constants again on
+#   8    (with LATE=DIR2, recordings of the current kernel: its LL
+#        senders into host memory have one thread poll the credits,
+#        2026-11-26 fifth session: testdata/hw/h200x2/rerun5; rerun4 was
+#        the kernel before) LL's host-memory constants again on
 #        DIR2/proto/shm-*-ll.json and the LL rows (up to 128 KiB) of the
 #        tuner's choices DIR2/shm-*.json, which give the sizes between
 #        proto/'s 32 and 512 KiB (--max-evals 6000: the default budget's
 #        schedule stopped in a worse minimum); held out
 #        DIR2/heldout/shm-*-ll.json
-#   9    (with LATE) SHM Simple's host-memory constants (^simple\.host_)
-#        again on both starts' proto/shm-*-simple.json and their tuner's
+#   9    (with LATE) SHM Simple's host-memory constants and empty slices
+#        (^simple\.(host_|empty_)) again on both starts'
+#        proto/shm-*-simple.json and their tuner's
 #        choices from 16 MiB (Simple did not change with the kernel):
 #        held out, both heldout/shm-*-simple.json
 # Each stage's table (fitted and held-out errors) goes to OUT.stageN.txt.
 #
 # START (default: the embedded h200.json) is where the search begins. The
-# embedded h200-twinccl.json is this script's result from the h200.json of
-# commit a10fe27 (START=<(git show a10fe27:exec/sim/calib/h200.json)
-# LATE=testdata/hw/h200x2/rerun4, DIR testdata/hw/h200x2), before NCCL's
-# LL128 stage 11 moved its per-call constants: from today's, stage 2
-# (LL128) stops in a worse minimum (held-out 10.4% median against 6.5% at
-# that stage). Its stage 7 is testdata/hw/h200-twinccl-early-own.json, the
-# calibration of the kernel before stage 8's recordings (but for
-# shm_latency_us, which that file has at 0.34 us).
+# embedded h200-twinccl.json is this script's result (but for its source
+# text) from the h200.json of commit a10fe27 (START=<(git show
+# a10fe27:exec/sim/calib/h200.json) LATE=testdata/hw/h200x2/rerun5, DIR
+# testdata/hw/h200x2), before NCCL's LL128 stage 11 moved its per-call
+# constants: from today's, stage 2 (LL128) stops in a worse minimum
+# (held-out 10.4% median against 6.5% at that stage). The calibration
+# before it, of the kernel without the credit leader and without the SHM
+# read leg (this script as of commit 0bab263, LATE=rerun4), is
+# testdata/hw/h200-twinccl-no-leader.json;
+# testdata/hw/h200-twinccl-early-own.json is older still (the kernel
+# before rerun4's recordings, but for shm_latency_us, which that file has
+# at 0.34 us). From the start on, a SHM connection's loads cross PCIe
+# when the receiver loads (shm_read_leg, set below).
 set -eu
 dir=${1:?DIR} out=${2:?OUT.json} name=${3:?NAME} note=${4:-}
 replay=${REPLAY:-bin/replay}
@@ -81,6 +89,8 @@ for p in ("ll", "ll128", "simple"):
     for k in ("first_op_us", "thread_op_us", "direct_us", "rate_threads", "coll_us"):
         c[p].pop(k, None)
 c["ll"]["host_round_lines"] = 4
+# A SHM slice's loads cross PCIe when the receiver loads (Calib.SHMReadLeg)
+c["shm_read_leg"] = True
 json.dump(c, open(sys.argv[2], "w"), indent=2)
 EOF
 prev=$out.start.json
@@ -97,7 +107,7 @@ for f in "$dir"/proto/shm-*.json; do
   case $f in *-broadcast-ll.json | *-reduce-ll.json) shm+=("$f,minbytes=128K") ;; *) shm+=("$f") ;; esac
 done
 for f in "$dir"/shm-*.json; do shm+=("$f,minbytes=16M"); done
-cal 4 "$prev" '(host_|shm_|links\.PCI)' "$dir/topo.xml" 1 "${shm[@]}" -- "$dir"/heldout/shm-*.json
+cal 4 "$prev" '(host_|shm_|links\.PCI|empty_)' "$dir/topo.xml" 1 "${shm[@]}" -- "$dir"/heldout/shm-*.json
 cal 5 "$out.stage4.json" '^(net_proxy_us|nogdr_penalty_us|net_socket\.(proxy_GBps|latency_us|send_op_us|recv_op_us))$' \
   "$dir/topo-1gpu.xml" 2 "$dir"/proto/net-*.json -- "$dir"/heldout/net-*.json
 python3 - "$out.stage5.json" "$out.stage5b.json" <<'EOF'
@@ -119,7 +129,7 @@ if [ -n "${LATE:-}" ]; then
   cal 8 "$out.stage7.json" '^ll\.host_' "$LATE/topo.xml" 1 --max-evals 6000 "$LATE"/proto/shm-*-ll.json "${tuner[@]}" -- "$LATE"/heldout/shm-*-ll.json
   simple=("$dir"/proto/shm-*-simple.json "$LATE"/proto/shm-*-simple.json)
   for f in "$dir"/shm-*.json "$LATE"/shm-*.json; do simple+=("$f,minbytes=16M"); done
-  cal 9 "$out.stage8.json" '^simple\.host_' "$LATE/topo.xml" 1 --max-evals 4000 "${simple[@]}" -- \
+  cal 9 "$out.stage8.json" '^simple\.(host_|empty_)' "$LATE/topo.xml" 1 --max-evals 4000 "${simple[@]}" -- \
     "$dir"/heldout/shm-*-simple.json "$LATE"/heldout/shm-*-simple.json
   last=9
 fi

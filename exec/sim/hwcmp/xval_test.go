@@ -32,6 +32,12 @@ func calibFile(name string) string {
 // host-memory constants on rerun4/).
 func twincclCalib() string { return calibFile("h200-twinccl.json") }
 
+// noLeaderCalib is h200-twinccl.json as it was before the kernel's LL
+// senders into host memory had one thread poll their credits
+// (TW_LL_CREDIT_LEADER=1) and before the SHM model's read leg and empty
+// slices: the calibration of rerun4/'s recordings.
+func noLeaderCalib() string { return filepath.Join(hwDir(), "..", "h200-twinccl-no-leader.json") }
+
 // earlyOwnCalib is h200-twinccl.json as it was before the kernel's
 // host-memory receives loaded a line's own data only once the line
 // arrived (fit-ours.sh stages 1-7, shm_latency_us aside): the calibration
@@ -215,7 +221,7 @@ func TestCrossValidationOurs(t *testing.T) {
 // and not as many as any namesake on the other side.
 // TestRegressionH200x2 bounds its errors on every recording.
 func TestTwincclCalib(t *testing.T) {
-	starts := []string{"", "rerun4"} // the folders of fit-ours.sh's last stage
+	starts := []string{"", "rerun5"} // the folders of fit-ours.sh's last stage
 	c, err := sim.LoadCalib(twincclCalib())
 	if err != nil {
 		t.Fatal(err)
