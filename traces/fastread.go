@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/encoding"
@@ -20,13 +21,14 @@ import (
 // from v, which is at least as long.
 type field[T any] struct {
 	name string
-	// since is set on a column a minor version added: files of an older
-	// minor version lack it, and their rows keep the field's zero value
-	since bool
-	i32   func(rows []T, v []int32)
-	i64   func(rows []T, v []int64)
-	str   func(rows []T, v []string)
+	i32  func(rows []T, v []int32)
+	i64  func(rows []T, v []int64)
+	str  func(rows []T, v []string)
 }
+
+// absentColumn is the leaf of a field whose column (one a minor version
+// added) an older file lacks: the rows keep the field's zero value.
+const absentColumn = -1
 
 var eventFields = []field[EventRow]{
 	{name: "comm", i64: func(r []EventRow, v []int64) {
@@ -107,7 +109,7 @@ var eventFields = []field[EventRow]{
 			r[i].Source = v[i]
 		}
 	}},
-	{name: "data_ns", since: true, i64: func(r []EventRow, v []int64) {
+	{name: "data_ns", i64: func(r []EventRow, v []int64) {
 		v = v[:len(r)]
 		for i := range r {
 			r[i].DataNs = v[i]
@@ -477,8 +479,10 @@ func gather[V any](buf, dict []V, idx []int32) []V {
 }
 
 // scanColumns reads the rows of every row group the filter may match, in
-// batches, column by column.
-func scanColumns[T any](f *file, fields []field[T], filter Filter, keep func(*T) bool, fn func([]T) error) (err error) {
+// batches, column by column. specs are the kind's columns (schema.go): a
+// field whose column a minor version added (columnSpec.since) stays zero
+// in the files of an older one.
+func scanColumns[T any](f *file, specs []columnSpec, fields []field[T], filter Filter, keep func(*T) bool, fn func([]T) error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("%s: malformed parquet data: %v", f.info.Name, r)
@@ -489,8 +493,8 @@ func scanColumns[T any](f *file, fields []field[T], filter Filter, keep func(*T)
 	for j := range fields {
 		leaf, ok := schema.Lookup(fields[j].name)
 		switch {
-		case !ok && fields[j].since:
-			leaves[j] = -1 // an older minor version: the field stays zero
+		case !ok && slices.ContainsFunc(specs, func(c columnSpec) bool { return c.name == fields[j].name && c.since }):
+			leaves[j] = absentColumn // an older minor version: the field stays zero
 			continue
 		case !ok:
 			return fmt.Errorf("%s: column %q missing", f.info.Name, fields[j].name)
@@ -518,7 +522,7 @@ func scanColumns[T any](f *file, fields []field[T], filter Filter, keep func(*T)
 		chunks := rg.ColumnChunks()
 		for j := range cols {
 			cols[j].close()
-			if leaves[j] == -1 && fields[j].since {
+			if leaves[j] == absentColumn {
 				continue
 			}
 			if leaves[j] < 0 || leaves[j] >= len(chunks) {
@@ -529,7 +533,7 @@ func scanColumns[T any](f *file, fields []field[T], filter Filter, keep func(*T)
 		for read := int64(0); read < g.Rows; {
 			out := batch[:min(int64(len(batch)), g.Rows-read)]
 			for j := range cols {
-				if leaves[j] == -1 && fields[j].since {
+				if leaves[j] == absentColumn {
 					continue
 				}
 				if err := fill(&cols[j], &fields[j], out, in); err != nil {

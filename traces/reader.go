@@ -419,7 +419,7 @@ func (r *CallReader) Scan(filter Filter, fn func([]CallRow) error) error {
 				(!filter.hasCall || (c.Comm == filter.comm && c.Call == filter.call))
 		}
 	}
-	return scanColumns(r.f, callFields, filter, keep, fn)
+	return scanColumns(r.f, callColumns, callFields, filter, keep, fn)
 }
 
 // Close closes the file if the reader opened it.
@@ -460,7 +460,7 @@ func (r *EventReader) Scan(filter Filter, fn func([]EventRow) error) error {
 				(!filter.hasCall || (e.Comm == filter.comm && e.Call == filter.call))
 		}
 	}
-	return scanColumns(r.f, eventFields, filter, keep, fn)
+	return scanColumns(r.f, eventColumns, eventFields, filter, keep, fn)
 }
 
 // Close closes the file if the reader opened it.

@@ -148,10 +148,7 @@ func runReplayRun(args []string, stdout, stderr io.Writer) error {
 	var evBuf []traces.EventRow
 	var evErr error
 	addEvent := func(c *runCall, base float64, e *sim.SliceEvent) {
-		evBuf = append(evBuf, traces.EventRow{Comm: c.comm, Call: c.seq, Rank: e.Rank, Channel: e.Channel, SendPeer: e.SendPeer,
-			RecvPeer: e.RecvPeer, Primitive: e.Prim.String(), Protocol: e.Proto.String(), Step: e.Step, Bytes: e.Bytes,
-			StartNs: int64(base + float64(e.Start)/1e3), EndNs: int64(base + float64(e.End)/1e3),
-			DataNs: int64(base + float64(e.Data)/1e3), Source: traces.SourceSim})
+		evBuf = append(evBuf, simEventRow(c.comm, c.seq, base, e))
 		if len(evBuf) >= 4096 && evErr == nil {
 			evErr = ew.Append(evBuf...)
 			evBuf = evBuf[:0]

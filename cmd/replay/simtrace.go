@@ -76,13 +76,19 @@ func (t *simTracer) slice(e *sim.SliceEvent) {
 	if t.err != nil {
 		return
 	}
-	t.buf = append(t.buf, traces.EventRow{Call: t.seq, Rank: e.Rank, Channel: e.Channel, SendPeer: e.SendPeer,
-		RecvPeer: e.RecvPeer, Primitive: e.Prim.String(), Protocol: e.Proto.String(), Step: e.Step, Bytes: e.Bytes,
-		StartNs: int64(t.base + float64(e.Start)/1e3), EndNs: int64(t.base + float64(e.End)/1e3),
-		DataNs: int64(t.base + float64(e.Data)/1e3), Source: traces.SourceSim})
+	t.buf = append(t.buf, simEventRow(0, t.seq, t.base, e))
 	if len(t.buf) >= 4096 {
 		t.flush()
 	}
+}
+
+// simEventRow is the event row of a simulated slice e of call seq on
+// communicator comm, whose times count from base (ns).
+func simEventRow(comm uint64, seq int64, base float64, e *sim.SliceEvent) traces.EventRow {
+	ns := func(t sim.Time) int64 { return int64(base + float64(t)/1e3) }
+	return traces.EventRow{Comm: comm, Call: seq, Rank: e.Rank, Channel: e.Channel, SendPeer: e.SendPeer,
+		RecvPeer: e.RecvPeer, Primitive: e.Prim.String(), Protocol: e.Proto.String(), Step: e.Step, Bytes: e.Bytes,
+		StartNs: ns(e.Start), EndNs: ns(e.End), DataNs: ns(e.Data), Source: traces.SourceSim}
 }
 
 func (t *simTracer) flush() {

@@ -28,8 +28,8 @@ func calibFile(name string) string {
 }
 
 // twincclCalib is the calibration file of our executor on the H200 pair
-// (testdata/hw/fit-ours.sh on testdata/hw/h200x2/proto, and SHM LL's
-// host-memory constants on rerun4/).
+// (testdata/hw/fit-ours.sh on testdata/hw/h200x2/proto, and SHM's
+// host-memory constants on rerun5/).
 func twincclCalib() string { return calibFile("h200-twinccl.json") }
 
 // noLeaderCalib is h200-twinccl.json as it was before the kernel's LL
@@ -41,8 +41,8 @@ func noLeaderCalib() string { return filepath.Join(hwDir(), "..", "h200-twinccl-
 // earlyOwnCalib is h200-twinccl.json as it was before the kernel's
 // host-memory receives loaded a line's own data only once the line
 // arrived (fit-ours.sh stages 1-7, shm_latency_us aside): the calibration
-// of the kernel that every recording but h200x2/rerun4 was made with. Its
-// P2P, LL128 and Simple constants are the embedded file's.
+// of the kernel that every recording but h200x2/rerun4 and rerun5 was
+// made with. Its P2P constants are the embedded file's.
 func earlyOwnCalib() string { return filepath.Join(hwDir(), "..", "h200-twinccl-early-own.json") }
 
 // oursTable reads a P2P recording as a table of our executor's times.
@@ -213,10 +213,10 @@ func TestCrossValidationOurs(t *testing.T) {
 
 // TestTwincclCalib: calib/h200-twinccl.json, the calibration of our
 // executor on the H200 pair, was fitted (its last stage, SHM Simple's
-// host-memory constants on the first and the fifth start, is what its
+// host-memory constants on the first and the sixth start, is what its
 // report keeps) on the forced-protocol recordings of proto/ and
-// rerun4/proto/ and the tuner's choices from 16 MiB, and only predicted
-// heldout/ and rerun4/heldout/: each table of the report has the rows of
+// rerun5/proto/ and the tuner's choices from 16 MiB, and only predicted
+// heldout/ and rerun5/heldout/: each table of the report has the rows of
 // a file it names in one of those folders (the tuner's cut to its sizes),
 // and not as many as any namesake on the other side.
 // TestRegressionH200x2 bounds its errors on every recording.
