@@ -351,6 +351,33 @@ type SocketCalib struct {
 	// sees a slice when its proxy's operation ends. 0: none.
 	SendOpUs float64 `json:"send_op_us,omitempty"`
 	RecvOpUs float64 `json:"recv_op_us,omitempty"`
+	// PayloadOpUs is the further time a message holds each of its two
+	// proxies when its payload travels apart from its header: more than
+	// InlineBytes on the wire. NCCL's plugin sends a payload of up to
+	// NCCL_SOCKET_INLINE bytes (128) in the header's system call and a
+	// larger one in calls of its own, which the receiver reads once the
+	// header told it the size; our executor always sends them apart.
+	// 0: none.
+	PayloadOpUs float64 `json:"payload_op_us,omitempty"`
+	// SimpleUs is the latency a Simple slice adds on a socket
+	// connection, on top of LatencyUs: the send proxy waits for the GPU's
+	// tail after its fence, and the receiving GPU for its proxy's tail
+	// before it loads the data (an LL slice's lines carry their own flags
+	// both ways). 0: none.
+	SimpleUs float64 `json:"simple_us,omitempty"`
+	// HostLatencyUs is the one-way latency of the host's loopback TCP
+	// (run netprobe; "run gpu" records it as net_probe) on the host these
+	// constants describe. A recording that carries its own probe is
+	// simulated with the proxies' costs scaled by (its latency /
+	// HostLatencyUs)^HostExp: a host whose sockets answer slower also
+	// copies and polls slower. 0: never scaled.
+	HostLatencyUs float64 `json:"host_latency_us,omitempty"`
+	// HostExp is the exponent of that scaling (0: none).
+	HostExp float64 `json:"host_exp,omitempty"`
+	// InlineBytes is the largest payload that travels in its header's
+	// system call (NCCL_SOCKET_INLINE: 128 for NCCL; 0 for our executor,
+	// whose empty slices alone travel as a header).
+	InlineBytes int64 `json:"inline_bytes,omitempty"`
 	// FlagCheckGBps is the rate at which a send proxy reads an LL or
 	// LL128 slice's lines in host memory to check their flags before it
 	// sends the slice (NCCL's proxy does so when the buffer is in host
@@ -364,6 +391,30 @@ func (sc *SocketCalib) proxyGBps() float64 {
 		return 10
 	}
 	return sc.ProxyGBps
+}
+
+// ForHost returns c for a recording whose host's loopback TCP answered in
+// latencyUs one way (its net_probe; 0: not probed): a copy with the socket
+// proxies' costs scaled by SocketCalib.HostLatencyUs and HostExp, or c
+// itself when either is unset.
+func (c *Calib) ForHost(latencyUs float64) *Calib {
+	sc := c.NetSocket
+	if !(latencyUs > 0) || sc.HostLatencyUs <= 0 || sc.HostExp == 0 {
+		return c
+	}
+	f := math.Pow(latencyUs/sc.HostLatencyUs, sc.HostExp)
+	cc := *c
+	ns := &cc.NetSocket
+	ns.ProxyGBps = sc.proxyGBps() / f
+	if ns.FlagCheckGBps > 0 {
+		ns.FlagCheckGBps /= f
+	}
+	ns.LatencyUs *= f
+	ns.SendOpUs *= f
+	ns.RecvOpUs *= f
+	ns.PayloadOpUs *= f
+	ns.SimpleUs *= f
+	return &cc
 }
 
 // hostMemGBps is HostMemGBps with its default.
@@ -638,7 +689,10 @@ func (c *Calib) Validate() error {
 	}{{"host_mem_GBps", c.HostMemGBps}, {"shm_latency_us", c.SHMLatencyUs},
 		{"net_socket.proxy_GBps", c.NetSocket.ProxyGBps}, {"net_socket.latency_us", c.NetSocket.LatencyUs},
 		{"net_socket.send_op_us", c.NetSocket.SendOpUs}, {"net_socket.recv_op_us", c.NetSocket.RecvOpUs},
-		{"net_socket.flag_check_GBps", c.NetSocket.FlagCheckGBps}} {
+		{"net_socket.flag_check_GBps", c.NetSocket.FlagCheckGBps}, {"net_socket.payload_op_us", c.NetSocket.PayloadOpUs},
+		{"net_socket.simple_us", c.NetSocket.SimpleUs}, {"net_socket.host_latency_us", c.NetSocket.HostLatencyUs},
+		{"net_socket.host_exp", c.NetSocket.HostExp},
+		{"net_socket.inline_bytes", float64(c.NetSocket.InlineBytes)}} {
 		if err := bad(k.name, k.v, 0, 1e6); err != nil {
 			return err
 		}

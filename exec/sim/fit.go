@@ -32,8 +32,14 @@ type fitUse struct {
 	// socketFlags says LL or LL128 rows cross a socket proxy (its flag
 	// check can be fitted)
 	socketFlags bool
-	noGDR       bool
-	harnesses   []string
+	// socketSimple says Simple rows cross a socket proxy (its Simple
+	// latency, net_socket.simple_us)
+	socketSimple bool
+	// socketHost says socket rows come from probed hosts and the
+	// calibration has a reference host (net_socket.host_exp)
+	socketHost bool
+	noGDR      bool
+	harnesses  []string
 	// eager says some table was timed outside CUDA graphs (HostCallUs)
 	eager bool
 	// fenceProtos are the protocols of rows recorded on twinccl's own
@@ -223,7 +229,17 @@ func fitParams(u fitUse) []FitParam {
 			FitParam{Name: "net_socket.send_op_us", Floor: 1, Lo: 0, Hi: 1000,
 				get: func(c *Calib) float64 { return c.NetSocket.SendOpUs }, set: func(c *Calib, v float64) { c.NetSocket.SendOpUs = v }},
 			FitParam{Name: "net_socket.recv_op_us", Floor: 1, Lo: 0, Hi: 1000,
-				get: func(c *Calib) float64 { return c.NetSocket.RecvOpUs }, set: func(c *Calib, v float64) { c.NetSocket.RecvOpUs = v }})
+				get: func(c *Calib) float64 { return c.NetSocket.RecvOpUs }, set: func(c *Calib, v float64) { c.NetSocket.RecvOpUs = v }},
+			FitParam{Name: "net_socket.payload_op_us", Floor: 1, Lo: 0, Hi: 1000,
+				get: func(c *Calib) float64 { return c.NetSocket.PayloadOpUs }, set: func(c *Calib, v float64) { c.NetSocket.PayloadOpUs = v }})
+		if u.socketHost {
+			ps = append(ps, FitParam{Name: "net_socket.host_exp", Floor: 0.1, Lo: 0, Hi: 10,
+				get: func(c *Calib) float64 { return c.NetSocket.HostExp }, set: func(c *Calib, v float64) { c.NetSocket.HostExp = v }})
+		}
+		if u.socketSimple {
+			ps = append(ps, FitParam{Name: "net_socket.simple_us", Floor: 1, Lo: 0, Hi: 1000,
+				get: func(c *Calib) float64 { return c.NetSocket.SimpleUs }, set: func(c *Calib, v float64) { c.NetSocket.SimpleUs = v }})
+		}
 		if u.socketFlags {
 			// Unset (no cost), it starts at ten times the proxy's copy rate.
 			ps = append(ps, FitParam{Name: "net_socket.flag_check_GBps", Floor: 0, Lo: 0.1, Hi: 1000,
@@ -278,6 +294,10 @@ type FitTable struct {
 	Loop int
 	// Eager says the rows were timed outside CUDA graphs (Simulator.Eager).
 	Eager bool
+	// HostLatencyUs is the recording host's probed loopback latency
+	// (Table.HostLatencyUs): the rows are simulated under
+	// Calib.ForHost(HostLatencyUs).
+	HostLatencyUs float64
 }
 
 // NewFitTable prepares a Table for fitting: res is the search result under
@@ -285,12 +305,13 @@ type FitTable struct {
 func NewFitTable(t *Table, res *search.Result) FitTable {
 	// SearchTable, which made res, has checked the settings.
 	st, _ := SettingsFromEnv(t.Lookup)
-	return FitTable{Name: t.Name, Res: res, Settings: st, Harness: t.Harness, Rows: t.Rows, Loop: DefaultLoopCalls, Eager: t.Eager}
+	return FitTable{Name: t.Name, Res: res, Settings: st, Harness: t.Harness, Rows: t.Rows, Loop: DefaultLoopCalls, Eager: t.Eager,
+		HostLatencyUs: t.HostLatencyUs}
 }
 
 // simulator builds the table's simulator with calibration c.
 func (ft *FitTable) simulator(c *Calib) (*Simulator, error) {
-	s, err := NewSimulator(ft.Res, c)
+	s, err := NewSimulator(ft.Res, c.ForHost(ft.HostLatencyUs))
 	if err != nil {
 		return nil, err
 	}
@@ -559,6 +580,8 @@ func usage(tables []FitTable, c *Calib) (fitUse, error) {
 					u.noGDR = u.noGDR || !rt.gdr
 					u.socket = u.socket || rt.proxyCopies > 0
 					u.socketFlags = u.socketFlags || (rt.proxyCopies > 0 && p.Proto != model.ProtoSimple)
+					u.socketSimple = u.socketSimple || (rt.proxyCopies > 0 && p.Proto == model.ProtoSimple)
+					u.socketHost = u.socketHost || (rt.proxyCopies > 0 && ft.HostLatencyUs > 0 && c.NetSocket.HostLatencyUs > 0)
 				}
 				if rt.hostSend || rt.hostRecv {
 					hostSet[p.Proto] = true

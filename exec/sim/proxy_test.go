@@ -166,3 +166,100 @@ func TestSocketFlagCheck(t *testing.T) {
 		t.Error("flag_check_GBps should be fitted for LL rows over sockets and only then")
 	}
 }
+
+// socketRowUs simulates one Broadcast over sockets on one channel (the
+// net-socket table's settings) under c, as the fit and "replay compare"
+// do, with the recording host's probed loopback latency hostUs, as an
+// isolated call (in a loop, a Broadcast's next call hides latencies).
+func socketRowUs(t *testing.T, c *Calib, proto model.Protocol, bytes int64, hostUs float64) float64 {
+	t.Helper()
+	tb, res := loadTable(t, "net-socket")
+	one := &Table{Name: "t.tsv", Env: tb.Env, Harness: HarnessNCCLTests, HostLatencyUs: hostUs,
+		Rows: []Measurement{{Coll: model.CollBroadcast, Bytes: bytes, MeanUs: 1, Line: 1,
+			Recorded: &Recorded{Algo: model.AlgoRing, Proto: proto, NChannels: 1}}}}
+	ft := NewFitTable(one, res)
+	ft.Loop = 0
+	rows, err := ft.Compare(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rows[0].SimUs
+}
+
+// TestSocketPayloadAndSimple: a message whose payload is larger than
+// inline_bytes costs each of its two proxies payload_op_us more (the
+// sender's then the receiver's: twice on a one-message Broadcast's path);
+// one within it costs nothing more; and simple_us delays a Simple slice
+// only.
+func TestSocketPayloadAndSimple(t *testing.T) {
+	const op = 50.0 // us, far above every other cost
+	run := func(proto model.Protocol, bytes, inline int64, payload, simple float64) float64 {
+		c := socketCalib(t, 1, 1, 10)
+		c.NetSocket.InlineBytes, c.NetSocket.PayloadOpUs, c.NetSocket.SimpleUs = inline, payload, simple
+		return socketRowUs(t, c, proto, bytes, 0)
+	}
+	for _, tc := range []struct {
+		name   string
+		proto  model.Protocol
+		bytes  int64
+		inline int64
+		want   float64 // added by payload_op_us
+	}{
+		// 48 B of LL is 96 B of lines on the wire: within NCCL's 128.
+		{"LL 48 B, inline 128", model.ProtoLL, 48, 128, 0},
+		{"LL 48 B, inline 0", model.ProtoLL, 48, 0, 2 * op},
+		{"LL 512 B, inline 128", model.ProtoLL, 512, 128, 2 * op},
+		{"Simple 64 B, inline 128", model.ProtoSimple, 64, 128, 0},
+		{"Simple 256 B, inline 128", model.ProtoSimple, 256, 128, 2 * op},
+	} {
+		d := run(tc.proto, tc.bytes, tc.inline, op, 0) - run(tc.proto, tc.bytes, tc.inline, 0, 0)
+		if math.Abs(d-tc.want) > 0.02*op {
+			t.Errorf("%s: payload_op_us %g adds %.2f us, want %.0f", tc.name, op, d, tc.want)
+		}
+	}
+	if d := run(model.ProtoSimple, 64, 128, 0, op) - run(model.ProtoSimple, 64, 128, 0, 0); math.Abs(d-op) > 0.02*op {
+		t.Errorf("Simple 64 B: simple_us %g adds %.2f us, want %g (one slice)", op, d, op)
+	}
+	if a, b := run(model.ProtoLL, 64, 128, 0, op), run(model.ProtoLL, 64, 128, 0, 0); a != b {
+		t.Errorf("LL 64 B: %.2f us with simple_us, %.2f without: want equal", a, b)
+	}
+}
+
+// TestCalibForHost: a recording's probed loopback latency scales the
+// socket proxies' costs by (latency/host_latency_us)^host_exp, without
+// touching the calibration it came from; unprobed recordings and
+// calibrations without a reference host keep the constants.
+func TestCalibForHost(t *testing.T) {
+	c := socketCalib(t, 4, 8, 10)
+	c.NetSocket.LatencyUs, c.NetSocket.PayloadOpUs, c.NetSocket.SimpleUs, c.NetSocket.FlagCheckGBps = 1, 2, 3, 20
+	if c.ForHost(9) != c {
+		t.Errorf("no reference host: ForHost should return the calibration itself")
+	}
+	c.NetSocket.HostLatencyUs, c.NetSocket.HostExp = 4, 0.5
+	if c.ForHost(0) != c {
+		t.Errorf("unprobed recording: ForHost should return the calibration itself")
+	}
+	s := c.ForHost(16) // (16/4)^0.5 = 2
+	ns := s.NetSocket
+	for _, v := range []struct {
+		name      string
+		got, want float64
+	}{{"send_op_us", ns.SendOpUs, 8}, {"recv_op_us", ns.RecvOpUs, 16}, {"latency_us", ns.LatencyUs, 2},
+		{"payload_op_us", ns.PayloadOpUs, 4}, {"simple_us", ns.SimpleUs, 6},
+		{"proxy_GBps", ns.ProxyGBps, 5}, {"flag_check_GBps", ns.FlagCheckGBps, 10}} {
+		if math.Abs(v.got-v.want) > 1e-9 {
+			t.Errorf("probe 16 us on a 4 us host, exponent 0.5: %s %g, want %g", v.name, v.got, v.want)
+		}
+	}
+	if c.NetSocket.SendOpUs != 4 || c.NetSocket.ProxyGBps != 10 {
+		t.Errorf("ForHost changed the calibration it scaled: %+v", c.NetSocket)
+	}
+	// The fit and compare simulate a probed table under its host.
+	ref := socketRowUs(t, c, model.ProtoSimple, 1<<20, 4)
+	if u := socketRowUs(t, c, model.ProtoSimple, 1<<20, 0); u != ref {
+		t.Errorf("1 MiB: %.2f us unprobed, %.2f on the reference host: want equal", u, ref)
+	}
+	if slow := socketRowUs(t, c, model.ProtoSimple, 1<<20, 16); !(slow > 1.5*ref) {
+		t.Errorf("1 MiB: %.2f us on a host four times slower to answer, %.2f on the reference host: want about twice", slow, ref)
+	}
+}

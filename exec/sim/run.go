@@ -348,7 +348,11 @@ type runner struct {
 	// proxyRecv[c] the receive operations of connection c on their way to
 	// its receiver's proxy (their durations, in order)
 	proxySendOp, proxyRecvOp float64
-	proxyPs                  float64
+	payloadOp                float64
+	// proxySimple is the latency a Simple slice adds on a socket
+	// connection (SocketCalib.SimpleUs; 0 for LL and LL128)
+	proxySimple Time
+	proxyPs     float64
 	// flagPs is the send proxy's time per wire byte to check an LL or
 	// LL128 slice's flags (SocketCalib.FlagCheckGBps; 0 for Simple)
 	flagPs    float64
@@ -567,6 +571,10 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 			if x.proxyFree == nil {
 				x.proxySendOp = x.c.NetSocket.SendOpUs * psPerUs
 				x.proxyRecvOp = x.c.NetSocket.RecvOpUs * psPerUs
+				x.payloadOp = x.c.NetSocket.PayloadOpUs * psPerUs
+				if x.proto == model.ProtoSimple {
+					x.proxySimple = usToPs(x.c.NetSocket.SimpleUs)
+				}
 				x.proxyPs = 1 / (x.c.NetSocket.proxyGBps() * 1e-3)
 				if g := x.c.NetSocket.FlagCheckGBps; g > 0 && x.proto != model.ProtoSimple {
 					x.flagPs = 1 / (g * 1e-3)
@@ -1203,9 +1211,13 @@ func (x *runner) post(a *actor, st uint32) {
 // proxy, empty ones too (the proxies exchange a message for it).
 func (x *runner) proxySend(c int32, cs *sendConn, tail uint64, data int64) {
 	wire := float64(x.wireBytes(data))
-	send := x.proxySendOp + x.rt[c].proxyCopies*wire*x.proxyPs + wire*x.flagPs
-	x.proxyRecv[c] = append(x.proxyRecv[c], x.proxyRecvOp+wire*x.proxyPs)
-	x.q.push(x.proxyServe(cs.proxyFrom, send)+cs.lat, evProxyRecv, c, tail)
+	op := 0.0
+	if int64(wire) > x.c.NetSocket.InlineBytes {
+		op = x.payloadOp
+	}
+	send := x.proxySendOp + op + x.rt[c].proxyCopies*wire*x.proxyPs + wire*x.flagPs
+	x.proxyRecv[c] = append(x.proxyRecv[c], x.proxyRecvOp+op+wire*x.proxyPs)
+	x.q.push(x.proxyServe(cs.proxyFrom, send)+cs.lat+x.proxySimple, evProxyRecv, c, tail)
 }
 
 // proxyServe queues an operation of d ps on rank r's socket proxy thread,

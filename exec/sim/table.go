@@ -81,7 +81,10 @@ type Table struct {
 	// Kernel names the interpreter build that timed an "ours" recording
 	// (hwcmp.Input.Kernel); "" for NCCL's and for files that do not say.
 	Kernel string
-	Rows   []Measurement
+	// HostLatencyUs is the one-way latency of the recording host's
+	// loopback TCP (its net_probe; 0: not probed), for Calib.ForHost.
+	HostLatencyUs float64
+	Rows          []Measurement
 }
 
 // settingsRE finds "settings: K=V K=V ..." in a header comment.

@@ -94,10 +94,10 @@ var h100Bounds = []poolBound{
 	// The socket runs before the socket plugin lost its helpers
 	// (sockets-helpers/: NCCL's column is another start of the machine).
 	{"sockets-helpers/net-*", ColNCCL, BucketAll, 0.20, 0.40},                // 17.0, 34.9
-	{"sockets-helpers/net-*", ColOurs, BucketLarge, 0.21, 0.65},              // 17.2, 59.5
+	{"sockets-helpers/net-*", ColOurs, BucketLarge, 0.34, 0.81},              // 30.2, 75.1
 	{"sockets-helpers/proto/net-*-ll", ColNCCL, BucketAll, 0.15, 0.50},       // 11.3, 45.0
 	{"sockets-helpers/proto/net-*-simple", ColNCCL, BucketAll, 0.15, 0.37},   // 12.7, 31.2
-	{"sockets-helpers/proto/net-*", ColOurs, BucketLarge, 0.21, 0.33},        // 17.4, 27.6
+	{"sockets-helpers/proto/net-*", ColOurs, BucketLarge, 0.32, 0.44},        // 29.0, 38.8
 	{"sockets-helpers/heldout/net-*-ll", ColNCCL, BucketAll, 0.27, 0.45},     // 24.1, 39.7
 	{"sockets-helpers/heldout/net-*-simple", ColNCCL, BucketAll, 0.23, 0.50}, // 20.1, 45.1
 	{"sockets-helpers/heldout/net-*", ColOurs, BucketLarge, 0.66, 0.91},      // 62.1, 85.3
@@ -333,7 +333,7 @@ func machineComparer(t testing.TB, dir, name string, in *Input, calib string) *C
 	if err != nil {
 		t.Fatal(err)
 	}
-	cp, err := NewComparerNodes(root, topo, nodes, in.NCCLEnv, c, cname)
+	cp, err := NewComparerNodes(root, topo, nodes, in.NCCLEnv, c.ForHost(in.HostLatencyUs), cname)
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}

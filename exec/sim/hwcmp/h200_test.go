@@ -38,18 +38,18 @@ var h200Bounds = []poolBound{
 	{"proto/p2p-*-simple", ColNCCL, BucketAll, 0.06, 0.21},   // 2.2, 15.6
 	{"proto/shm-*-ll", ColNCCL, BucketAll, 0.05, 0.11},       // 1.5, 5.2
 	{"proto/shm-*-simple", ColNCCL, BucketAll, 0.06, 0.21},   // 2.7, 15.1
-	{"proto/net-*-ll", ColNCCL, BucketAll, 0.17, 0.59},       // 13.2, 53.1
+	{"proto/net-*-ll", ColNCCL, BucketAll, 0.22, 0.59},       // 18.4, 38.4
 	{"proto/net-*-simple", ColNCCL, BucketAll, 0.14, 0.43},   // 10.8, 38.0
 	{"heldout/p2p-*-ll", ColNCCL, BucketAll, 0.07, 0.19},     // 3.2, 13.9
 	{"heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.06, 0.15},  // 2.5, 9.4
 	{"heldout/p2p-*-simple", ColNCCL, BucketAll, 0.06, 0.16}, // 2.3, 10.3
 	{"heldout/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.16},     // 2.4, 10.6
 	{"heldout/shm-*-simple", ColNCCL, BucketAll, 0.07, 0.20}, // 3.8, 15.0
-	{"heldout/net-*-ll", ColNCCL, BucketAll, 0.11, 0.51},     // 7.5, 45.8
-	{"heldout/net-*-simple", ColNCCL, BucketAll, 0.12, 0.34}, // 8.8, 28.8
+	{"heldout/net-*-ll", ColNCCL, BucketAll, 0.18, 0.54},     // 14.9, 48.1
+	{"heldout/net-*-simple", ColNCCL, BucketAll, 0.18, 0.34}, // 14.9, 26.9
 	{"p2p-*", ColOurs, BucketAll, 0.24, 0.48},                // 20.8, 42.1
 	{"shm-*", ColOurs, BucketAll, 0.11, 0.27},                // 7.5, 21.4
-	{"net-*", ColOurs, BucketAll, 0.12, 0.51},                // 8.6, 45.1
+	{"net-*", ColOurs, BucketAll, 0.17, 0.67},                // 14.0, 61.2
 	// Simple under NCCL_NTHREADS (threads/): 2-96 KiB (fitted, stages 8
 	// and 9 of h200.json) and 256 KiB-64 MiB on 96-288 threads (held out)
 	{"threads/p2p-*-nt*[0-9t]", ColNCCL, BucketAll, 0.06, 0.20}, // 2.8, 14.8
@@ -74,15 +74,15 @@ var h200Bounds = []poolBound{
 	{"rerun/heldout/p2p-*-simple", ColNCCL, BucketAll, 0.06, 0.17}, // 2.4, 11.8
 	{"rerun/heldout/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.17},     // 2.4, 11.7
 	{"rerun/heldout/shm-*-simple", ColNCCL, BucketAll, 0.07, 0.18}, // 3.1, 13.2
-	{"rerun/heldout/net-*-ll", ColNCCL, BucketAll, 0.18, 0.31},     // 14.5, 25.4
+	{"rerun/heldout/net-*-ll", ColNCCL, BucketAll, 0.18, 0.44},     // 11.2, 39.0
 	{"rerun/heldout/net-*-simple", ColNCCL, BucketAll, 0.14, 0.37}, // 11.5, 31.7
 	// a fourth start (rerun3/, 2026-11-26, third session): the sockets
 	// again, with run gpu's loopback probe, and LL128 from 16 to 64 MiB
 	// (fitted: stage 12 of h200.json)
-	{"rerun3/heldout/net-*-ll", ColNCCL, BucketAll, 0.16, 0.34},     // 12.1, 28.4
-	{"rerun3/heldout/net-*-simple", ColNCCL, BucketAll, 0.14, 0.33}, // 10.5, 27.7
-	{"rerun3/proto/net-*-ll", ColNCCL, BucketAll, 0.14, 0.40},       // 10.5, 34.7
-	{"rerun3/proto/net-*-simple", ColNCCL, BucketAll, 0.17, 0.31},   // 13.2, 25.5
+	{"rerun3/heldout/net-*-ll", ColNCCL, BucketAll, 0.14, 0.34},     // 10.1, 29.4
+	{"rerun3/heldout/net-*-simple", ColNCCL, BucketAll, 0.13, 0.33}, // 9.2, 27.7
+	{"rerun3/proto/net-*-ll", ColNCCL, BucketAll, 0.07, 0.35},       // 4.0, 29.2
+	{"rerun3/proto/net-*-simple", ColNCCL, BucketAll, 0.12, 0.26},   // 8.6, 20.2
 	{"rerun3/ll128-large/p2p-*", ColNCCL, BucketAll, 0.08, 0.16},    // 4.1, 10.1
 	// a fifth start (rerun4/, 2026-11-26, fourth session): SHM and sockets
 	// (the tuner's choices, proto/ and heldout/), never fitted for NCCL.
@@ -90,30 +90,30 @@ var h200Bounds = []poolBound{
 	// 6178 us against 5278; the probe's 8-byte latency 4.0-5.8 us against
 	// 3.5-4.4): the simulation is 10-30% fast there
 	{"rerun4/shm-*", ColNCCL, BucketAll, 0.06, 0.19},                // 2.6, 13.2
-	{"rerun4/net-*", ColNCCL, BucketAll, 0.15, 0.40},                // 11.3, 34.1
+	{"rerun4/net-*", ColNCCL, BucketAll, 0.12, 0.37},                // 8.7, 31.4
 	{"rerun4/proto/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.18},       // 2.5, 12.4
 	{"rerun4/proto/shm-*-simple", ColNCCL, BucketAll, 0.06, 0.18},   // 3.0, 12.6
-	{"rerun4/proto/net-*-ll", ColNCCL, BucketAll, 0.22, 0.40},       // 18.5, 34.7
-	{"rerun4/proto/net-*-simple", ColNCCL, BucketAll, 0.14, 0.38},   // 10.8, 32.1
+	{"rerun4/proto/net-*-ll", ColNCCL, BucketAll, 0.10, 0.34},       // 6.5, 29.0
+	{"rerun4/proto/net-*-simple", ColNCCL, BucketAll, 0.13, 0.38},   // 9.2, 32.1
 	{"rerun4/heldout/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.15},     // 2.1, 10.0
 	{"rerun4/heldout/shm-*-simple", ColNCCL, BucketAll, 0.07, 0.18}, // 3.4, 12.9
-	{"rerun4/heldout/net-*-ll", ColNCCL, BucketAll, 0.22, 0.41},     // 18.1, 35.5
-	{"rerun4/heldout/net-*-simple", ColNCCL, BucketAll, 0.17, 0.35}, // 13.6, 29.6
+	{"rerun4/heldout/net-*-ll", ColNCCL, BucketAll, 0.12, 0.30},     // 8.1, 24.8
+	{"rerun4/heldout/net-*-simple", ColNCCL, BucketAll, 0.13, 0.35}, // 9.6, 29.6
 	// a sixth start (rerun5/, 2026-11-26, fifth session), never fitted for
 	// NCCL: as rerun4/, and diag/ (AllReduce Simple over SHM forced to 1,
 	// 2 and 4 channels, AllGather to 4): NCCL's calibration only saw its
 	// tuner's channel counts, and its one- and two-channel AllReduce from
 	// 256 KiB are 23-43% slow
 	{"rerun5/shm-*", ColNCCL, BucketAll, 0.06, 0.20},                // 2.8, 14.6
-	{"rerun5/net-*", ColNCCL, BucketAll, 0.14, 0.56},                // 10.2, 50.5
+	{"rerun5/net-*", ColNCCL, BucketAll, 0.13, 0.40},                // 9.4, 34.9
 	{"rerun5/proto/shm-*-ll", ColNCCL, BucketAll, 0.05, 0.14},       // 1.4, 8.7
 	{"rerun5/proto/shm-*-simple", ColNCCL, BucketAll, 0.07, 0.22},   // 3.6, 16.4
-	{"rerun5/proto/net-*-ll", ColNCCL, BucketAll, 0.27, 0.51},       // 23.3, 45.8
-	{"rerun5/proto/net-*-simple", ColNCCL, BucketAll, 0.14, 0.46},   // 10.6, 40.5
+	{"rerun5/proto/net-*-ll", ColNCCL, BucketAll, 0.12, 0.44},       // 9.0, 38.9
+	{"rerun5/proto/net-*-simple", ColNCCL, BucketAll, 0.12, 0.46},   // 8.1, 40.5
 	{"rerun5/heldout/shm-*-ll", ColNCCL, BucketAll, 0.05, 0.15},     // 1.1, 9.7
 	{"rerun5/heldout/shm-*-simple", ColNCCL, BucketAll, 0.07, 0.19}, // 3.3, 13.5
-	{"rerun5/heldout/net-*-ll", ColNCCL, BucketAll, 0.18, 0.35},     // 14.8, 29.9
-	{"rerun5/heldout/net-*-simple", ColNCCL, BucketAll, 0.21, 0.44}, // 18.0, 38.9
+	{"rerun5/heldout/net-*-ll", ColNCCL, BucketAll, 0.12, 0.32},     // 8.2, 26.6
+	{"rerun5/heldout/net-*-simple", ColNCCL, BucketAll, 0.20, 0.38}, // 17.0, 32.8
 	{"rerun5/diag/shm-*", ColNCCL, BucketAll, 0.17, 0.49},           // 13.1, 43.1
 }
 
@@ -176,7 +176,7 @@ var h200OursBounds = []poolBound{
 	// a fourth start (rerun3/): sockets, and LL128 from 16 to 64 MiB (held out)
 	{"rerun3/heldout/net-*-ll", ColOurs, BucketAll, 0.17, 0.45},     // 13.4, 39.3
 	{"rerun3/heldout/net-*-simple", ColOurs, BucketAll, 0.16, 0.34}, // 12.3, 28.7
-	{"rerun3/proto/net-*-ll", ColOurs, BucketAll, 0.16, 0.48},       // 12.1, 42.1
+	{"rerun3/proto/net-*-ll", ColOurs, BucketAll, 0.16, 0.47},       // 12.1, 41.6
 	{"rerun3/proto/net-*-simple", ColOurs, BucketAll, 0.15, 0.50},   // 11.7, 44.3
 	{"rerun3/ll128-large/p2p-*", ColOurs, BucketAll, 0.10, 0.18},    // 7.0, 12.7
 }
@@ -233,15 +233,15 @@ var h200NoLeaderBounds = []poolBound{
 // 2.6 percent median, 11.9 max; Simple 2.0 and 12.2.
 var h200CurrentBounds = []poolBound{
 	{"rerun5/shm-*", ColOurs, BucketAll, 0.06, 0.16},                // 3.0, 11.0
-	{"rerun5/net-*", ColOurs, BucketAll, 0.19, 0.37},                // 15.3, 32.0
+	{"rerun5/net-*", ColOurs, BucketAll, 0.15, 0.33},                // 11.4, 27.9
 	{"rerun5/proto/shm-*-ll", ColOurs, BucketAll, 0.06, 0.17},       // 2.3, 11.3
 	{"rerun5/proto/shm-*-simple", ColOurs, BucketAll, 0.05, 0.11},   // 2.0, 5.1
-	{"rerun5/proto/net-*-ll", ColOurs, BucketAll, 0.29, 0.46},       // 25.2, 41.0
-	{"rerun5/proto/net-*-simple", ColOurs, BucketAll, 0.16, 0.42},   // 13.0, 36.9
+	{"rerun5/proto/net-*-ll", ColOurs, BucketAll, 0.14, 0.25},       // 10.4, 19.9
+	{"rerun5/proto/net-*-simple", ColOurs, BucketAll, 0.13, 0.39},   // 9.6, 33.4
 	{"rerun5/heldout/shm-*-ll", ColOurs, BucketAll, 0.06, 0.17},     // 2.6, 11.9
 	{"rerun5/heldout/shm-*-simple", ColOurs, BucketAll, 0.05, 0.18}, // 2.0, 12.2
-	{"rerun5/heldout/net-*-ll", ColOurs, BucketAll, 0.19, 0.40},     // 15.4, 34.8
-	{"rerun5/heldout/net-*-simple", ColOurs, BucketAll, 0.18, 0.41}, // 14.6, 35.6
+	{"rerun5/heldout/net-*-ll", ColOurs, BucketAll, 0.17, 0.37},     // 13.6, 31.9
+	{"rerun5/heldout/net-*-simple", ColOurs, BucketAll, 0.17, 0.33}, // 13.6, 27.4
 	{"rerun5/diag/shm-*", ColOurs, BucketAll, 0.07, 0.33},           // 3.3, 27.5
 	{"heldout/shm-*-simple", ColOurs, BucketAll, 0.05, 0.23},        // 1.5, 17.4
 	{"rerun2/heldout/shm-*-simple", ColOurs, BucketAll, 0.06, 0.18}, // 2.8, 12.1

@@ -388,6 +388,7 @@ func TestBadInputs(t *testing.T) {
 		"hugecount.json": []byte(`{"nranks": 2, "rows": [{"op":"AllReduce","count":9223372036854775807,"time_us":1}]}`),
 		"badkernel.json": []byte(`{"nranks": 2, "kernel": {"source_sha256": "\u001b[2Jxyz"}, "rows": [{"op":"AllReduce","bytes":8,"count":2,"time_us":1}]}`),
 		"badopt.json":    []byte(`{"nranks": 2, "kernel": {"source_sha256": "ab12", "options": ["-DX=1 rm"]}, "rows": [{"op":"AllReduce","bytes":8,"count":2,"time_us":1}]}`),
+		"badprobe.json":  []byte(`{"nranks": 2, "net_probe": [{"latency_us": -4}], "rows": [{"op":"AllReduce","bytes":8,"count":2,"time_us":1}]}`),
 		"par1.parquet":   []byte("PAR1 not really"),
 		"trunc.parquet":  real[:len(real)/2],
 		"tail.parquet":   append([]byte("PAR1"), real[len(real)/2:]...),
@@ -493,5 +494,27 @@ func TestEmptyRowsLeftOut(t *testing.T) {
 	}
 	if in.Empty != 1 || len(in.Calls) != 1 || in.Calls[0].Count != 8 {
 		t.Fatalf("empty %d, calls %+v", in.Empty, in.Calls)
+	}
+}
+
+// TestNetProbeRead: the loopback probes of a recording's header give its
+// host's latency (their mean), which the socket constants scale by
+// (sim.Calib.ForHost); a file without probes has none.
+func TestNetProbeRead(t *testing.T) {
+	for _, tc := range []struct {
+		probes string
+		want   float64
+	}{
+		{``, 0},
+		{`"net_probe": [{"latency_us": 4.0, "both_ways_GBps": 3}, {"latency_us": 5.0}],`, 4.5},
+	} {
+		in, err := ReadJSON(strings.NewReader(`{"nranks": 2, `+tc.probes+` "rows": [
+			{"op":"AllReduce","bytes":8,"count":2,"time_us":9}]}`), "x.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if in.HostLatencyUs != tc.want {
+			t.Errorf("probes %q: host latency %g, want %g", tc.probes, in.HostLatencyUs, tc.want)
+		}
 	}
 }

@@ -102,7 +102,11 @@ type Input struct {
 	// records it: interp.cu's digest and the options it was compiled
 	// with); "" when the file does not say.
 	Kernel string
-	Calls  []Call
+	// HostLatencyUs is the mean one-way latency of the loopback TCP
+	// probes in a JSON header (net_probe: run gpu probes the host before
+	// and after a split-host sweep); 0 when the file has none.
+	HostLatencyUs float64
+	Calls         []Call
 	// Empty counts the JSON rows left out because they move no element
 	// (e.g. 8 bytes of AllGather over 4 ranks of float32): there is no
 	// call to simulate.
@@ -133,7 +137,14 @@ type gpuReport struct {
 	NCCLVersion string            `json:"nccl_version"`
 	NCCLEnv     map[string]string `json:"nccl_env"`
 	Kernel      *kernels.Build    `json:"kernel"`
+	NetProbe    []netProbe        `json:"net_probe"`
 	Rows        []gpuRow          `json:"rows"`
+}
+
+// netProbe is one probe of the host's loopback TCP in a "run gpu --json"
+// header (cmd/run records netprobe.Result).
+type netProbe struct {
+	LatencyUs float64 `json:"latency_us"`
 }
 
 // Open reads a JSON file of "run gpu --json" or a hardware call trace
@@ -197,6 +208,12 @@ func ReadJSON(r io.Reader, name string) (*Input, error) {
 	}
 	if len(rep.NCCLEnv) > 0 {
 		in.NCCLEnv = rep.NCCLEnv
+	}
+	for i, p := range rep.NetProbe {
+		if !(p.LatencyUs > 0 && p.LatencyUs < 1e6) {
+			return nil, fmt.Errorf("%s: net_probe %d: latency_us %v: want a positive latency below a second", name, i, p.LatencyUs)
+		}
+		in.HostLatencyUs += p.LatencyUs / float64(len(rep.NetProbe))
 	}
 	for i, r := range rep.Rows {
 		where := fmt.Sprintf("%s: row %d", name, i)

@@ -1,0 +1,62 @@
+#!/bin/bash
+# Refits a calibration's socket constants (net_socket.*: NCCL's socket
+# plugin over the host's loopback, ranks split into hosts of their own) on
+# every recording of some starts of a machine, and predicts the recordings
+# of other starts, which it never sees (cross-validation across starts:
+# the host's sockets move from one start to the next more than within one).
+# Run from the repo root after `make build` (needs python3 for the start):
+#
+#   bash testdata/hw/fit-sockets.sh START.json OUT.json COL FIT-STARTS -- HELD-STARTS
+#
+# COL is nccl (NCCL's column) or ours (our executor's); a start is a
+# directory under testdata/hw (e.g. h200x2/rerun4), whose net-*.json,
+# proto/net-*.json and heldout/net-*.json all count, on that machine's
+# topo-1gpu.xml. Every start named must carry loopback probes (net_probe,
+# "run gpu" records them since 2026-11-26): each recording is simulated
+# with the proxies' costs scaled by its probe's latency over
+# net_socket.host_latency_us (4.6 us, the median probe of the five probed
+# starts) to the power net_socket.host_exp (fitted).
+#
+# The start gets, before the fit: inline_bytes 128 for NCCL (its plugin
+# sends a payload of up to NCCL_SOCKET_INLINE bytes in the header's system
+# call; payload_op_us is what a larger one costs each proxy) and 0 for
+# ours (our executor always sends the payload apart), host_latency_us 4.6
+# and host_exp 1. NCCL's net_proxy_us and nogdr_penalty_us stay: they are
+# InfiniBand's too.
+#
+# The embedded calibrations, 2026-11-26 (sixth session):
+#   h200.json:         bash testdata/hw/fit-sockets.sh <(git show 0ed1fa4:exec/sim/calib/h200.json) OUT.json nccl \
+#                        h200x2/rerun4 h200x2/rerun3 h100x2/leader -- h200x2/rerun5 h100x2/rerun
+#   h200-twinccl.json: bash testdata/hw/fit-sockets.sh <(git show 0ed1fa4:exec/sim/calib/h200-twinccl.json) OUT.json ours \
+#                        h200x2/rerun4 h200x2/rerun3 -- h200x2/rerun5
+# (each then merged into the file: its net_socket block, its source text
+# extended; the fit reports stay those of the last full fit).
+set -eu
+shopt -s nullglob
+start=${1:?START.json} out=${2:?OUT.json} col=${3:?nccl|ours}
+shift 3
+fit=() held=() side=fit
+for s in "$@"; do
+  if [ "$s" = -- ]; then side=held; continue; fi
+  [ -d "testdata/hw/$s" ] || { echo "fit-sockets.sh: no start testdata/hw/$s" >&2; exit 2; }
+  topo=testdata/hw/${s%%/*}/topo-1gpu.xml
+  for f in testdata/hw/$s/net-*.json testdata/hw/$s/proto/net-*.json testdata/hw/$s/heldout/net-*.json; do
+    if [ $side = fit ]; then fit+=("$f,topo=$topo"); else held+=(--heldout "$f,topo=$topo"); fi
+  done
+done
+[ ${#fit[@]} -gt 0 ] || { echo "fit-sockets.sh: no recordings to fit" >&2; exit 2; }
+inline=0
+[ "$col" = nccl ] && inline=128
+python3 - "$start" "$out.start.json" "$inline" <<'EOF'
+import json, sys
+c = json.load(open(sys.argv[1]))
+ns = c.setdefault("net_socket", {})
+ns.update(host_latency_us=4.6, host_exp=1)
+if int(sys.argv[3]):
+    ns["inline_bytes"] = int(sys.argv[3])
+json.dump(c, open(sys.argv[2], "w"), indent=2)
+EOF
+${REPLAY:-bin/replay} calibrate --nodes 2 --start "$out.start.json" --column "$col" \
+  --params '^net_socket\.(proxy_GBps|latency_us|send_op_us|recv_op_us|flag_check_GBps|payload_op_us|simple_us|host_exp)$' \
+  --max-evals "${EVALS:-2500}" --out "$out" "${fit[@]}" "${held[@]}" > "$out.txt"
+grep -E '^# median' "$out.txt"
