@@ -37,6 +37,9 @@
 #       and on one and four channels)
 # Held out at every stage: DIR/heldout (sizes no fit uses) of the stage's
 # transport and protocol. Each stage's table goes to OUT.stageN.txt.
+# The embedded file's socket constants (net_socket.*) come after this
+# chain, from testdata/hw/fit-sockets.sh (fitted across starts of the
+# machine, with the recordings' loopback probes); see its header.
 set -eu
 dir=${1:?DIR} start=${2:?START.json} out=${3:?OUT.json} x4=${4:-} x4topo=${5:-}
 replay=${REPLAY:-bin/replay}

@@ -61,6 +61,9 @@
 # before rerun4's recordings, but for shm_latency_us, which that file has
 # at 0.34 us). From the start on, a SHM connection's loads cross PCIe
 # when the receiver loads (shm_read_leg, set below).
+# The embedded file's socket constants (net_socket.*) come after this
+# chain, from testdata/hw/fit-sockets.sh (fitted across starts of the
+# machine, with the recordings' loopback probes); see its header.
 set -eu
 dir=${1:?DIR} out=${2:?OUT.json} name=${3:?NAME} note=${4:-}
 replay=${REPLAY:-bin/replay}
