@@ -348,7 +348,9 @@ type runner struct {
 	// proxyRecv[c] the receive operations of connection c on their way to
 	// its receiver's proxy (their durations, in order)
 	proxySendOp, proxyRecvOp float64
-	payloadOp                float64
+	// payloadOp is the further time (ps) a message costs each proxy
+	// when its payload is not inline (SocketCalib.PayloadOpUs)
+	payloadOp float64
 	// proxySimple is the latency a Simple slice adds on a socket
 	// connection (SocketCalib.SimpleUs; 0 for LL and LL128)
 	proxySimple Time
