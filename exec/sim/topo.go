@@ -65,17 +65,18 @@ type route struct {
 // fast mode's folding onto one host) and carrying w identical
 // connections.
 func (rt *route) remapped(f func(int32) int32, w float64) *route {
-	c := *rt
-	c.res = make([]int32, len(rt.res))
-	for i, id := range rt.res {
-		c.res[i] = f(id)
-	}
-	if rt.recvRes != nil {
-		c.recvRes = make([]int32, len(rt.recvRes))
-		for i, id := range rt.recvRes {
-			c.recvRes[i] = f(id)
+	remap := func(ids []int32) []int32 {
+		if ids == nil {
+			return nil
 		}
+		out := make([]int32, len(ids))
+		for i, id := range ids {
+			out[i] = f(id)
+		}
+		return out
 	}
+	c := *rt
+	c.res, c.recvRes = remap(rt.res), remap(rt.recvRes)
 	c.w = w
 	return &c
 }
