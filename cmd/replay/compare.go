@@ -39,8 +39,9 @@ the settings an older recording was made under, e.g. --env NCCL_P2P_DISABLE=1
 for a run over SHM. A run over several hosts (or TWINCCL_HOSTID=split:K on
 one) is compared with --nodes N and a topology FILE of one host. Where a
 JSON file carries loopback probes of its host (net_probe: run gpu records
-them around a split-host sweep), the calibration's socket costs are scaled
-to that host (net_socket.host_latency_us and host_exp).
+them before and after a split-host sweep and before each of its sizes), the
+calibration's socket costs are scaled to that host, by the probes' mean
+latency (net_socket.host_latency_us and host_exp).
 
 It prints a table per call, per (op, size, protocol) where calls repeat, and
 the median and maximum absolute error and the median signed error (bias:
@@ -142,7 +143,7 @@ func runCompare(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cp, err := hwcmp.NewComparerNodes(root, file, *nodes, settings, calib.ForHost(in.HostLatencyUs), calibName)
+	cp, err := hwcmp.NewComparerNodes(root, file, *nodes, settings, calib, calibName)
 	if err != nil {
 		return err
 	}

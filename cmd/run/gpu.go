@@ -318,6 +318,10 @@ type gpuRow struct {
 	NCCLBusBW float64 `json:"nccl_busbw_GBps,omitempty"`
 	NCCLWrong int64   `json:"nccl_wrong,omitempty"`
 	Ratio     float64 `json:"ratio,omitempty"`
+	// NetProbe is rank 0's probe of its host's loopback sockets just
+	// before this size ran, in runs over several hosts (as the report's
+	// NetProbe): how fast the host's sockets were at the time of the row.
+	NetProbe *netprobe.Result `json:"net_probe,omitempty"`
 }
 
 // gpuReport is what --json writes.
@@ -334,7 +338,8 @@ type gpuReport struct {
 	// --algo, --proto and --channels set (ncclForcedEnv).
 	NCCLEnv map[string]string `json:"nccl_env,omitempty"`
 	// NetProbe are rank 0's probes of its host's loopback sockets
-	// (netprobe.Loopback) before and after the sweep, in runs whose
+	// (netprobe.Loopback) before and after the sweep (and each row's
+	// before its size, gpuRow.NetProbe), in runs whose
 	// ranks are on several hosts (split-host runs pose them over
 	// loopback): what the socket network's times depend on at the time.
 	NetProbe []netprobe.Result `json:"net_probe,omitempty"`
@@ -768,37 +773,51 @@ func (j *gpuJob) sweep() error {
 		rep.NCCLVersion = j.lib.VersionString()
 		rep.NCCLEnv = ncclEnviron()
 	}
-	probe := func() error {
+	// probe measures rank 0's host's loopback sockets in a run over
+	// several hosts (nil otherwise): before and after the sweep, and
+	// before every size, since the host's sockets drift during a run.
+	probe := func() (*netprobe.Result, error) {
 		if j.hosts < 2 || j.rank != 0 {
-			return nil
+			return nil, nil
 		}
 		r, err := netprobe.Loopback(netprobe.Options{})
 		if err != nil {
-			return fmt.Errorf("rank 0: %w", err)
+			return nil, fmt.Errorf("rank 0: %w", err)
 		}
-		rep.NetProbe = append(rep.NetProbe, r)
-		fmt.Fprintf(j.e.stdout, "# loopback probe: %s\n", r)
-		return nil
+		return &r, nil
+	}
+	sweepProbe := func() error {
+		r, err := probe()
+		if r != nil {
+			rep.NetProbe = append(rep.NetProbe, *r)
+			fmt.Fprintf(j.e.stdout, "# loopback probe: %s\n", r)
+		}
+		return err
 	}
 	if j.rank == 0 {
 		j.header(rep)
 	}
-	if err := probe(); err != nil {
+	if err := sweepProbe(); err != nil {
 		return err
 	}
 	var wrong int64
 	for _, size := range j.o.sizes() {
+		rowProbe, err := probe()
+		if err != nil {
+			return err
+		}
 		row, err := j.runSize(size)
 		if err != nil {
 			return err
 		}
+		row.NetProbe = rowProbe
 		wrong += row.Wrong
 		if j.rank == 0 {
 			printGPURow(j.e.stdout, row, j.lib != nil, j.o.check == 1)
 			rep.Rows = append(rep.Rows, row)
 		}
 	}
-	if err := probe(); err != nil {
+	if err := sweepProbe(); err != nil {
 		return err
 	}
 	if j.rank == 0 && j.o.jsonOut != "" {

@@ -80,17 +80,22 @@ func NewSimulator(res *search.Result, c *Calib) (*Simulator, error) {
 // clone is a Simulator of the same search, calibration, settings, mode,
 // harness and loop on a Machine of its own (a Machine is not safe for
 // concurrent use; the search result is only read).
-func (s *Simulator) clone() (*Simulator, error) {
+func (s *Simulator) clone() (*Simulator, error) { return s.WithCalib(s.Machine.calib) }
+
+// WithCalib is a Simulator of the same search, settings, mode, harness
+// and loop on a Machine of its own with calibration c (e.g. c scaled to
+// a recording's host, Calib.ForHost).
+func (s *Simulator) WithCalib(c *Calib) (*Simulator, error) {
 	old := s.Machine
-	m, err := NewMachine(old.Cluster, old.Plan, old.calib)
+	m, err := NewMachine(old.Cluster, old.Plan, c)
 	if err != nil {
 		return nil, err
 	}
 	m.SetSettings(old.settings)
 	m.streamRuns = old.streamRuns
-	c := *s
-	c.Machine = m
-	return &c, nil
+	cs := *s
+	cs.Machine = m
+	return &cs, nil
 }
 
 // Program generates the Program a call runs, with the tuner's algorithm,

@@ -137,10 +137,16 @@ func (r *Report) Timing() string {
 	return "one traced run per call: kernel time of the rank that started last (%globaltimer) vs simulated kernel time"
 }
 
-// Compare simulates every call of in.
+// Compare simulates every call of in, with the calibration's socket
+// costs scaled to in's host where in carries loopback probes
+// (Input.HostLatencyUs, sim.Calib.ForHost).
 func (cp *Comparer) Compare(in *Input) (*Report, error) {
 	if n := cp.Sim.Machine.Cluster.NRanks; n != in.NRanks {
 		return nil, fmt.Errorf("%s: %d rank(s), the topology %s has %d", in.Path, in.NRanks, cp.Topology, n)
+	}
+	cp, err := cp.forHost(in.HostLatencyUs)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", in.Path, err)
 	}
 	rep := &Report{Input: in, Topology: cp.Topology, Settings: cp.Settings, Calib: cp.CalibName, KernelNote: cp.kernelNote(in)}
 	for _, c := range in.Calls {
@@ -154,6 +160,23 @@ func (cp *Comparer) Compare(in *Input) (*Report, error) {
 	rep.Stats = statsOf(rep.Rows)
 	rep.SetBusBW()
 	return rep, nil
+}
+
+// forHost is cp with its calibration scaled to a host whose loopback
+// TCP answered in latencyUs one way (sim.Calib.ForHost), or cp itself
+// where that changes nothing.
+func (cp *Comparer) forHost(latencyUs float64) (*Comparer, error) {
+	hc := cp.calib.ForHost(latencyUs)
+	if hc == cp.calib {
+		return cp, nil
+	}
+	s, err := cp.Sim.WithCalib(hc)
+	if err != nil {
+		return nil, err
+	}
+	scaled := *cp
+	scaled.Sim, scaled.calib = s, hc
+	return &scaled, nil
 }
 
 // compareCall simulates one call twice where the recorded decisions

@@ -333,7 +333,7 @@ func machineComparer(t testing.TB, dir, name string, in *Input, calib string) *C
 	if err != nil {
 		t.Fatal(err)
 	}
-	cp, err := NewComparerNodes(root, topo, nodes, in.NCCLEnv, c.ForHost(in.HostLatencyUs), cname)
+	cp, err := NewComparerNodes(root, topo, nodes, in.NCCLEnv, c, cname)
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}

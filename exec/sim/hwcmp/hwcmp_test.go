@@ -373,25 +373,26 @@ func TestBadInputs(t *testing.T) {
 		t.Fatal(err)
 	}
 	cases := map[string][]byte{
-		"empty.json":     nil,
-		"garbage.bin":    []byte("\x00\x01garbage\xff"),
-		"notjson.json":   []byte("{\"nranks\": 2, \"rows\": [1, 2"),
-		"norows.json":    []byte(`{"nranks": 2, "rows": []}`),
-		"zeroranks.json": []byte(`{"nranks": 0, "rows": [{"op":"AllReduce","bytes":8,"count":2,"time_us":1}]}`),
-		"badop.json":     []byte(`{"nranks": 2, "rows": [{"op":"Frobnicate","bytes":8,"count":2,"time_us":1}]}`),
-		"badtime.json":   []byte(`{"nranks": 2, "rows": [{"op":"AllReduce","bytes":8,"count":2,"time_us":-1}]}`),
-		"notime.json":    []byte(`{"nranks": 2, "rows": [{"op":"AllReduce","bytes":8,"count":2}]}`),
-		"badsize.json":   []byte(`{"nranks": 2, "rows": [{"op":"AllReduce","bytes":9,"count":2,"time_us":1}]}`),
-		"badproto.json":  []byte(`{"nranks": 2, "rows": [{"op":"AllReduce","bytes":8,"count":2,"time_us":1,"proto":"warp"}]}`),
-		"badch.json":     []byte(`{"nranks": 2, "rows": [{"op":"AllReduce","bytes":8,"count":2,"time_us":1,"nchannels":100000}]}`),
-		"badenv.json":    []byte(`{"nranks": 2, "nccl_env": {"LD_PRELOAD": "x"}, "rows": [{"op":"AllReduce","bytes":8,"count":2,"time_us":1}]}`),
-		"hugecount.json": []byte(`{"nranks": 2, "rows": [{"op":"AllReduce","count":9223372036854775807,"time_us":1}]}`),
-		"badkernel.json": []byte(`{"nranks": 2, "kernel": {"source_sha256": "\u001b[2Jxyz"}, "rows": [{"op":"AllReduce","bytes":8,"count":2,"time_us":1}]}`),
-		"badopt.json":    []byte(`{"nranks": 2, "kernel": {"source_sha256": "ab12", "options": ["-DX=1 rm"]}, "rows": [{"op":"AllReduce","bytes":8,"count":2,"time_us":1}]}`),
-		"badprobe.json":  []byte(`{"nranks": 2, "net_probe": [{"latency_us": -4}], "rows": [{"op":"AllReduce","bytes":8,"count":2,"time_us":1}]}`),
-		"par1.parquet":   []byte("PAR1 not really"),
-		"trunc.parquet":  real[:len(real)/2],
-		"tail.parquet":   append([]byte("PAR1"), real[len(real)/2:]...),
+		"empty.json":       nil,
+		"garbage.bin":      []byte("\x00\x01garbage\xff"),
+		"notjson.json":     []byte("{\"nranks\": 2, \"rows\": [1, 2"),
+		"norows.json":      []byte(`{"nranks": 2, "rows": []}`),
+		"zeroranks.json":   []byte(`{"nranks": 0, "rows": [{"op":"AllReduce","bytes":8,"count":2,"time_us":1}]}`),
+		"badop.json":       []byte(`{"nranks": 2, "rows": [{"op":"Frobnicate","bytes":8,"count":2,"time_us":1}]}`),
+		"badtime.json":     []byte(`{"nranks": 2, "rows": [{"op":"AllReduce","bytes":8,"count":2,"time_us":-1}]}`),
+		"notime.json":      []byte(`{"nranks": 2, "rows": [{"op":"AllReduce","bytes":8,"count":2}]}`),
+		"badsize.json":     []byte(`{"nranks": 2, "rows": [{"op":"AllReduce","bytes":9,"count":2,"time_us":1}]}`),
+		"badproto.json":    []byte(`{"nranks": 2, "rows": [{"op":"AllReduce","bytes":8,"count":2,"time_us":1,"proto":"warp"}]}`),
+		"badch.json":       []byte(`{"nranks": 2, "rows": [{"op":"AllReduce","bytes":8,"count":2,"time_us":1,"nchannels":100000}]}`),
+		"badenv.json":      []byte(`{"nranks": 2, "nccl_env": {"LD_PRELOAD": "x"}, "rows": [{"op":"AllReduce","bytes":8,"count":2,"time_us":1}]}`),
+		"hugecount.json":   []byte(`{"nranks": 2, "rows": [{"op":"AllReduce","count":9223372036854775807,"time_us":1}]}`),
+		"badkernel.json":   []byte(`{"nranks": 2, "kernel": {"source_sha256": "\u001b[2Jxyz"}, "rows": [{"op":"AllReduce","bytes":8,"count":2,"time_us":1}]}`),
+		"badopt.json":      []byte(`{"nranks": 2, "kernel": {"source_sha256": "ab12", "options": ["-DX=1 rm"]}, "rows": [{"op":"AllReduce","bytes":8,"count":2,"time_us":1}]}`),
+		"badprobe.json":    []byte(`{"nranks": 2, "net_probe": [{"latency_us": -4}], "rows": [{"op":"AllReduce","bytes":8,"count":2,"time_us":1}]}`),
+		"badrowprobe.json": []byte(`{"nranks": 2, "rows": [{"op":"AllReduce","bytes":8,"count":2,"time_us":1, "net_probe": {"latency_us": 0}}]}`),
+		"par1.parquet":     []byte("PAR1 not really"),
+		"trunc.parquet":    real[:len(real)/2],
+		"tail.parquet":     append([]byte("PAR1"), real[len(real)/2:]...),
 	}
 	for name, data := range cases {
 		p := filepath.Join(dir, name)
@@ -497,24 +498,65 @@ func TestEmptyRowsLeftOut(t *testing.T) {
 	}
 }
 
-// TestNetProbeRead: the loopback probes of a recording's header give its
-// host's latency (their mean), which the socket constants scale by
-// (sim.Calib.ForHost); a file without probes has none.
+// TestNetProbeRead: the loopback probes of a recording, its header's and
+// its rows', give its host's latency (their mean), which the socket
+// constants scale by (sim.Calib.ForHost); a file without probes has none.
 func TestNetProbeRead(t *testing.T) {
 	for _, tc := range []struct {
-		probes string
-		want   float64
+		probes, rowProbe string
+		want             float64
 	}{
-		{``, 0},
-		{`"net_probe": [{"latency_us": 4.0, "both_ways_GBps": 3}, {"latency_us": 5.0}],`, 4.5},
+		{``, ``, 0},
+		{`"net_probe": [{"latency_us": 4.0, "both_ways_GBps": 3}, {"latency_us": 5.0}],`, ``, 4.5},
+		{`"net_probe": [{"latency_us": 4.0}, {"latency_us": 5.0}],`, `, "net_probe": {"latency_us": 6.0}`, 5},
+		{``, `, "net_probe": {"latency_us": 6.0}`, 6},
 	} {
 		in, err := ReadJSON(strings.NewReader(`{"nranks": 2, `+tc.probes+` "rows": [
-			{"op":"AllReduce","bytes":8,"count":2,"time_us":9}]}`), "x.json")
+			{"op":"AllReduce","bytes":8,"count":2,"time_us":9`+tc.rowProbe+`}]}`), "x.json")
 		if err != nil {
 			t.Fatal(err)
 		}
 		if in.HostLatencyUs != tc.want {
 			t.Errorf("probes %q: host latency %g, want %g", tc.probes, in.HostLatencyUs, tc.want)
 		}
+	}
+}
+
+// TestCompareScalesToHost: Compare simulates a probed recording with the
+// socket costs scaled to its host (sim.Calib.ForHost), so that no caller
+// has to: a recording probed at the calibration's reference latency is
+// predicted as an unprobed one, a slower host slower, and the comparer
+// itself stays unscaled for the next input.
+func TestCompareScalesToHost(t *testing.T) {
+	dir := "../../../testdata/hw/h200x2"
+	name := "rerun5/heldout/net-broadcast-ll.json"
+	in, err := Open(filepath.Join(dir, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp := machineComparer(t, dir, name, in, "")
+	ref := cp.calib.NetSocket.HostLatencyUs
+	if ref <= 0 || cp.calib.NetSocket.HostExp == 0 {
+		t.Fatalf("the embedded calibration has no reference host (host_latency_us %g, host_exp %g)", ref, cp.calib.NetSocket.HostExp)
+	}
+	first := func(lat float64) float64 {
+		t.Helper()
+		probed := *in
+		probed.HostLatencyUs = lat
+		rep, err := cp.Compare(&probed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep.Rows[0].SimNCCLUs
+	}
+	unprobed := first(0)
+	if at := first(ref); at != unprobed {
+		t.Errorf("probed at the reference latency %g us: %.3f us, unprobed %.3f us", ref, at, unprobed)
+	}
+	if slow := first(2 * ref); !(slow > unprobed) {
+		t.Errorf("a host twice as slow: %.3f us, not slower than %.3f us", slow, unprobed)
+	}
+	if again := first(0); again != unprobed {
+		t.Errorf("after a probed input, an unprobed one: %.3f us, before %.3f us", again, unprobed)
 	}
 }

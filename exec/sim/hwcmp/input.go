@@ -103,8 +103,10 @@ type Input struct {
 	// with); "" when the file does not say.
 	Kernel string
 	// HostLatencyUs is the mean one-way latency of the loopback TCP
-	// probes in a JSON header (net_probe: run gpu probes the host before
-	// and after a split-host sweep); 0 when the file has none.
+	// probes of a JSON file (net_probe: run gpu probes the host before
+	// and after a split-host sweep, in the header, and since 2026-11-26's
+	// seventh session before every size, in its row); 0 when the file
+	// has none.
 	HostLatencyUs float64
 	Calls         []Call
 	// Empty counts the JSON rows left out because they move no element
@@ -115,19 +117,20 @@ type Input struct {
 
 // gpuRow is a row of "run gpu --json" (cmd/run's gpuRow).
 type gpuRow struct {
-	Op        string   `json:"op"`
-	Bytes     *int64   `json:"bytes"`
-	Count     *int64   `json:"count"`
-	Dtype     string   `json:"dtype"`
-	RedOp     string   `json:"redop"`
-	Algo      string   `json:"algo"`
-	Proto     string   `json:"proto"`
-	NChannels int      `json:"nchannels"`
-	TimeUs    *float64 `json:"time_us"`
-	BestUs    float64  `json:"best_us"`
-	NCCLTime  float64  `json:"nccl_time_us"`
-	NCCLBest  float64  `json:"nccl_best_us"`
-	Root      *int     `json:"root"`
+	Op        string    `json:"op"`
+	Bytes     *int64    `json:"bytes"`
+	Count     *int64    `json:"count"`
+	Dtype     string    `json:"dtype"`
+	RedOp     string    `json:"redop"`
+	Algo      string    `json:"algo"`
+	Proto     string    `json:"proto"`
+	NChannels int       `json:"nchannels"`
+	TimeUs    *float64  `json:"time_us"`
+	BestUs    float64   `json:"best_us"`
+	NCCLTime  float64   `json:"nccl_time_us"`
+	NCCLBest  float64   `json:"nccl_best_us"`
+	Root      *int      `json:"root"`
+	NetProbe  *netProbe `json:"net_probe"`
 }
 
 // gpuReport is the "run gpu --json" document.
@@ -146,6 +149,9 @@ type gpuReport struct {
 type netProbe struct {
 	LatencyUs float64 `json:"latency_us"`
 }
+
+// valid says the probe's latency is one a host can have.
+func (p netProbe) valid() bool { return p.LatencyUs > 0 && p.LatencyUs < 1e6 }
 
 // Open reads a JSON file of "run gpu --json" or a hardware call trace
 // (parquet), deciding by the file's first bytes.
@@ -209,11 +215,23 @@ func ReadJSON(r io.Reader, name string) (*Input, error) {
 	if len(rep.NCCLEnv) > 0 {
 		in.NCCLEnv = rep.NCCLEnv
 	}
+	var probes []float64
 	for i, p := range rep.NetProbe {
-		if !(p.LatencyUs > 0 && p.LatencyUs < 1e6) {
+		if !p.valid() {
 			return nil, fmt.Errorf("%s: net_probe %d: latency_us %v: want a positive latency below a second", name, i, p.LatencyUs)
 		}
-		in.HostLatencyUs += p.LatencyUs / float64(len(rep.NetProbe))
+		probes = append(probes, p.LatencyUs)
+	}
+	for i, r := range rep.Rows {
+		if p := r.NetProbe; p != nil {
+			if !p.valid() {
+				return nil, fmt.Errorf("%s: row %d: net_probe: latency_us %v: want a positive latency below a second", name, i, p.LatencyUs)
+			}
+			probes = append(probes, p.LatencyUs)
+		}
+	}
+	for _, l := range probes {
+		in.HostLatencyUs += l / float64(len(probes))
 	}
 	for i, r := range rep.Rows {
 		where := fmt.Sprintf("%s: row %d", name, i)
