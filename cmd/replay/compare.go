@@ -22,7 +22,10 @@ const compareHelp = `Usage: replay compare HW.parquet|HW.json [--topo FILE.xml] 
 Compares hardware measurements with the simulator. HW is either a hardware call
 trace ("run gpu --trace", one row per call and rank) or the --json file of
 "run gpu" (rows with time_us, and nccl_time_us with --baseline nccl). The JSON
-rows are CUDA-graph-timed means over many calls: the better timing source. A
+rows are CUDA-graph-timed means over many calls: the better timing source (a
+file of "run gpu -G 0", cuda_graph false, holds eager loops' means instead,
+and is compared with the simulated eager loop, the host issuing a call every
+host_call_us of the calibration). A
 call trace holds one traced run per call; its kernel times (the rank that
 started last, since the GPUs' clocks are not aligned and the other ranks wait
 for it) are compared with the simulated kernel time.

@@ -363,7 +363,9 @@ type SocketCalib struct {
 	// connection, on top of LatencyUs: the send proxy waits for the GPU's
 	// tail after its fence, and the receiving GPU for its proxy's tail
 	// before it loads the data (an LL slice's lines carry their own flags
-	// both ways). 0: none.
+	// both ways). It is charged after the receive operation, where it
+	// also delays a pipeline whose receive proxy waits for its GPU
+	// (SerialCalls). 0: none.
 	SimpleUs float64 `json:"simple_us,omitempty"`
 	// HostLatencyUs is the one-way latency of the host's loopback TCP
 	// (run netprobe; "run gpu" records it as net_probe) on the host these
@@ -378,6 +380,13 @@ type SocketCalib struct {
 	// system call (NCCL_SOCKET_INLINE: 128 for NCCL; 0 for our executor,
 	// whose empty slices alone travel as a header).
 	InlineBytes int64 `json:"inline_bytes,omitempty"`
+	// SerialCalls says a receive proxy takes a connection's data of the
+	// next call of a loop only once its GPU consumed all of the previous
+	// call's: NCCL's proxy runs the operations of one connection in
+	// order, and a receive operation ends when the GPU has released every
+	// slice of it (a Broadcast's root then cannot run ahead of the
+	// receiver by more than a call).
+	SerialCalls bool `json:"serial_calls,omitempty"`
 	// FlagCheckGBps is the rate at which a send proxy reads an LL or
 	// LL128 slice's lines in host memory to check their flags before it
 	// sends the slice (NCCL's proxy does so when the buffer is in host

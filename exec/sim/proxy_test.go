@@ -173,12 +173,19 @@ func TestSocketFlagCheck(t *testing.T) {
 // isolated call (in a loop, a Broadcast's next call hides latencies).
 func socketRowUs(t *testing.T, c *Calib, proto model.Protocol, bytes int64, hostUs float64) float64 {
 	t.Helper()
+	return socketLoopUs(t, c, proto, bytes, hostUs, 0)
+}
+
+// socketLoopUs is socketRowUs for a back-to-back loop of loop timed calls
+// (0: one isolated call): the time per call.
+func socketLoopUs(t *testing.T, c *Calib, proto model.Protocol, bytes int64, hostUs float64, loop int) float64 {
+	t.Helper()
 	tb, res := loadTable(t, "net-socket")
 	one := &Table{Name: "t.tsv", Env: tb.Env, Harness: HarnessNCCLTests, HostLatencyUs: hostUs,
 		Rows: []Measurement{{Coll: model.CollBroadcast, Bytes: bytes, MeanUs: 1, Line: 1,
 			Recorded: &Recorded{Algo: model.AlgoRing, Proto: proto, NChannels: 1}}}}
 	ft := NewFitTable(one, res)
-	ft.Loop = 0
+	ft.Loop = loop
 	rows, err := ft.Compare(c)
 	if err != nil {
 		t.Fatal(err)
@@ -222,6 +229,31 @@ func TestSocketPayloadAndSimple(t *testing.T) {
 	}
 	if a, b := run(model.ProtoLL, 64, 128, 0, op), run(model.ProtoLL, 64, 128, 0, 0); a != b {
 		t.Errorf("LL 64 B: %.2f us with simple_us, %.2f without: want equal", a, b)
+	}
+}
+
+// TestSocketSerialCalls: with serial_calls, the receive proxy takes the
+// next call's slice of a one-channel Broadcast loop only once its GPU
+// consumed the previous one, so a call costs the receive operation plus
+// the Simple slice's hand-off (simple_us) and the GPU's receive, instead
+// of the receive operation alone (the root running ahead); one isolated
+// call is the same either way.
+func TestSocketSerialCalls(t *testing.T) {
+	const recvOp, simple = 50.0, 20.0 // us, far above every other cost
+	run := func(serial bool, loop int) float64 {
+		c := socketCalib(t, 1, recvOp, 10)
+		c.NetSocket.SimpleUs, c.NetSocket.SerialCalls = simple, serial
+		return socketLoopUs(t, c, model.ProtoSimple, 64, 0, loop)
+	}
+	piped, serial := run(false, 4), run(true, 4)
+	if piped < recvOp || piped > recvOp+0.1*simple {
+		t.Errorf("without serial_calls: %.2f us per call, want the receive operation's %g", piped, recvOp)
+	}
+	if d := serial - piped; d < simple || d > 1.25*simple {
+		t.Errorf("serial_calls adds %.2f us per call (%.2f against %.2f), want simple_us %g and the GPU's receive", d, serial, piped, simple)
+	}
+	if a, b := run(true, 0), run(false, 0); a != b {
+		t.Errorf("one call: %.3f us with serial_calls, %.3f without: want equal", a, b)
 	}
 }
 

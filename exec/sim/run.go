@@ -360,6 +360,12 @@ type runner struct {
 	flagPs    float64
 	proxyFree []Time
 	proxyRecv [][]float64
+	// proxyDone[c] is the steps connection c's receiving GPU consumed
+	// (its last head), which the receive proxy's operation of the next
+	// call waits for (SocketCalib.SerialCalls); proxyParked[c] the tails
+	// of the slices that reached the proxy before, in order
+	proxyDone   []uint64
+	proxyParked [][]uint64
 }
 
 // streamWindow is the number of runs of primitive calls (see cop) a
@@ -583,6 +589,10 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 				}
 				x.proxyFree = make([]Time, p.NRanks)
 				x.proxyRecv = make([][]float64, len(p.Conns))
+				if x.c.NetSocket.SerialCalls {
+					x.proxyDone = make([]uint64, len(p.Conns))
+					x.proxyParked = make([][]uint64, len(p.Conns))
+				}
 			}
 			// the ranks of the lanes that send and receive it (below):
 			// in a folded or aggregated Program they stand for the
@@ -766,9 +776,11 @@ func (x *runner) run() {
 			c.started = max(c.started, ev.val) // posted data is visible
 			x.resume(&c.blocked, c.recver)
 		case evProxyRecv:
-			pend := x.proxyRecv[ev.id]
-			x.proxyRecv[ev.id] = pend[1:]
-			x.q.push(x.proxyServe(x.sc[ev.id].proxyTo, pend[0]), evTail, ev.id, ev.val)
+			if x.proxyDone != nil && (len(x.proxyParked[ev.id]) > 0 || x.proxyDone[ev.id] < x.callBase(ev.id, ev.val)) {
+				x.proxyParked[ev.id] = append(x.proxyParked[ev.id], ev.val)
+				break
+			}
+			x.proxyTake(ev.id, ev.val)
 		case evStarted:
 			c := &x.rc[ev.id]
 			c.started = max(c.started, ev.val)
@@ -1202,6 +1214,9 @@ func (x *runner) post(a *actor, st uint32) {
 		head := uint64(a.opR+st) + need
 		for _, c := range x.cids[a.rb:a.sb] {
 			x.q.push(x.now+x.rc[c].lat, evHead, c, head)
+			if x.proxyDone != nil && x.sc[c].proxyFrom >= 0 {
+				x.proxyConsumed(c, head)
+			}
 		}
 	}
 }
@@ -1219,7 +1234,44 @@ func (x *runner) proxySend(c int32, cs *sendConn, tail uint64, data int64) {
 	}
 	send := x.proxySendOp + op + x.rt[c].proxyCopies*wire*x.proxyPs + wire*x.flagPs
 	x.proxyRecv[c] = append(x.proxyRecv[c], x.proxyRecvOp+op+wire*x.proxyPs)
-	x.q.push(x.proxyServe(cs.proxyFrom, send)+cs.lat+x.proxySimple, evProxyRecv, c, tail)
+	x.q.push(x.proxyServe(cs.proxyFrom, send)+cs.lat, evProxyRecv, c, tail)
+}
+
+// proxyTake serves the receive operation of the slice of connection c
+// up to step tail on its receiver's proxy; the receiver sees the slice
+// when it ends, a Simple one after the tail's hand-off (proxySimple).
+func (x *runner) proxyTake(c int32, tail uint64) {
+	pend := x.proxyRecv[c]
+	x.proxyRecv[c] = pend[1:]
+	x.q.push(x.proxyServe(x.sc[c].proxyTo, pend[0])+x.proxySimple, evTail, c, tail)
+}
+
+// callBase is the first step of the call of a loop that the slice of
+// connection c up to step tail belongs to (0 outside a loop).
+func (x *runner) callBase(c int32, tail uint64) uint64 {
+	r := x.rc[c].recver
+	if x.loop == nil || tail == 0 || r < 0 {
+		return 0
+	}
+	span := uint64(x.cold[r].spanR)
+	if span == 0 {
+		return 0
+	}
+	return (tail - 1) / span * span
+}
+
+// proxyConsumed notes that connection c's receiving GPU consumed its
+// steps up to head, and starts the receive operations that waited for
+// it: NCCL's proxy runs the operations of one connection one call after
+// the other, and a receive operation ends only when its GPU consumed
+// every slice of it (SocketCalib.SerialCalls).
+func (x *runner) proxyConsumed(c int32, head uint64) {
+	x.proxyDone[c] = max(x.proxyDone[c], head)
+	for len(x.proxyParked[c]) > 0 && x.proxyDone[c] >= x.callBase(c, x.proxyParked[c][0]) {
+		tail := x.proxyParked[c][0]
+		x.proxyParked[c] = x.proxyParked[c][1:]
+		x.proxyTake(c, tail)
+	}
 }
 
 // proxyServe queues an operation of d ps on rank r's socket proxy thread,

@@ -20,13 +20,17 @@
 # The start gets, before the fit: inline_bytes 128 for NCCL (its plugin
 # sends a payload of up to NCCL_SOCKET_INLINE bytes in the header's system
 # call; payload_op_us is what a larger one costs each proxy) and 0 for
-# ours (our executor always sends the payload apart), host_latency_us 4.6
+# ours (our executor always sends the payload apart); serial_calls for
+# NCCL (its proxy runs one connection's operations one call after the
+# other, and a receive ends when the GPU released its last slice; our
+# proxy moves steps across calls as credits allow); host_latency_us 4.6
 # and host_exp 1. NCCL's net_proxy_us and nogdr_penalty_us stay: they are
 # InfiniBand's too.
 #
-# The embedded calibrations, 2026-11-26 (sixth session):
+# The embedded calibrations, 2026-11-26 (h200.json: seventh session,
+# h200-twinccl.json: sixth):
 #   h200.json:         bash testdata/hw/fit-sockets.sh <(git show 0ed1fa4:exec/sim/calib/h200.json) OUT.json nccl \
-#                        h200x2/rerun4 h200x2/rerun3 h100x2/leader -- h200x2/rerun5 h100x2/rerun
+#                        h200x2/rerun4 h200x2/rerun3 h100x2/leader -- h200x2/rerun5 h100x2/rerun h100x2/rerun2
 #   h200-twinccl.json: bash testdata/hw/fit-sockets.sh <(git show 0ed1fa4:exec/sim/calib/h200-twinccl.json) OUT.json ours \
 #                        h200x2/rerun4 h200x2/rerun3 -- h200x2/rerun5
 # (each then merged into the file: its net_socket block, its source text
@@ -54,6 +58,7 @@ ns = c.setdefault("net_socket", {})
 ns.update(host_latency_us=4.6, host_exp=1)
 if int(sys.argv[3]):
     ns["inline_bytes"] = int(sys.argv[3])
+    ns["serial_calls"] = True
 json.dump(c, open(sys.argv[2], "w"), indent=2)
 EOF
 ${REPLAY:-bin/replay} calibrate --nodes 2 --start "$out.start.json" --column "$col" \

@@ -131,15 +131,19 @@ func (cp *Comparer) kernelNote(in *Input) string {
 
 // Timing describes what the measured times of a report are.
 func (r *Report) Timing() string {
+	if r.Input.Kind == KindJSON && r.Input.Eager {
+		return "mean per call of eager loops, the host issuing every launch (run gpu -G 0: time_us, nccl_time_us) vs simulated eager loop (a call issued every host_call_us)"
+	}
 	if r.Input.Kind == KindJSON {
 		return "CUDA-graph-timed mean per call (time_us, nccl_time_us) vs simulated call time (launch included)"
 	}
 	return "one traced run per call: kernel time of the rank that started last (%globaltimer) vs simulated kernel time"
 }
 
-// Compare simulates every call of in, with the calibration's socket
-// costs scaled to in's host where in carries loopback probes
-// (Input.HostLatencyUs, sim.Calib.ForHost).
+// Compare simulates every call of in as it was timed (an eager loop for
+// Input.Eager), with the calibration's socket costs scaled to in's host
+// where in carries loopback probes (Input.HostLatencyUs,
+// sim.Calib.ForHost).
 func (cp *Comparer) Compare(in *Input) (*Report, error) {
 	if n := cp.Sim.Machine.Cluster.NRanks; n != in.NRanks {
 		return nil, fmt.Errorf("%s: %d rank(s), the topology %s has %d", in.Path, in.NRanks, cp.Topology, n)
@@ -147,6 +151,12 @@ func (cp *Comparer) Compare(in *Input) (*Report, error) {
 	cp, err := cp.forHost(in.HostLatencyUs)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", in.Path, err)
+	}
+	if in.Eager && !cp.Sim.Eager {
+		eager, s := *cp, *cp.Sim
+		s.Eager = true
+		eager.Sim = &s
+		cp = &eager
 	}
 	rep := &Report{Input: in, Topology: cp.Topology, Settings: cp.Settings, Calib: cp.CalibName, KernelNote: cp.kernelNote(in)}
 	for _, c := range in.Calls {

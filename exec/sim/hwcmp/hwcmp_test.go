@@ -560,3 +560,57 @@ func TestCompareScalesToHost(t *testing.T) {
 		t.Errorf("after a probed input, an unprobed one: %.3f us, before %.3f us", again, unprobed)
 	}
 }
+
+// TestCompareEager: a recording of eager loops (run gpu -G 0, cuda_graph
+// false) is compared with the simulated eager loop, whose calls the host
+// issues one every host_call_us, and says so: P2P calls that a CUDA
+// graph runs faster than that are predicted at the host's pace, the same
+// rows timed as graph loops are not.
+func TestCompareEager(t *testing.T) {
+	diag, err := Open("../../../testdata/hw/h100x2/rerun2/diag/net-broadcast-ll-G0.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !diag.Eager {
+		t.Fatalf("%s: cuda_graph false not read as eager", diag.Path)
+	}
+	dir := "../../../testdata/hw/h200x2"
+	name := "proto/p2p-broadcast-ll.json"
+	graphIn, err := Open(filepath.Join(dir, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if graphIn.Eager {
+		t.Fatalf("%s: a CUDA-graph recording read as eager", name)
+	}
+	cp := machineComparer(t, dir, name, graphIn, "")
+	graph, err := cp.Compare(graphIn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eagerIn := *graphIn
+	eagerIn.Eager = true
+	eager, err := cp.Compare(&eagerIn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(eager.Timing(), "eager") || strings.Contains(graph.Timing(), "eager") {
+		t.Errorf("timing lines: eager %q, graph %q", eager.Timing(), graph.Timing())
+	}
+	floor, faster := cp.calib.HostCallUs, 0
+	for i, r := range eager.Rows {
+		g := graph.Rows[i]
+		if r.SimNCCLUs < floor-0.01 || r.SimNCCLUs < g.SimNCCLUs-0.01 {
+			t.Errorf("%s: eager loop %.2f us a call, graph loop %.2f, the host issues one every %g us", r.label(), r.SimNCCLUs, g.SimNCCLUs, floor)
+		}
+		if g.SimNCCLUs < floor {
+			faster++
+		}
+	}
+	if faster == 0 {
+		t.Errorf("%s: no call runs faster than the host issues them in a graph: the test shows nothing", name)
+	}
+	if cp.Sim.Eager {
+		t.Errorf("comparing an eager recording left the comparer eager")
+	}
+}

@@ -108,7 +108,11 @@ type Input struct {
 	// seventh session before every size, in its row); 0 when the file
 	// has none.
 	HostLatencyUs float64
-	Calls         []Call
+	// Eager says the JSON rows are the means of eager loops of launches
+	// (run gpu -G 0, cuda_graph false), the host issuing every call, not
+	// of CUDA-graph-captured ones.
+	Eager bool
+	Calls []Call
 	// Empty counts the JSON rows left out because they move no element
 	// (e.g. 8 bytes of AllGather over 4 ranks of float32): there is no
 	// call to simulate.
@@ -139,6 +143,7 @@ type gpuReport struct {
 	Collective  string            `json:"collective"`
 	NCCLVersion string            `json:"nccl_version"`
 	NCCLEnv     map[string]string `json:"nccl_env"`
+	Graph       *bool             `json:"cuda_graph"`
 	Kernel      *kernels.Build    `json:"kernel"`
 	NetProbe    []netProbe        `json:"net_probe"`
 	Rows        []gpuRow          `json:"rows"`
@@ -200,7 +205,8 @@ func ReadJSON(r io.Reader, name string) (*Input, error) {
 	if len(rep.Rows) > MaxCalls {
 		return nil, fmt.Errorf("%s: %d rows, more than %d", name, len(rep.Rows), MaxCalls)
 	}
-	in := &Input{Path: name, Kind: KindJSON, NRanks: rep.NRanks, Collective: rep.Collective, NCCLVersion: rep.NCCLVersion}
+	in := &Input{Path: name, Kind: KindJSON, NRanks: rep.NRanks, Collective: rep.Collective, NCCLVersion: rep.NCCLVersion,
+		Eager: rep.Graph != nil && !*rep.Graph}
 	if k := rep.Kernel; k != nil {
 		if err := k.Validate(); err != nil {
 			return nil, fmt.Errorf("%s: kernel: %w", name, err)
