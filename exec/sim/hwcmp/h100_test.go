@@ -168,21 +168,27 @@ var h100OursBounds = []poolBound{
 // that models NCCL's block size per call, its direct primitives and LL's
 // rounds of loads from host memory: held-out SHM LL 4.8% -> 4.0%, SHM
 // Simple 6.8% -> 4.2% median, sockets-helpers Simple 10.9% -> 15.0%.
+// Its socket constants were then refitted across starts
+// (testdata/hw/fit-sockets.sh, 2026-11-26, seventh session: fitted on
+// leader/ and two H200 starts, probed): held out, rerun/ and rerun2/ went
+// from 12-16% to 7-11% median; the first recording (net-*, proto/,
+// heldout/: not probed, NCCL's sockets disturbed) from 12-18% to 16-24%,
+// its bounds raised to that.
 var h100NCCLBounds = []poolBound{
 	{"proto/shm-*-ll", ColNCCL, BucketAll, 0.05, 0.11},                       // 1.7, 5.3
 	{"proto/shm-*-simple", ColNCCL, BucketAll, 0.07, 0.23},                   // 3.9, 17.2
-	{"proto/net-*-ll", ColNCCL, BucketAll, 0.17, 0.59},                       // 16.6, 53.6
-	{"proto/net-*-simple", ColNCCL, BucketAll, 0.15, 0.32},                   // 12.0, 27.8
+	{"proto/net-*-ll", ColNCCL, BucketAll, 0.27, 0.61},                       // 24.0, 55.6
+	{"proto/net-*-simple", ColNCCL, BucketAll, 0.19, 0.36},                   // 15.6, 30.8
 	{"shm-*", ColNCCL, BucketAll, 0.06, 0.37},                                // 2.6, 32.5
-	{"net-*", ColNCCL, BucketAll, 0.12, 0.54},                                // 9.0, 48.2
+	{"net-*", ColNCCL, BucketAll, 0.20, 0.56},                                // 16.6, 50.5
 	{"heldout/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.15},                     // 2.6, 9.4
 	{"heldout/shm-*-simple", ColNCCL, BucketAll, 0.08, 0.21},                 // 4.5, 16.0
 	{"heldout/net-*-ll", ColNCCL, BucketAll, 0.21, 0.31},                     // 18.1, 27.3
-	{"heldout/net-*-simple", ColNCCL, BucketAll, 0.15, 0.41},                 // 13.6, 38.8
+	{"heldout/net-*-simple", ColNCCL, BucketAll, 0.24, 0.41},                 // 20.3, 27.2
 	{"sockets-helpers/proto/net-*-ll", ColNCCL, BucketAll, 0.11, 0.37},       // 9.4, 32.5
 	{"sockets-helpers/proto/net-*-simple", ColNCCL, BucketAll, 0.18, 0.34},   // 16.8, 29.0
 	{"sockets-helpers/net-*", ColNCCL, BucketAll, 0.13, 0.34},                // 9.6, 30.0
-	{"sockets-helpers/heldout/net-*-ll", ColNCCL, BucketAll, 0.09, 0.38},     // 5.9, 35.1
+	{"sockets-helpers/heldout/net-*-ll", ColNCCL, BucketAll, 0.17, 0.38},     // 13.1, 25.8
 	{"sockets-helpers/heldout/net-*-simple", ColNCCL, BucketAll, 0.17, 0.39}, // 13.5, 33.3
 	// rerun/heldout: heldout/ recorded again on a later start (2026-11-26,
 	// the current executor, with run gpu's loopback probe), no fit used it
@@ -190,33 +196,33 @@ var h100NCCLBounds = []poolBound{
 	{"rerun/shm-*", ColNCCL, BucketAll, 0.06, 0.23},                // 2.7, 17.8
 	{"rerun/proto/p2p-*", ColNCCL, BucketAll, 0.06, 0.16},          // 2.6, 10.5
 	{"rerun/proto/shm-*", ColNCCL, BucketAll, 0.07, 0.27},          // 3.3, 21.3
-	{"rerun/proto/net-*", ColNCCL, BucketAll, 0.17, 0.41},          // 13.7, 35.1
+	{"rerun/proto/net-*", ColNCCL, BucketAll, 0.13, 0.33},          // 9.7, 27.1
 	{"rerun/heldout/p2p-*-ll", ColNCCL, BucketAll, 0.06, 0.18},     // 2.9, 12.8
 	{"rerun/heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.06, 0.16},  // 2.7, 10.1
 	{"rerun/heldout/p2p-*-simple", ColNCCL, BucketAll, 0.07, 0.15}, // 3.1, 9.1
 	{"rerun/heldout/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.13},     // 2.6, 7.7
 	{"rerun/heldout/shm-*-simple", ColNCCL, BucketAll, 0.08, 0.23}, // 4.1, 17.2
-	{"rerun/heldout/net-*-ll", ColNCCL, BucketAll, 0.18, 0.51},     // 14.9, 45.8
-	{"rerun/heldout/net-*-simple", ColNCCL, BucketAll, 0.19, 0.40}, // 15.5, 34.5
+	{"rerun/heldout/net-*-ll", ColNCCL, BucketAll, 0.11, 0.40},     // 7.5, 34.8
+	{"rerun/heldout/net-*-simple", ColNCCL, BucketAll, 0.14, 0.26}, // 10.8, 20.6
 	// leader/: another start of the machine (2026-11-26, fourth session),
 	// never fitted
 	{"leader/shm-*", ColNCCL, BucketAll, 0.06, 0.22},                // 2.3, 16.3
-	{"leader/net-*", ColNCCL, BucketAll, 0.14, 0.45},                // 10.8, 39.4
+	{"leader/net-*", ColNCCL, BucketAll, 0.10, 0.45},                // 6.9, 39.4
 	{"leader/proto/shm-*-ll", ColNCCL, BucketAll, 0.05, 0.11},       // 1.8, 5.9
 	{"leader/proto/shm-*-simple", ColNCCL, BucketAll, 0.08, 0.26},   // 4.9, 21.0
-	{"leader/proto/net-*-ll", ColNCCL, BucketAll, 0.13, 0.39},       // 9.3, 33.2
-	{"leader/proto/net-*-simple", ColNCCL, BucketAll, 0.17, 0.32},   // 14.0, 26.4
+	{"leader/proto/net-*-ll", ColNCCL, BucketAll, 0.08, 0.36},       // 4.8, 30.7
+	{"leader/proto/net-*-simple", ColNCCL, BucketAll, 0.17, 0.39},   // 10.2, 33.2
 	{"leader/heldout/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.22},     // 2.3, 17.0
 	{"leader/heldout/shm-*-simple", ColNCCL, BucketAll, 0.08, 0.22}, // 4.5, 16.2
-	{"leader/heldout/net-*-ll", ColNCCL, BucketAll, 0.14, 0.40},     // 10.6, 34.3
-	{"leader/heldout/net-*-simple", ColNCCL, BucketAll, 0.19, 0.35}, // 15.8, 29.3
+	{"leader/heldout/net-*-ll", ColNCCL, BucketAll, 0.10, 0.27},     // 6.5, 21.2
+	{"leader/heldout/net-*-simple", ColNCCL, BucketAll, 0.16, 0.23}, // 12.1, 17.5
 	// rerun2/: the sockets on another start (2026-11-26, seventh session;
 	// a probe before every size), never fitted
-	{"rerun2/net-*", ColNCCL, BucketAll, 0.13, 0.70},                // 9.7, 64.6
-	{"rerun2/proto/net-*-ll", ColNCCL, BucketAll, 0.16, 0.51},       // 12.8, 45.5
-	{"rerun2/proto/net-*-simple", ColNCCL, BucketAll, 0.25, 0.53},   // 21.4, 47.9
-	{"rerun2/heldout/net-*-ll", ColNCCL, BucketAll, 0.16, 0.33},     // 12.7, 27.7
-	{"rerun2/heldout/net-*-simple", ColNCCL, BucketAll, 0.18, 0.43}, // 14.3, 37.2
+	{"rerun2/net-*", ColNCCL, BucketAll, 0.12, 0.65},                // 8.4, 59.6
+	{"rerun2/proto/net-*-ll", ColNCCL, BucketAll, 0.11, 0.34},       // 7.6, 29.0
+	{"rerun2/proto/net-*-simple", ColNCCL, BucketAll, 0.14, 0.29},   // 10.1, 23.2
+	{"rerun2/heldout/net-*-ll", ColNCCL, BucketAll, 0.10, 0.25},     // 6.7, 19.2
+	{"rerun2/heldout/net-*-simple", ColNCCL, BucketAll, 0.15, 0.33}, // 11.1, 28.0
 }
 
 // h100TwincclBounds are tolerances on our executor's column simulated
