@@ -95,9 +95,12 @@ TWINCCL_TRANSPORT=net for every pair): socket (TCP, the default) or ib
 (NCCL's IB plugin: queue pairs, RDMA writes with immediate, a FIFO of
 posted receive buffers). socket works as NCCL's socket plugin does by
 default: one socket per connection, moved by the rank's proxy thread
-itself; NCCL_SOCKET_NTHREADS=N and NCCL_NSOCKS_PERTHREAD=M (or their
-TWINCCL_ names) give each connection N helper threads and N×M sockets,
-which can carry large messages faster at some cost in latency. ib runs
+itself, each message's header and payload sent with one system call
+(TWINCCL_SOCKET_GATHER=0: a call each, as before 2026-11-26; NCCL joins
+only payloads of up to 128 bytes); NCCL_SOCKET_NTHREADS=N and
+NCCL_NSOCKS_PERTHREAD=M (or their TWINCCL_ names) give each connection N
+helper threads and N×M sockets, which can carry large messages faster at
+some cost in latency. ib runs
 over libibverbs when it finds an RDMA device with an active port; on a
 machine without one it runs over the software verbs provider (TCP
 underneath: it exercises the IB plugin's protocol, not RDMA hardware) and

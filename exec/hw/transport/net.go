@@ -120,11 +120,19 @@ type SocketOptions struct {
 	NSocksPerThread int
 	// MinChunk is the smallest part of a message put on one socket.
 	MinChunk int
+	// Gather sends a message's header and payload with one system call
+	// (sendmsg of both buffers) on connections without helper threads;
+	// off (TWINCCL_SOCKET_GATHER=0), each buffer gets a call of its own.
+	// NCCL's plugin joins only payloads of up to NCCL_SOCKET_INLINE (128)
+	// bytes to their header; one call for every message also keeps
+	// larger ones from costing more after a run of small ones.
+	Gather bool
 }
 
 // SocketOptionsFromEnv reads TWINCCL_SOCKET_NTHREADS and
-// TWINCCL_NSOCKS_PERTHREAD (NCCL_* names are read when ours are unset);
-// the default is NCCL's: no helper thread, one socket.
+// TWINCCL_NSOCKS_PERTHREAD (NCCL_* names are read when ours are unset),
+// and TWINCCL_SOCKET_GATHER; the default is NCCL's (no helper thread, one
+// socket), with every header and payload gathered into one call.
 func SocketOptionsFromEnv() SocketOptions {
 	get := func(def int, names ...string) int {
 		for _, n := range names {
@@ -138,6 +146,7 @@ func SocketOptionsFromEnv() SocketOptions {
 		NThreads:        get(0, "TWINCCL_SOCKET_NTHREADS", "NCCL_SOCKET_NTHREADS"),
 		NSocksPerThread: get(1, "TWINCCL_NSOCKS_PERTHREAD", "NCCL_NSOCKS_PERTHREAD"),
 		MinChunk:        64 << 10,
+		Gather:          get(1, "TWINCCL_SOCKET_GATHER") != 0,
 	}
 	o.NThreads, o.NSocksPerThread = min(o.NThreads, 16), min(o.NSocksPerThread, 16)
 	return o
@@ -434,6 +443,9 @@ func (l *sockListener) Close() error {
 func openSockComm(socks []net.Conn, opt SocketOptions, peer int, send bool) (sockConn, error) {
 	if len(socks) == 1 && opt.NThreads == 0 {
 		c, err := newInlineComm(socks[0], peer, send)
+		if c != nil {
+			c.gather = opt.Gather
+		}
 		if err != nil {
 			socks[0].Close()
 			return nil, err

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // inlineComm is a socket connection without helper goroutines, NCCL's
@@ -30,6 +32,11 @@ type inlineComm struct {
 	fd   int
 	peer int
 	send bool // the send side (writes) or the receive side (reads)
+	// gather writes a message's header and payload with one system call
+	// (SocketOptions.Gather)
+	gather bool
+	// ioCalls counts the system calls that moved bytes (for tests)
+	ioCalls int
 
 	mu     sync.Mutex
 	queue  []*inlineReq
@@ -137,7 +144,16 @@ func (c *inlineComm) advance() (blocked bool) {
 				r.part, r.off = r.part+1, 0
 				continue
 			}
-			n, err := c.io(b)
+			var n int
+			var err error
+			if next := r.bufs[1]; c.send && c.gather && r.part == 0 && len(next) > 0 {
+				n, err = sendv(c.fd, b, next)
+				if n > len(b) {
+					r.part, r.off, n = 1, 0, n-len(b)
+				}
+			} else {
+				n, err = c.io(b)
+			}
 			switch {
 			case err == syscall.EAGAIN:
 				return true
@@ -151,6 +167,7 @@ func (c *inlineComm) advance() (blocked bool) {
 				return false
 			}
 			r.off += n
+			c.ioCalls++
 		}
 		r.done = true
 		c.queue[0] = nil
@@ -166,6 +183,12 @@ func (c *inlineComm) io(b []byte) (int, error) {
 		return syscall.SendmsgN(c.fd, b, nil, nil, syscall.MSG_NOSIGNAL|syscall.MSG_DONTWAIT)
 	}
 	return syscall.Read(c.fd, b)
+}
+
+// sendv writes a then b (both non-empty) with one non-blocking sendmsg
+// system call, without SIGPIPE, and returns the bytes written.
+func sendv(fd int, a, b []byte) (int, error) {
+	return unix.SendmsgBuffers(fd, [][]byte{a, b}, nil, nil, unix.MSG_NOSIGNAL|unix.MSG_DONTWAIT)
 }
 
 // fail ends every queued request with err (c.mu held); later requests

@@ -35,7 +35,8 @@ func tcpPair(t *testing.T) (a, b net.Conn) {
 }
 
 // inlinePair is a send comm and a receive comm without helpers over one
-// loopback socket; the peer is called rank 7 on both sides.
+// loopback socket, gathering header and payload as by default; the peer
+// is called rank 7 on both sides.
 func inlinePair(t *testing.T) (*inlineComm, *inlineComm) {
 	t.Helper()
 	a, b := tcpPair(t)
@@ -47,6 +48,7 @@ func inlinePair(t *testing.T) (*inlineComm, *inlineComm) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	snd.gather = true
 	t.Cleanup(func() { snd.Close(); rcv.Close() })
 	return snd, rcv
 }
@@ -85,9 +87,11 @@ func waitReq(r Request, wake <-chan struct{}, poll bool, what string) error {
 // neither side may hang waiting for a wake-up that never comes.
 func TestInlineCommMessages(t *testing.T) {
 	checkGoroutines(t)
-	for _, pollRecv := range []bool{false, true} {
-		t.Run(fmt.Sprintf("poll-receiver=%v", pollRecv), func(t *testing.T) {
+	for _, tc := range []struct{ pollRecv, gather bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
+		pollRecv := tc.pollRecv
+		t.Run(fmt.Sprintf("poll-receiver=%v,gather=%v", pollRecv, tc.gather), func(t *testing.T) {
 			snd, rcv := inlinePair(t)
+			snd.gather = tc.gather
 			sendWake, recvWake := make(chan struct{}, 1), make(chan struct{}, 1)
 			snd.SetWake(func() { notify(sendWake) })
 			rcv.SetWake(func() { notify(recvWake) })
@@ -144,6 +148,63 @@ func TestInlineCommMessages(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// TestGatherOneCall: with gathering on (the default), a message's header
+// and payload leave in one system call, whatever the payload's size (as
+// long as the socket takes it all); off, a payload takes a call of its
+// own; the receiver reads the same bytes either way; the environment
+// turns it off.
+func TestGatherOneCall(t *testing.T) {
+	for _, tc := range []struct {
+		gather      bool
+		size, calls int
+	}{{true, 48, 1}, {true, 129, 1}, {true, 4096, 1}, {true, 0, 1}, {false, 48, 2}, {false, 0, 1}} {
+		snd, rcv := inlinePair(t)
+		snd.gather = tc.gather
+		msg := bytes.Repeat([]byte{0xa5}, tc.size)
+		var hdr [HeaderSize]byte
+		putHeader(hdr[:], FifoEntry{Size: int64(tc.size), Wire: int64(tc.size), Step: 3, Steps: 1})
+		r, err := snd.Isend(hdr[:], msg)
+		if err == nil {
+			err = waitReq(r, nil, true, "send")
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if snd.ioCalls != tc.calls {
+			t.Errorf("gather %v, %d-byte payload: %d system calls, want %d", tc.gather, tc.size, snd.ioCalls, tc.calls)
+		}
+		var got [HeaderSize]byte
+		if r, err = rcv.IrecvHeader(got[:]); err == nil {
+			err = waitReq(r, nil, true, "header")
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e := getHeader(got[:]); e.Step != 3 || e.Size != int64(tc.size) {
+			t.Fatalf("gather %v: header %+v, want step 3 of %d bytes", tc.gather, e, tc.size)
+		}
+		data := make([]byte, tc.size)
+		if r, err = rcv.Irecv(data); err == nil {
+			err = waitReq(r, nil, true, "payload")
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(data, msg) {
+			t.Errorf("gather %v, %d bytes: wrong payload", tc.gather, tc.size)
+		}
+	}
+	for _, tc := range []struct {
+		env  string
+		want bool
+	}{{"", true}, {"0", false}, {"1", true}} {
+		t.Setenv("TWINCCL_SOCKET_GATHER", tc.env)
+		if got := SocketOptionsFromEnv().Gather; got != tc.want {
+			t.Errorf("TWINCCL_SOCKET_GATHER=%q: gather %v, want %v", tc.env, got, tc.want)
+		}
 	}
 }
 

@@ -38,6 +38,11 @@ func twincclCalib() string { return calibFile("h200-twinccl.json") }
 // slices: the calibration of rerun4/'s recordings.
 func noLeaderCalib() string { return filepath.Join(hwDir(), "..", "h200-twinccl-no-leader.json") }
 
+// noGatherH200Calib is h200-twinccl.json before its socket constants
+// were refitted for the plugin that gathers header and payload into one
+// system call: the calibration of every earlier socket recording.
+func noGatherH200Calib() string { return filepath.Join(hwDir(), "..", "h200-twinccl-no-gather.json") }
+
 // earlyOwnCalib is h200-twinccl.json as it was before the kernel's
 // host-memory receives loaded a line's own data only once the line
 // arrived (fit-ours.sh stages 1-7, shm_latency_us aside): the calibration
