@@ -27,14 +27,22 @@
 # and host_exp 1. NCCL's net_proxy_us and nogdr_penalty_us stay: they are
 # InfiniBand's too.
 #
-# The embedded calibrations, 2026-11-26 (h200.json: seventh session,
-# h200-twinccl.json: sixth):
+# The calibrations, 2026-11-26 (seventh session):
 #   h200.json:         bash testdata/hw/fit-sockets.sh <(git show 0ed1fa4:exec/sim/calib/h200.json) OUT.json nccl \
 #                        h200x2/rerun4 h200x2/rerun3 h100x2/leader -- h200x2/rerun5 h100x2/rerun h100x2/rerun2
-#   h200-twinccl.json: bash testdata/hw/fit-sockets.sh <(git show 0ed1fa4:exec/sim/calib/h200-twinccl.json) OUT.json ours \
+#   h100.json:         bash testdata/hw/fit-sockets.sh <(git show 57e05af:exec/sim/calib/h100.json) OUT.json nccl \
+#                        h100x2/leader h200x2/rerun4 h200x2/rerun3 -- h100x2/rerun h100x2/rerun2 h200x2/rerun5
+#   ../h200-twinccl-no-gather.json (sixth session):
+#                      bash testdata/hw/fit-sockets.sh <(git show 0ed1fa4:exec/sim/calib/h200-twinccl.json) OUT.json ours \
 #                        h200x2/rerun4 h200x2/rerun3 -- h200x2/rerun5
+#   ../h100-twinccl-no-gather.json:
+#                      bash testdata/hw/fit-sockets.sh <(git show 57e05af:exec/sim/calib/h100-twinccl.json) OUT.json ours \
+#                        h100x2/leader h200x2/rerun4 h200x2/rerun3 -- h100x2/rerun2 h100x2/rerun3 h200x2/rerun5
 # (each then merged into the file: its net_socket block, its source text
-# extended; the fit reports stay those of the last full fit).
+# extended; the fit reports stay those of the last full fit). The
+# embedded h200-twinccl.json and h100-twinccl.json have since had their
+# sockets fitted on the one start of the plugin that gathers header and
+# payload into one call (h100x2/rerun4, the command in their source).
 set -eu
 shopt -s nullglob
 start=${1:?START.json} out=${2:?OUT.json} col=${3:?nccl|ours}
