@@ -443,13 +443,11 @@ func (l *sockListener) Close() error {
 func openSockComm(socks []net.Conn, opt SocketOptions, peer int, send bool) (sockConn, error) {
 	if len(socks) == 1 && opt.NThreads == 0 {
 		c, err := newInlineComm(socks[0], peer, send)
-		if c != nil {
-			c.gather = opt.Gather
-		}
 		if err != nil {
 			socks[0].Close()
 			return nil, err
 		}
+		c.gather = opt.Gather
 		return c, nil
 	}
 	return newSockComm(socks, opt, peer), nil
