@@ -151,6 +151,25 @@ func TestInlineCommMessages(t *testing.T) {
 	}
 }
 
+// recvMessage reads the next message on rcv, polling: its header, then
+// the payload of the size the header announces.
+func recvMessage(rcv *inlineComm) (FifoEntry, []byte, error) {
+	var hdr [HeaderSize]byte
+	r, err := rcv.IrecvHeader(hdr[:])
+	if err == nil {
+		err = waitReq(r, nil, true, "header")
+	}
+	if err != nil {
+		return FifoEntry{}, nil, err
+	}
+	e := getHeader(hdr[:])
+	data := make([]byte, e.Size)
+	if r, err = rcv.Irecv(data); err == nil {
+		err = waitReq(r, nil, true, "payload")
+	}
+	return e, data, err
+}
+
 // TestGatherOneCall: with gathering on (the default), a message's header
 // and payload leave in one system call, whatever the payload's size (as
 // long as the socket takes it all); off, a payload takes a call of its
@@ -176,22 +195,12 @@ func TestGatherOneCall(t *testing.T) {
 		if snd.ioCalls != tc.calls {
 			t.Errorf("gather %v, %d-byte payload: %d system calls, want %d", tc.gather, tc.size, snd.ioCalls, tc.calls)
 		}
-		var got [HeaderSize]byte
-		if r, err = rcv.IrecvHeader(got[:]); err == nil {
-			err = waitReq(r, nil, true, "header")
-		}
+		e, data, err := recvMessage(rcv)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if e := getHeader(got[:]); e.Step != 3 || e.Size != int64(tc.size) {
+		if e.Step != 3 || e.Size != int64(tc.size) {
 			t.Fatalf("gather %v: header %+v, want step 3 of %d bytes", tc.gather, e, tc.size)
-		}
-		data := make([]byte, tc.size)
-		if r, err = rcv.Irecv(data); err == nil {
-			err = waitReq(r, nil, true, "payload")
-		}
-		if err != nil {
-			t.Fatal(err)
 		}
 		if !bytes.Equal(data, msg) {
 			t.Errorf("gather %v, %d bytes: wrong payload", tc.gather, tc.size)
@@ -359,24 +368,13 @@ func BenchmarkInlineCommRoundTrip(b *testing.B) {
 			aOut.gather, bOut.gather = gather, gather
 			payload := make([]byte, 64)
 			hop := func(out, in *inlineComm, step int) error {
-				var hdr, got [HeaderSize]byte
+				var hdr [HeaderSize]byte
 				putHeader(hdr[:], FifoEntry{Size: int64(len(payload)), Wire: int64(len(payload)), Step: int64(step), Steps: 1})
 				r, err := out.Isend(hdr[:], payload)
 				if err != nil {
 					return err
 				}
-				h, err := in.IrecvHeader(got[:])
-				if err != nil {
-					return err
-				}
-				if err := waitReq(h, nil, true, "header"); err != nil {
-					return err
-				}
-				d, err := in.Irecv(make([]byte, getHeader(got[:]).Size))
-				if err != nil {
-					return err
-				}
-				if err := waitReq(d, nil, true, "payload"); err != nil {
+				if _, _, err := recvMessage(in); err != nil {
 					return err
 				}
 				return waitReq(r, nil, true, "send")

@@ -522,19 +522,25 @@ func TestNetProbeRead(t *testing.T) {
 	}
 }
 
+// openMachineFile opens the recording name of the machine whose files
+// are in dir and its comparer under the embedded calibration
+// (machineComparer).
+func openMachineFile(t *testing.T, dir, name string) (*Input, *Comparer) {
+	t.Helper()
+	in, err := Open(filepath.Join(dir, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in, machineComparer(t, dir, name, in, "")
+}
+
 // TestCompareScalesToHost: Compare simulates a probed recording with the
 // socket costs scaled to its host (sim.Calib.ForHost), so that no caller
 // has to: a recording probed at the calibration's reference latency is
 // predicted as an unprobed one, a slower host slower, and the comparer
 // itself stays unscaled for the next input.
 func TestCompareScalesToHost(t *testing.T) {
-	dir := "../../../testdata/hw/h200x2"
-	name := "rerun5/heldout/net-broadcast-ll.json"
-	in, err := Open(filepath.Join(dir, name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cp := machineComparer(t, dir, name, in, "")
+	in, cp := openMachineFile(t, hwDir(), "rerun5/heldout/net-broadcast-ll.json")
 	ref := cp.calib.NetSocket.HostLatencyUs
 	if ref <= 0 || cp.calib.NetSocket.HostExp == 0 {
 		t.Fatalf("the embedded calibration has no reference host (host_latency_us %g, host_exp %g)", ref, cp.calib.NetSocket.HostExp)
@@ -567,23 +573,17 @@ func TestCompareScalesToHost(t *testing.T) {
 // graph runs faster than that are predicted at the host's pace, the same
 // rows timed as graph loops are not.
 func TestCompareEager(t *testing.T) {
-	diag, err := Open("../../../testdata/hw/h100x2/rerun2/diag/net-broadcast-ll-G0.json")
+	diag, err := Open(filepath.Join(h100Dir(), "rerun2/diag/net-broadcast-ll-G0.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !diag.Eager {
 		t.Fatalf("%s: cuda_graph false not read as eager", diag.Path)
 	}
-	dir := "../../../testdata/hw/h200x2"
-	name := "proto/p2p-broadcast-ll.json"
-	graphIn, err := Open(filepath.Join(dir, name))
-	if err != nil {
-		t.Fatal(err)
-	}
+	graphIn, cp := openMachineFile(t, hwDir(), "proto/p2p-broadcast-ll.json")
 	if graphIn.Eager {
-		t.Fatalf("%s: a CUDA-graph recording read as eager", name)
+		t.Fatalf("%s: a CUDA-graph recording read as eager", graphIn.Path)
 	}
-	cp := machineComparer(t, dir, name, graphIn, "")
 	graph, err := cp.Compare(graphIn)
 	if err != nil {
 		t.Fatal(err)
@@ -608,7 +608,7 @@ func TestCompareEager(t *testing.T) {
 		}
 	}
 	if faster == 0 {
-		t.Errorf("%s: no call runs faster than the host issues them in a graph: the test shows nothing", name)
+		t.Errorf("%s: no call runs faster than the host issues them in a graph: the test shows nothing", graphIn.Path)
 	}
 	if cp.Sim.Eager {
 		t.Errorf("comparing an eager recording left the comparer eager")
