@@ -1220,7 +1220,7 @@ func (j *gpuJob) runOurs(p *model.Program, size int64, inB, outB uint64) (timing
 	}
 	enqueue := func() error { return l.Enqueue(s, j.in, j.out) }
 	status := func() error { return l.Check() }
-	t.mean, t.best, err = j.timeLoop(s, j.o.itersFor(size), enqueue, status)
+	t.mean, t.best, err = j.timeLoop(s, j.o.itersFor(size), enqueue, status, l.Notify)
 	if err != nil {
 		return t, fmt.Errorf("%d bytes: %w", size, err)
 	}
@@ -1303,7 +1303,7 @@ func (j *gpuJob) runNCCL(p *model.Program, size int64, inB, outB uint64) (timing
 		}
 	}
 	var err error
-	t.mean, t.best, err = j.timeLoop(s, j.o.itersFor(size), enqueue, status)
+	t.mean, t.best, err = j.timeLoop(s, j.o.itersFor(size), enqueue, status, nil)
 	if err != nil {
 		return t, fmt.Errorf("NCCL, %d bytes: %w", size, err)
 	}
@@ -1315,8 +1315,10 @@ func (j *gpuJob) runNCCL(p *model.Program, size int64, inB, outB uint64) (timing
 // capturing the loop launched once untimed and then gpuReps times
 // (-G 1), or gpuReps eager loops (-G 0). Every repetition starts after a
 // barrier and one untimed aligning call, and is timed with events on s.
-// status reports a failed call.
-func (j *gpuJob) timeLoop(s *cuda.Stream, iters int, enqueue, status func() error) (mean, best time.Duration, err error) {
+// status reports a failed call; launched, when not nil, is called after
+// each graph launch (a launch that Enqueue did not make: see
+// gpudev.Launch.Notify).
+func (j *gpuJob) timeLoop(s *cuda.Stream, iters int, enqueue, status func() error, launched func()) (mean, best time.Duration, err error) {
 	wait := func(what string) error {
 		if err := s.Synchronize(); err != nil {
 			return fmt.Errorf("rank %d: %s: %w", j.rank, what, err)
@@ -1344,6 +1346,9 @@ func (j *gpuJob) timeLoop(s *cuda.Stream, iters int, enqueue, status func() erro
 		if err := gx.Launch(s); err != nil {
 			return 0, 0, fmt.Errorf("rank %d: graph launch: %w", j.rank, err)
 		}
+		if launched != nil {
+			launched()
+		}
 		if err := wait("graph warm-up"); err != nil {
 			return 0, 0, err
 		}
@@ -1365,6 +1370,9 @@ func (j *gpuJob) timeLoop(s *cuda.Stream, iters int, enqueue, status func() erro
 		if gx != nil {
 			if err := gx.Launch(s); err != nil {
 				return 0, 0, fmt.Errorf("rank %d: graph launch: %w", j.rank, err)
+			}
+			if launched != nil {
+				launched()
 			}
 		} else {
 			for i := 0; i < iters; i++ {

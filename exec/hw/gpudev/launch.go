@@ -273,10 +273,18 @@ func (l *Launch) Enqueue(s *cuda.Stream, in, out cuda.DevicePtr) error {
 	if err != nil {
 		return fmt.Errorf("gpudev rank %d: launch: %w", l.d.comm.Rank(), err)
 	}
+	l.Notify()
+	return nil
+}
+
+// Notify wakes the proxy of the launch's net connections, as Enqueue does
+// after each launch. A caller that starts the kernel by other means (a
+// CUDA graph that captured Enqueue) calls it after each such start, so
+// that a proxy that went idle polls at once instead of after its nap.
+func (l *Launch) Notify() {
 	for _, c := range l.net {
 		c.Notify()
 	}
-	return nil
 }
 
 // Check reads the status a finished launch left (after the stream was

@@ -80,9 +80,22 @@ type Listener interface {
 	Close() error
 }
 
-// Request is an asynchronous transfer; Test reports its completion.
+// Request is an asynchronous transfer; Test reports its completion. As
+// with NCCL's net plugins, the Test that reports a request done (with or
+// without an error) ends it: the plugin may reuse it for a later transfer,
+// so the caller must not Test it again.
 type Request interface {
 	Test() (done bool, err error)
+}
+
+// WakeArmer is implemented by comms that call their wake function (see
+// SendComm.SetWake) only once armed: a caller that polls Test needs no
+// wake-up, and arming one for every Test that found nothing would cost a
+// goroutine wake-up per message. A caller that is about to block arms its
+// comms first; the next completion, or one that happened already, then
+// calls the wake function once.
+type WakeArmer interface {
+	ArmWake()
 }
 
 // SendComm sends messages: a fixed HeaderSize header and a payload.

@@ -23,9 +23,16 @@ import (
 //
 // A proxy that blocks when idle still needs a wake-up when the socket
 // becomes readable (or writable, after a full send buffer): a waiter
-// goroutine, armed whenever a Test leaves the queue blocked, parks on the
-// socket in Go's network poller, moves the queue itself when the socket
-// is ready, and calls the wake function.
+// goroutine, armed by ArmWake before the proxy blocks, parks on the socket
+// in Go's network poller, moves the queue itself when the socket is
+// ready, and calls the wake function. A proxy that keeps polling never
+// arms it, so a message costs no goroutine wake-up.
+//
+// The steady state allocates nothing: finished requests are reused (a
+// Request ends with the Test that reports it done) and the queue keeps
+// its array, so that a long run of collectives gives the garbage
+// collector no work: its pauses showed as whole repetitions of a
+// small-message benchmark running some microseconds a call slower.
 type inlineComm struct {
 	conn net.Conn
 	raw  syscall.RawConn
@@ -39,12 +46,18 @@ type inlineComm struct {
 	ioCalls int
 
 	mu     sync.Mutex
-	queue  []*inlineReq
-	err    error // sticky: the first failure, or the close
+	queue  []*inlineReq // queue[head:] are waiting, in order
+	head   int
+	free   []*inlineReq // ended requests, for reuse
+	err    error        // sticky: the first failure, or the close
 	closed bool
 	wake   atomic.Pointer[func()]
 	arm    chan struct{} // wakes the waiter (buffered: one pending arm)
 	done   chan struct{} // closed when the waiter returned
+	// ready is the waiter's callback for the network poller, made once;
+	// readyMoved is what it found (both owned by the waiter)
+	ready      func(uintptr) bool
+	readyMoved bool
 }
 
 // inlineReq is a request of an inlineComm: up to two buffers moved in
@@ -78,6 +91,7 @@ func newInlineComm(conn net.Conn, peer int, send bool) (*inlineComm, error) {
 		return nil, fmt.Errorf("socket plugin: connection with rank %d: %w", peer, err)
 	}
 	c := &inlineComm{conn: conn, raw: raw, fd: fd, peer: peer, send: send, arm: make(chan struct{}, 1), done: make(chan struct{})}
+	c.ready = c.pollReady
 	go c.waiter()
 	return c, nil
 }
@@ -94,50 +108,60 @@ func (c *inlineComm) Irecv(data []byte) (Request, error) { return c.post(data, n
 // SetWake registers the function the waiter calls when the socket moved.
 func (c *inlineComm) SetWake(f func()) { c.wake.Store(&f) }
 
+// ArmWake makes the waiter call the wake function when the queue moves
+// next (at once if the socket is ready already).
+func (c *inlineComm) ArmWake() {
+	select {
+	case c.arm <- struct{}{}:
+	default:
+	}
+}
+
 func (c *inlineComm) post(a, b []byte) (Request, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
 		return nil, fmt.Errorf("socket plugin: connection with rank %d closed", c.peer)
 	}
-	r := &inlineReq{c: c, bufs: [2][]byte{a, b}}
+	var r *inlineReq
+	if n := len(c.free); n > 0 {
+		r, c.free = c.free[n-1], c.free[:n-1]
+	} else {
+		r = &inlineReq{c: c}
+	}
+	r.bufs = [2][]byte{a, b}
 	if c.err != nil {
 		r.done, r.err = true, c.err
 		return r, nil
 	}
 	c.queue = append(c.queue, r)
-	c.progress()
+	c.advance()
 	return r, nil
 }
 
-// Test moves the queue and reports whether r is done, with its error.
+// Test moves the queue and reports whether r is done, with its error; a
+// done request goes back to the free list.
 func (r *inlineReq) Test() (bool, error) {
 	c := r.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !r.done {
-		c.progress()
+		c.advance()
 	}
-	return r.done, r.err
-}
-
-// progress moves the queue as far as the socket allows (c.mu held) and
-// arms the waiter when it is left blocked.
-func (c *inlineComm) progress() {
-	if c.advance() {
-		select {
-		case c.arm <- struct{}{}:
-		default:
-		}
+	done, err := r.done, r.err
+	if done {
+		*r = inlineReq{c: c}
+		c.free = append(c.free, r)
 	}
+	return done, err
 }
 
 // advance moves the queued requests in order with non-blocking system
 // calls (c.mu held); blocked is true when requests remain because the
 // socket would block. A failure ends every queued request with the error.
 func (c *inlineComm) advance() (blocked bool) {
-	for len(c.queue) > 0 {
-		r := c.queue[0]
+	for c.head < len(c.queue) {
+		r := c.queue[c.head]
 		for r.part < len(r.bufs) {
 			b := r.bufs[r.part][r.off:]
 			if len(b) == 0 {
@@ -170,10 +194,18 @@ func (c *inlineComm) advance() (blocked bool) {
 			c.ioCalls++
 		}
 		r.done = true
-		c.queue[0] = nil
-		c.queue = c.queue[1:]
+		c.pop()
 	}
 	return false
+}
+
+// pop takes the first waiting request off the queue (c.mu held); the
+// array is reused once the queue is empty.
+func (c *inlineComm) pop() {
+	c.queue[c.head] = nil
+	if c.head++; c.head == len(c.queue) {
+		c.queue, c.head = c.queue[:0], 0
+	}
 }
 
 // io is one non-blocking read or write on the socket (no SIGPIPE when the
@@ -197,11 +229,11 @@ func (c *inlineComm) fail(err error) {
 	if c.err == nil {
 		c.err = err
 	}
-	for i, r := range c.queue {
+	for _, r := range c.queue[c.head:] {
 		r.done, r.err = true, c.err
-		c.queue[i] = nil
 	}
-	c.queue = c.queue[:0]
+	clear(c.queue)
+	c.queue, c.head = c.queue[:0], 0
 }
 
 // waiter waits, each time it is armed, for the socket to become ready
@@ -215,25 +247,29 @@ func (c *inlineComm) waiter() {
 		wait = c.raw.Write
 	}
 	for range c.arm {
-		moved := false
-		err := wait(func(uintptr) bool {
-			c.mu.Lock()
-			defer c.mu.Unlock()
-			if c.closed {
-				return true
-			}
-			before := len(c.queue)
-			blocked := c.advance()
-			moved = moved || len(c.queue) != before || c.err != nil
-			return !blocked
-		})
-		if err != nil {
+		c.readyMoved = false
+		if err := wait(c.ready); err != nil {
 			return // closed
 		}
-		if w := c.wake.Load(); w != nil && moved {
+		if w := c.wake.Load(); w != nil && c.readyMoved {
 			(*w)()
 		}
 	}
+}
+
+// pollReady is the waiter's callback from the network poller: it moves
+// the queue and reports whether the waiter is done waiting (the queue no
+// longer blocked on the socket, or the connection closed).
+func (c *inlineComm) pollReady(uintptr) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return true
+	}
+	before := len(c.queue) - c.head
+	blocked := c.advance()
+	c.readyMoved = c.readyMoved || len(c.queue)-c.head != before || c.err != nil
+	return !blocked
 }
 
 // Close fails what is queued, closes the socket (a waiter parked on it

@@ -53,17 +53,18 @@ func inlinePair(t testing.TB) (*inlineComm, *inlineComm) {
 	return snd, rcv
 }
 
-// waitReq waits for r by the proxy's two means: polling Test (poll) or
-// blocking on the comm's wake function between Tests (what a progress
-// loop that sleeps when idle relies on).
-func waitReq(r Request, wake <-chan struct{}, poll bool, what string) error {
+// waitReq waits for r by the proxy's two means: polling Test (wake nil)
+// or, between Tests, arming the comm's wake-up and blocking on the channel
+// its wake function signals (what a progress loop that sleeps when idle
+// relies on).
+func waitReq(r Request, arm WakeArmer, wake <-chan struct{}, what string) error {
 	deadline := time.After(20 * time.Second)
 	for {
 		done, err := r.Test()
 		if done {
 			return err
 		}
-		if poll {
+		if wake == nil {
 			select {
 			case <-deadline:
 				return fmt.Errorf("%s: not done after 20 s of polling", what)
@@ -71,12 +72,22 @@ func waitReq(r Request, wake <-chan struct{}, poll bool, what string) error {
 			}
 			continue
 		}
+		arm.ArmWake()
 		select {
 		case <-wake:
 		case <-deadline:
 			return fmt.Errorf("%s: no wake-up in 20 s (the waiter never saw the socket ready)", what)
 		}
 	}
+}
+
+// blockOn is the wake channel of a test side that blocks between Tests
+// (poll false), or nil for one that polls.
+func blockOn(wake chan struct{}, poll bool) <-chan struct{} {
+	if poll {
+		return nil
+	}
+	return wake
 }
 
 // TestInlineCommMessages sends messages of every size class, some far
@@ -111,7 +122,7 @@ func TestInlineCommMessages(t *testing.T) {
 					putHeader(hdr[:], FifoEntry{Size: int64(len(m)), Wire: int64(len(m)), Step: int64(i), Steps: 1})
 					r, err := snd.Isend(hdr[:], m)
 					if err == nil {
-						err = waitReq(r, sendWake, !pollRecv, fmt.Sprintf("send %d", i))
+						err = waitReq(r, snd, blockOn(sendWake, !pollRecv), fmt.Sprintf("send %d", i))
 					}
 					if err != nil {
 						errc <- err
@@ -126,7 +137,7 @@ func TestInlineCommMessages(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if err := waitReq(r, recvWake, pollRecv, fmt.Sprintf("header %d", i)); err != nil {
+				if err := waitReq(r, rcv, blockOn(recvWake, pollRecv), fmt.Sprintf("header %d", i)); err != nil {
 					t.Fatal(err)
 				}
 				e := getHeader(hdr[:])
@@ -137,7 +148,7 @@ func TestInlineCommMessages(t *testing.T) {
 				if r, err = rcv.Irecv(got); err != nil {
 					t.Fatal(err)
 				}
-				if err := waitReq(r, recvWake, pollRecv, fmt.Sprintf("payload %d", i)); err != nil {
+				if err := waitReq(r, rcv, blockOn(recvWake, pollRecv), fmt.Sprintf("payload %d", i)); err != nil {
 					t.Fatal(err)
 				}
 				if !bytes.Equal(got, m) {
@@ -157,7 +168,7 @@ func recvMessage(rcv *inlineComm) (FifoEntry, []byte, error) {
 	var hdr [HeaderSize]byte
 	r, err := rcv.IrecvHeader(hdr[:])
 	if err == nil {
-		err = waitReq(r, nil, true, "header")
+		err = waitReq(r, nil, nil, "header")
 	}
 	if err != nil {
 		return FifoEntry{}, nil, err
@@ -165,7 +176,7 @@ func recvMessage(rcv *inlineComm) (FifoEntry, []byte, error) {
 	e := getHeader(hdr[:])
 	data := make([]byte, e.Size)
 	if r, err = rcv.Irecv(data); err == nil {
-		err = waitReq(r, nil, true, "payload")
+		err = waitReq(r, nil, nil, "payload")
 	}
 	return e, data, err
 }
@@ -187,7 +198,7 @@ func TestGatherOneCall(t *testing.T) {
 		putHeader(hdr[:], FifoEntry{Size: int64(tc.size), Wire: int64(tc.size), Step: 3, Steps: 1})
 		r, err := snd.Isend(hdr[:], msg)
 		if err == nil {
-			err = waitReq(r, nil, true, "send")
+			err = waitReq(r, nil, nil, "send")
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -244,7 +255,7 @@ func TestInlineCommPeerGone(t *testing.T) {
 	if err := snd.Close(); err != nil {
 		t.Fatal(err)
 	}
-	err = waitReq(r, wake, false, "header from a closed sender")
+	err = waitReq(r, rcv, wake, "header from a closed sender")
 	if err == nil || !strings.Contains(err.Error(), "rank 7") {
 		t.Fatalf("pending receive after the peer closed: %v, want an error naming rank 7", err)
 	}
@@ -267,7 +278,7 @@ func TestInlineCommPeerGone(t *testing.T) {
 			failed = err
 			break
 		}
-		failed = waitReq(r, nil, true, "send to a closed receiver")
+		failed = waitReq(r, nil, nil, "send to a closed receiver")
 	}
 	if failed == nil || !strings.Contains(failed.Error(), "rank 7") {
 		t.Fatalf("sending to a closed receiver: %v, want an error naming rank 7", failed)
@@ -285,7 +296,8 @@ func TestInlineCommClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.Test() // arms the waiter
+	r.Test()
+	rcv.ArmWake()
 	closed := make(chan error, 1)
 	go func() { closed <- rcv.Close() }()
 	select {
@@ -343,7 +355,7 @@ func TestSocketModesInteroperate(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, r := range []Request{sr, hr, pr} {
-			if err := waitReq(r, nil, true, "interoperating transfer"); err != nil {
+			if err := waitReq(r, nil, nil, "interoperating transfer"); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -377,7 +389,7 @@ func BenchmarkInlineCommRoundTrip(b *testing.B) {
 				if _, _, err := recvMessage(in); err != nil {
 					return err
 				}
-				return waitReq(r, nil, true, "send")
+				return waitReq(r, nil, nil, "send")
 			}
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {

@@ -3,6 +3,7 @@ package transport
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -392,5 +393,60 @@ func TestProgressFlushHook(t *testing.T) {
 	}
 	if cnt, _ := conns[0][0].NetCounters(); cnt.Done != 25 || cnt.Transmitted != 25 {
 		t.Errorf("sender counters %+v", cnt)
+	}
+}
+
+// TestNetStepsAllocateNothing: once a net connection over the socket
+// plugin runs, a step allocates nothing, in either proxy, whether the
+// proxies block between steps (woken by Notify and the plugin) or poll
+// (PollCounters, as with a GPU). Garbage made per message gives the
+// collector work during long runs of collectives; its pauses showed on
+// the GPUs as whole timed repetitions of small collectives running
+// microseconds a call slower (6 allocations a step before requests were
+// reused).
+func TestNetStepsAllocateNothing(t *testing.T) {
+	for _, polled := range []bool{false, true} {
+		t.Run(fmt.Sprintf("polled=%v", polled), func(t *testing.T) {
+			sets := startSets(t, 2, nil, nil)
+			conns := connectAll(t, sets, []Key{{0, 0, 1, 0}})
+			if polled {
+				for _, s := range sets {
+					s.Proxy().PollCounters()
+				}
+			}
+			snd, rcv := conns[0][0], conns[1][0]
+			transfer(t, snd, rcv, 2*model.ProgSlots) // past the first use of every slot
+			runs := 400
+			if polled {
+				runs = 100 // slow on a 2-core machine: the proxies spin
+			}
+			if a := testing.AllocsPerRun(runs, func() { transfer(t, snd, rcv, 1) }); a != 0 {
+				t.Errorf("%v allocations a step, want none", a)
+			}
+		})
+	}
+}
+
+// TestNapEndsOnWake: in polled mode the idle progress loop naps instead
+// of sleeping, so that a Notify (a launch) ends the nap at once rather
+// than after a timer tick; a nap of a minute must end on a wake-up, and
+// one without a wake-up must end with its timer.
+func TestNapEndsOnWake(t *testing.T) {
+	p := &progress{kick: make(chan struct{}, 1), stopCh: make(chan struct{})}
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	go func() {
+		time.Sleep(10 * time.Millisecond)
+		p.wake()
+	}()
+	start := time.Now()
+	if !p.nap(timer, time.Minute) {
+		t.Fatal("a nap ended without the wake-up")
+	}
+	if d := time.Since(start); d > 30*time.Second {
+		t.Fatalf("a wake-up ended a nap of a minute after %v", d)
+	}
+	if p.nap(timer, time.Millisecond) {
+		t.Fatal("a nap without a wake-up reported one")
 	}
 }
