@@ -336,16 +336,8 @@ func (pc *ProtoCalib) loadCost() float64 {
 type SocketCalib struct {
 	// ProxyGBps is the copy throughput of one rank's proxy thread: an
 	// operation holds it for its bytes at this rate (a send over loopback
-	// LoopbackSendCopies times as long). 0: 10.
+	// twice as long: the sender also runs TCP's receive path). 0: 10.
 	ProxyGBps float64 `json:"proxy_GBps,omitempty"`
-	// LoopbackSendCopies is how many times its bytes at ProxyGBps a send
-	// over loopback TCP holds the sending proxy (a receive: once): the
-	// sending thread also runs part of TCP's receive path. Measured, it
-	// is not twice: our proxies move a 12 MiB LL Broadcast (one way) in
-	// 0.86 the time of an AllGather of the same size (half the bytes
-	// each way, both through every proxy), which makes a send cost about
-	// what a receive does. 0: 2.
-	LoopbackSendCopies float64 `json:"loopback_send_copies,omitempty"`
 	// LatencyUs is the latency a socket adds to every network step
 	// (system calls, loopback or NIC delivery), on top of NetProxyUs.
 	LatencyUs float64 `json:"latency_us,omitempty"`
@@ -400,14 +392,6 @@ type SocketCalib struct {
 	// sends the slice (NCCL's proxy does so when the buffer is in host
 	// memory), per wire byte, on top of ProxyGBps. 0: no such cost.
 	FlagCheckGBps float64 `json:"flag_check_GBps,omitempty"`
-}
-
-// loopbackSendCopies is LoopbackSendCopies with its default.
-func (sc *SocketCalib) loopbackSendCopies() float64 {
-	if sc.LoopbackSendCopies == 0 {
-		return 2
-	}
-	return sc.LoopbackSendCopies
 }
 
 // proxyGBps is ProxyGBps with its default.
@@ -716,7 +700,7 @@ func (c *Calib) Validate() error {
 		{"net_socket.send_op_us", c.NetSocket.SendOpUs}, {"net_socket.recv_op_us", c.NetSocket.RecvOpUs},
 		{"net_socket.flag_check_GBps", c.NetSocket.FlagCheckGBps}, {"net_socket.payload_op_us", c.NetSocket.PayloadOpUs},
 		{"net_socket.simple_us", c.NetSocket.SimpleUs}, {"net_socket.host_latency_us", c.NetSocket.HostLatencyUs},
-		{"net_socket.host_exp", c.NetSocket.HostExp}, {"net_socket.loopback_send_copies", c.NetSocket.LoopbackSendCopies},
+		{"net_socket.host_exp", c.NetSocket.HostExp},
 		{"net_socket.inline_bytes", float64(c.NetSocket.InlineBytes)}} {
 		if err := bad(k.name, k.v, 0, 1e6); err != nil {
 			return err

@@ -224,8 +224,6 @@ func fitParams(u fitUse) []FitParam {
 		ps = append(ps,
 			FitParam{Name: "net_socket.proxy_GBps", Floor: 0, Lo: 0.1, Hi: 1000,
 				get: func(c *Calib) float64 { return c.NetSocket.proxyGBps() }, set: func(c *Calib, v float64) { c.NetSocket.ProxyGBps = v }},
-			FitParam{Name: "net_socket.loopback_send_copies", Floor: 0, Lo: 0.5, Hi: 4,
-				get: func(c *Calib) float64 { return c.NetSocket.loopbackSendCopies() }, set: func(c *Calib, v float64) { c.NetSocket.LoopbackSendCopies = v }},
 			FitParam{Name: "net_socket.latency_us", Floor: 0.01, Lo: 0, Hi: 100,
 				get: func(c *Calib) float64 { return c.NetSocket.LatencyUs }, set: func(c *Calib, v float64) { c.NetSocket.LatencyUs = v }},
 			FitParam{Name: "net_socket.send_op_us", Floor: 1, Lo: 0, Hi: 1000,

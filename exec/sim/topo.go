@@ -56,8 +56,8 @@ type route struct {
 	ib *ibCost
 	// proxyCopies, when above 0, says the route's slices go through the
 	// socket plugin's proxy threads of its two ranks (SocketCalib): the
-	// times the sender's proxy copies each byte (1; over loopback
-	// SocketCalib.LoopbackSendCopies); the receiver's copies it once.
+	// times the sender's proxy copies each byte (1, 2 over loopback); the
+	// receiver's copies it once.
 	proxyCopies float64
 }
 
@@ -415,11 +415,11 @@ func (m *Machine) netRoute(rt *route, sa *model.System, ga *model.Node, sb *mode
 	if socket {
 		// The socket plugin's proxy threads copy every byte through the
 		// kernel, one operation at a time (runner.proxyServe). Over
-		// loopback the sending thread also runs part of TCP's receive
-		// path (SocketCalib.LoopbackSendCopies).
+		// loopback the sending thread also runs the receive path of
+		// TCP, which costs it as much again.
 		rt.proxyCopies = 1
 		if loop {
-			rt.proxyCopies = m.calib.NetSocket.loopbackSendCopies()
+			rt.proxyCopies = 2
 		}
 		rt.lat += usToPs(m.calib.NetSocket.LatencyUs)
 	}

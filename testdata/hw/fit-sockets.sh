@@ -70,6 +70,6 @@ if int(sys.argv[3]):
 json.dump(c, open(sys.argv[2], "w"), indent=2)
 EOF
 ${REPLAY:-bin/replay} calibrate --nodes 2 --start "$out.start.json" --column "$col" \
-  --params '^net_socket\.(proxy_GBps|loopback_send_copies|latency_us|send_op_us|recv_op_us|flag_check_GBps|payload_op_us|simple_us|host_exp)$' \
+  --params '^net_socket\.(proxy_GBps|latency_us|send_op_us|recv_op_us|flag_check_GBps|payload_op_us|simple_us|host_exp)$' \
   --max-evals "${EVALS:-2500}" --out "$out" "${fit[@]}" "${held[@]}" > "$out.txt"
 grep -E '^# median' "$out.txt"
