@@ -43,6 +43,12 @@ func noLeaderCalib() string { return filepath.Join(hwDir(), "..", "h200-twinccl-
 // system call: the calibration of every earlier socket recording.
 func noGatherH200Calib() string { return filepath.Join(hwDir(), "..", "h200-twinccl-no-gather.json") }
 
+// gatherH200Calib is h200-twinccl.json of the plugin that gathers header
+// and payload into one system call, before its proxy stopped allocating
+// per message and napping through wake-ups: the calibration of rerun6/'s
+// socket recordings.
+func gatherH200Calib() string { return filepath.Join(hwDir(), "..", "h200-twinccl-gather.json") }
+
 // earlyOwnCalib is h200-twinccl.json as it was before the kernel's
 // host-memory receives loaded a line's own data only once the line
 // arrived (fit-ours.sh stages 1-7, shm_latency_us aside): the calibration
