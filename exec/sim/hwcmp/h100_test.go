@@ -139,7 +139,7 @@ var h100Bounds = []poolBound{
 	{"rerun4/proto/net-*-simple", ColNCCL, BucketAll, 0.16, 0.35},   // 12.4, 29.5
 	{"rerun4/heldout/net-*-ll", ColNCCL, BucketAll, 0.13, 0.28},     // 9.4, 22.9
 	{"rerun4/heldout/net-*-simple", ColNCCL, BucketAll, 0.16, 0.34}, // 12.3, 28.6
-	// rerun5/, rerun6/ (ninth and tenth starts, eighth session), never fitted for NCCL
+	// rerun5/, rerun6/, rerun7/ (ninth to eleventh starts, eighth session), never fitted for NCCL
 	{"rerun5/net-*", ColNCCL, BucketAll, 0.11, 0.36},                // 7.5, 30.3
 	{"rerun5/proto/net-*-ll", ColNCCL, BucketAll, 0.13, 0.25},       // 9.7, 19.2
 	{"rerun5/proto/net-*-simple", ColNCCL, BucketAll, 0.13, 0.31},   // 9.1, 25.5
@@ -150,6 +150,11 @@ var h100Bounds = []poolBound{
 	{"rerun6/proto/net-*-simple", ColNCCL, BucketAll, 0.09, 0.28},   // 5.7, 22.7
 	{"rerun6/heldout/net-*-ll", ColNCCL, BucketAll, 0.12, 0.32},     // 8.2, 26.7
 	{"rerun6/heldout/net-*-simple", ColNCCL, BucketAll, 0.16, 0.25}, // 12.5, 19.8
+	{"rerun7/net-*", ColNCCL, BucketAll, 0.11, 0.40},                // 7.4, 34.6
+	{"rerun7/proto/net-*-ll", ColNCCL, BucketAll, 0.12, 0.33},       // 8.8, 28.0
+	{"rerun7/proto/net-*-simple", ColNCCL, BucketAll, 0.13, 0.30},   // 10.0, 24.9
+	{"rerun7/heldout/net-*-ll", ColNCCL, BucketAll, 0.09, 0.32},     // 5.6, 26.6
+	{"rerun7/heldout/net-*-simple", ColNCCL, BucketAll, 0.14, 0.24}, // 10.1, 18.1
 }
 
 // h100OursBounds are tolerances on our executor's column simulated with
@@ -278,7 +283,7 @@ var h100NCCLBounds = []poolBound{
 	{"rerun4/proto/net-*-simple", ColNCCL, BucketAll, 0.16, 0.37},   // 12.7, 31.1
 	{"rerun4/heldout/net-*-ll", ColNCCL, BucketAll, 0.12, 0.28},     // 8.3, 22.3
 	{"rerun4/heldout/net-*-simple", ColNCCL, BucketAll, 0.16, 0.32}, // 12.1, 27.0
-	// rerun5/, rerun6/ (ninth and tenth starts, eighth session), never fitted for NCCL
+	// rerun5/, rerun6/, rerun7/ (ninth to eleventh starts, eighth session), never fitted for NCCL
 	{"rerun5/net-*", ColNCCL, BucketAll, 0.11, 0.35},                // 7.7, 29.3
 	{"rerun5/proto/net-*-ll", ColNCCL, BucketAll, 0.10, 0.22},       // 6.6, 16.2
 	{"rerun5/proto/net-*-simple", ColNCCL, BucketAll, 0.12, 0.30},   // 8.6, 24.1
@@ -289,6 +294,11 @@ var h100NCCLBounds = []poolBound{
 	{"rerun6/proto/net-*-simple", ColNCCL, BucketAll, 0.09, 0.26},   // 5.9, 20.7
 	{"rerun6/heldout/net-*-ll", ColNCCL, BucketAll, 0.13, 0.29},     // 9.1, 23.5
 	{"rerun6/heldout/net-*-simple", ColNCCL, BucketAll, 0.13, 0.25}, // 9.5, 19.4
+	{"rerun7/net-*", ColNCCL, BucketAll, 0.10, 0.37},                // 7.0, 31.7
+	{"rerun7/proto/net-*-ll", ColNCCL, BucketAll, 0.12, 0.31},       // 8.7, 25.8
+	{"rerun7/proto/net-*-simple", ColNCCL, BucketAll, 0.14, 0.30},   // 10.3, 24.3
+	{"rerun7/heldout/net-*-ll", ColNCCL, BucketAll, 0.09, 0.32},     // 5.6, 26.8
+	{"rerun7/heldout/net-*-simple", ColNCCL, BucketAll, 0.11, 0.24}, // 7.9, 18.8
 }
 
 // h100TwincclBounds are tolerances on our executor's column simulated
@@ -395,8 +405,8 @@ var h100CurrentBounds = []poolBound{
 	{"rerun3/heldout/shm-*-ll", ColOurs, BucketAll, 0.06, 0.21},     // 2.5, 15.9
 	{"rerun3/heldout/shm-*-simple", ColOurs, BucketAll, 0.05, 0.17}, // 1.8, 11.4
 	// rerun5/: our socket proxy without garbage per message, napping on
-	// its wake-ups (eighth session), fitted on every file; rerun6/, the
-	// next start, held out
+	// its wake-ups (eighth session), fitted on every file; rerun6/ and
+	// rerun7/, the next starts, held out
 	{"rerun5/net-*", ColOurs, BucketAll, 0.09, 0.29},                // 5.7, 23.2
 	{"rerun5/proto/net-*-ll", ColOurs, BucketAll, 0.10, 0.32},       // 6.8, 26.1
 	{"rerun5/proto/net-*-simple", ColOurs, BucketAll, 0.08, 0.35},   // 4.1, 29.3
@@ -407,6 +417,11 @@ var h100CurrentBounds = []poolBound{
 	{"rerun6/proto/net-*-simple", ColOurs, BucketAll, 0.07, 0.29},   // 3.2, 23.8
 	{"rerun6/heldout/net-*-ll", ColOurs, BucketAll, 0.12, 0.38},     // 8.3, 32.4
 	{"rerun6/heldout/net-*-simple", ColOurs, BucketAll, 0.08, 0.27}, // 4.2, 21.3
+	{"rerun7/net-*", ColOurs, BucketAll, 0.08, 0.53},                // 4.4, 47.6
+	{"rerun7/proto/net-*-ll", ColOurs, BucketAll, 0.07, 0.21},       // 3.3, 15.8
+	{"rerun7/proto/net-*-simple", ColOurs, BucketAll, 0.11, 0.52},   // 7.9, 46.3
+	{"rerun7/heldout/net-*-ll", ColOurs, BucketAll, 0.11, 0.34},     // 7.6, 28.1
+	{"rerun7/heldout/net-*-simple", ColOurs, BucketAll, 0.08, 0.23}, // 4.9, 17.6
 }
 
 // h100GatherBounds are tolerances on our executor's socket rows of rerun4/,
@@ -501,9 +516,9 @@ type calibBounds struct {
 // row leaves its tolerance. Every file must fall in a pool of each
 // column it has.
 func TestRegressionH100x2(t *testing.T) {
-	checkMachine(t, h100Dir(), 170, []string{"sockets-helpers/", "sockets-helpers/proto/", "sockets-helpers/heldout/", "rerun/", "rerun/proto/", "rerun/heldout/",
+	checkMachine(t, h100Dir(), 187, []string{"sockets-helpers/", "sockets-helpers/proto/", "sockets-helpers/heldout/", "rerun/", "rerun/proto/", "rerun/heldout/",
 		"leader/", "leader/proto/", "leader/heldout/", "rerun2/", "rerun2/proto/", "rerun2/heldout/", "rerun2/diag/", "rerun3/", "rerun3/proto/", "rerun3/heldout/",
-		"rerun4/", "rerun4/proto/", "rerun4/heldout/", "rerun5/", "rerun5/proto/", "rerun5/heldout/", "rerun6/", "rerun6/proto/", "rerun6/heldout/"},
+		"rerun4/", "rerun4/proto/", "rerun4/heldout/", "rerun5/", "rerun5/proto/", "rerun5/heldout/", "rerun6/", "rerun6/proto/", "rerun6/heldout/", "rerun7/", "rerun7/proto/", "rerun7/heldout/"},
 		[]calibBounds{{"", h100Bounds}, {earlyOwnCalib(), h100TwincclBounds}, {eightPackCalib(), h100OursBounds}, {calibFile("h100.json"), h100NCCLBounds},
 			{noLeaderH100Calib(), h100NoLeaderBounds}, {calibFile("h100-twinccl.json"), h100CurrentBounds},
 			{gatherH100Calib(), h100GatherBounds}, {noGatherH100Calib(), h100NoGatherBounds}})
