@@ -155,6 +155,12 @@ var h100Bounds = []poolBound{
 	{"rerun7/proto/net-*-simple", ColNCCL, BucketAll, 0.13, 0.30},   // 10.0, 24.9
 	{"rerun7/heldout/net-*-ll", ColNCCL, BucketAll, 0.09, 0.32},     // 5.6, 26.6
 	{"rerun7/heldout/net-*-simple", ColNCCL, BucketAll, 0.14, 0.24}, // 10.1, 18.1
+	// rerun8/ (a twelfth start, eighth session): sockets, and P2P and SHM at held-out sizes
+	{"rerun8/net-*", ColNCCL, BucketAll, 0.14, 0.51},                // 10.5, 45.5
+	{"rerun8/proto/net-*-ll", ColNCCL, BucketAll, 0.12, 0.20},       // 8.2, 14.9
+	{"rerun8/proto/net-*-simple", ColNCCL, BucketAll, 0.13, 0.44},   // 10.0, 38.1
+	{"rerun8/heldout/net-*-ll", ColNCCL, BucketAll, 0.11, 0.29},     // 7.9, 23.7
+	{"rerun8/heldout/net-*-simple", ColNCCL, BucketAll, 0.12, 0.27}, // 8.1, 21.7
 }
 
 // h100OursBounds are tolerances on our executor's column simulated with
@@ -299,6 +305,16 @@ var h100NCCLBounds = []poolBound{
 	{"rerun7/proto/net-*-simple", ColNCCL, BucketAll, 0.14, 0.30},   // 10.3, 24.3
 	{"rerun7/heldout/net-*-ll", ColNCCL, BucketAll, 0.09, 0.32},     // 5.6, 26.8
 	{"rerun7/heldout/net-*-simple", ColNCCL, BucketAll, 0.11, 0.24}, // 7.9, 18.8
+	{"rerun8/net-*", ColNCCL, BucketAll, 0.13, 0.48},                // 9.4, 42.4
+	{"rerun8/proto/net-*-ll", ColNCCL, BucketAll, 0.11, 0.19},       // 7.3, 13.7
+	{"rerun8/proto/net-*-simple", ColNCCL, BucketAll, 0.13, 0.45},   // 9.9, 39.6
+	{"rerun8/heldout/net-*-ll", ColNCCL, BucketAll, 0.11, 0.29},     // 7.9, 23.3
+	{"rerun8/heldout/net-*-simple", ColNCCL, BucketAll, 0.12, 0.28}, // 8.9, 22.1
+	{"rerun8/heldout/p2p-*-ll", ColNCCL, BucketAll, 0.07, 0.19},     // 3.6, 13.2
+	{"rerun8/heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.06, 0.15},  // 2.6, 9.2
+	{"rerun8/heldout/p2p-*-simple", ColNCCL, BucketAll, 0.07, 0.18}, // 3.3, 13.0
+	{"rerun8/heldout/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.14},     // 2.8, 9.0
+	{"rerun8/heldout/shm-*-simple", ColNCCL, BucketAll, 0.08, 0.21}, // 4.8, 16.0
 }
 
 // h100TwincclBounds are tolerances on our executor's column simulated
@@ -422,6 +438,16 @@ var h100CurrentBounds = []poolBound{
 	{"rerun7/proto/net-*-simple", ColOurs, BucketAll, 0.11, 0.52},   // 7.9, 46.3
 	{"rerun7/heldout/net-*-ll", ColOurs, BucketAll, 0.11, 0.34},     // 7.6, 28.1
 	{"rerun7/heldout/net-*-simple", ColOurs, BucketAll, 0.08, 0.23}, // 4.9, 17.6
+	{"rerun8/net-*", ColOurs, BucketAll, 0.12, 0.60},                // 8.7, 54.6
+	{"rerun8/proto/net-*-ll", ColOurs, BucketAll, 0.07, 0.28},       // 3.3, 23.0
+	{"rerun8/proto/net-*-simple", ColOurs, BucketAll, 0.09, 0.19},   // 5.7, 13.8
+	{"rerun8/heldout/net-*-ll", ColOurs, BucketAll, 0.10, 0.31},     // 6.9, 25.8
+	{"rerun8/heldout/net-*-simple", ColOurs, BucketAll, 0.07, 0.32}, // 3.1, 26.7
+	{"rerun8/heldout/p2p-*-ll", ColOurs, BucketAll, 0.09, 0.16},     // 5.3, 10.1
+	{"rerun8/heldout/p2p-*-ll128", ColOurs, BucketAll, 0.08, 0.23},  // 4.3, 17.4
+	{"rerun8/heldout/p2p-*-simple", ColOurs, BucketAll, 0.06, 0.15}, // 2.7, 9.7
+	{"rerun8/heldout/shm-*-ll", ColOurs, BucketAll, 0.07, 0.18},     // 3.2, 12.3
+	{"rerun8/heldout/shm-*-simple", ColOurs, BucketAll, 0.05, 0.18}, // 1.9, 12.7
 }
 
 // h100GatherBounds are tolerances on our executor's socket rows of rerun4/,
@@ -516,9 +542,9 @@ type calibBounds struct {
 // row leaves its tolerance. Every file must fall in a pool of each
 // column it has.
 func TestRegressionH100x2(t *testing.T) {
-	checkMachine(t, h100Dir(), 187, []string{"sockets-helpers/", "sockets-helpers/proto/", "sockets-helpers/heldout/", "rerun/", "rerun/proto/", "rerun/heldout/",
+	checkMachine(t, h100Dir(), 229, []string{"sockets-helpers/", "sockets-helpers/proto/", "sockets-helpers/heldout/", "rerun/", "rerun/proto/", "rerun/heldout/",
 		"leader/", "leader/proto/", "leader/heldout/", "rerun2/", "rerun2/proto/", "rerun2/heldout/", "rerun2/diag/", "rerun3/", "rerun3/proto/", "rerun3/heldout/",
-		"rerun4/", "rerun4/proto/", "rerun4/heldout/", "rerun5/", "rerun5/proto/", "rerun5/heldout/", "rerun6/", "rerun6/proto/", "rerun6/heldout/", "rerun7/", "rerun7/proto/", "rerun7/heldout/"},
+		"rerun4/", "rerun4/proto/", "rerun4/heldout/", "rerun5/", "rerun5/proto/", "rerun5/heldout/", "rerun6/", "rerun6/proto/", "rerun6/heldout/", "rerun7/", "rerun7/proto/", "rerun7/heldout/", "rerun8/", "rerun8/proto/", "rerun8/heldout/"},
 		[]calibBounds{{"", h100Bounds}, {earlyOwnCalib(), h100TwincclBounds}, {eightPackCalib(), h100OursBounds}, {calibFile("h100.json"), h100NCCLBounds},
 			{noLeaderH100Calib(), h100NoLeaderBounds}, {calibFile("h100-twinccl.json"), h100CurrentBounds},
 			{gatherH100Calib(), h100GatherBounds}, {noGatherH100Calib(), h100NoGatherBounds}})
