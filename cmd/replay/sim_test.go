@@ -124,6 +124,9 @@ func TestCalibrateErrors(t *testing.T) {
 	if err := runCalibrate(nil, &so, &se); !errors.Is(err, errUsage) {
 		t.Errorf("no --table: want usage error, got %v", err)
 	}
+	if err := runCalibrate([]string{"--loss", "median", "t.tsv"}, &so, &se); !errors.Is(err, errUsage) || !strings.Contains(err.Error(), "--loss") {
+		t.Errorf("--loss median: want a usage error naming --loss, got %v", err)
+	}
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.tsv")
 	os.WriteFile(bad, []byte("# x\nall_reduce 8\n"), 0o644)

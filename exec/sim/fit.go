@@ -278,6 +278,43 @@ type FitOptions struct {
 	Only func(name string) bool
 	// Progress, when set, is called after every restart.
 	Progress func(restart, evals int, median, maxErr float64)
+	// Loss is what the fit minimises (LossSquares when zero).
+	Loss FitLoss
+}
+
+// FitLoss is the quantity a fit minimises over its tables.
+type FitLoss int
+
+const (
+	// LossSquares is, over tables, the mean of each table's mean squared
+	// log error plus worstWeight times its worst row's: no table and no
+	// size range is sacrificed to the others.
+	LossSquares FitLoss = iota
+	// LossAbs is the mean of each table's mean absolute log error, with
+	// no worst-row term: for recordings whose rows move from one start of
+	// the machine to the next far more than the model's error (sockets
+	// over a shared host's loopback: 20-50% on some rows), where squares
+	// and the worst row pull the constants after the noise.
+	LossAbs
+)
+
+// String is the loss's name on the command line.
+func (l FitLoss) String() string {
+	if l == LossAbs {
+		return "abs"
+	}
+	return "squares"
+}
+
+// ParseFitLoss reads a loss's name (squares or abs).
+func ParseFitLoss(s string) (FitLoss, error) {
+	switch s {
+	case "squares":
+		return LossSquares, nil
+	case "abs":
+		return LossAbs, nil
+	}
+	return 0, fmt.Errorf("unknown loss %q (squares or abs)", s)
 }
 
 // FitTable is one measured table to fit or to predict: the search result
@@ -436,7 +473,7 @@ func FitTables(tables []FitTable, start *Calib, opt FitOptions) (*FitResult, err
 			evalErr = err
 			return math.Inf(1)
 		}
-		return fitLoss(rows)
+		return fitLoss(rows, opt.Loss)
 	}
 	best := x0
 	bestF := objective(best)
@@ -632,11 +669,10 @@ func usage(tables []FitTable, c *Calib) (fitUse, error) {
 	return u, nil
 }
 
-// fitLoss is, over tables, the mean of each table's mean squared log
-// error plus worstWeight times its worst row's (so that no table and no
-// size range is sacrificed to the others). Rows aim at their target
-// (disturbed means are replaced by NoisyRatio times the best repetition).
-func fitLoss(per [][]Comparison) float64 {
+// fitLoss is loss (LossSquares or LossAbs) over the tables' rows. Rows aim
+// at their target (disturbed means are replaced by NoisyRatio times the
+// best repetition).
+func fitLoss(per [][]Comparison, loss FitLoss) float64 {
 	var total float64
 	n := 0
 	for _, rows := range per {
@@ -646,6 +682,10 @@ func fitLoss(per [][]Comparison) float64 {
 		var sum, worst float64
 		for _, r := range rows {
 			e := math.Log(r.SimUs / r.target())
+			if loss == LossAbs {
+				sum += math.Abs(e)
+				continue
+			}
 			sum += e * e
 			worst = max(worst, e*e)
 		}
