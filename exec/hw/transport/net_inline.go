@@ -69,11 +69,18 @@ type inlineReq struct {
 	off  int // bytes of it moved
 	done bool
 	err  error
+	// ended is set once a Test reported the request done: it is on the
+	// free list, and a further Test is the caller's mistake
+	ended bool
 }
 
 // errInlineClosed is the error of requests still queued when the
 // connection is closed.
 var errInlineClosed = errors.New("connection closed")
+
+// errEnded is the error of a Test of a request that an earlier Test
+// reported done (the request may be serving another transfer by then).
+var errEnded = errors.New("request tested after a Test reported it done")
 
 // newInlineComm takes over conn, a TCP socket that the Go runtime put in
 // non-blocking mode (as it does every socket of package net).
@@ -126,6 +133,7 @@ func (c *inlineComm) post(a, b []byte) (Request, error) {
 	var r *inlineReq
 	if n := len(c.free); n > 0 {
 		r, c.free = c.free[n-1], c.free[:n-1]
+		*r = inlineReq{c: c}
 	} else {
 		r = &inlineReq{c: c}
 	}
@@ -145,12 +153,15 @@ func (r *inlineReq) Test() (bool, error) {
 	c := r.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if r.ended {
+		return true, fmt.Errorf("socket plugin: connection with rank %d: %w", c.peer, errEnded)
+	}
 	if !r.done {
 		c.advance()
 	}
 	done, err := r.done, r.err
 	if done {
-		*r = inlineReq{c: c}
+		*r = inlineReq{c: c, ended: true}
 		c.free = append(c.free, r)
 	}
 	return done, err

@@ -403,3 +403,38 @@ func BenchmarkInlineCommRoundTrip(b *testing.B) {
 		})
 	}
 }
+
+// TestInlineRequestEndsWithItsTest: the Test that reports a request done
+// ends it (the plugin reuses it for the next transfer, so that a message
+// allocates nothing); testing it again is an error, not a hang on a
+// request that no queue will move.
+func TestInlineRequestEndsWithItsTest(t *testing.T) {
+	checkGoroutines(t)
+	snd, rcv := inlinePair(t)
+	var hdr [HeaderSize]byte
+	putHeader(hdr[:], FifoEntry{Size: 8, Wire: 8, Step: 0, Steps: 1})
+	r, err := snd.Isend(hdr[:], make([]byte, 8))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := waitReq(r, nil, nil, "send"); err != nil {
+		t.Fatal(err)
+	}
+	if done, err := r.Test(); !done || !errors.Is(err, errEnded) {
+		t.Fatalf("a Test after the one that reported the send done: done %v, error %v; want errEnded", done, err)
+	}
+	if _, _, err := recvMessage(rcv); err != nil {
+		t.Fatal(err)
+	}
+	// The next transfer reuses the request, which works as new.
+	r2, err := snd.Isend(hdr[:], make([]byte, 8))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r2 != r {
+		t.Errorf("the second send got a new request: the ended one was not reused")
+	}
+	if err := waitReq(r2, nil, nil, "second send"); err != nil {
+		t.Fatal(err)
+	}
+}
