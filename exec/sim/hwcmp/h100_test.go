@@ -161,6 +161,12 @@ var h100Bounds = []poolBound{
 	{"rerun8/proto/net-*-simple", ColNCCL, BucketAll, 0.13, 0.44},   // 10.0, 38.1
 	{"rerun8/heldout/net-*-ll", ColNCCL, BucketAll, 0.11, 0.29},     // 7.9, 23.7
 	{"rerun8/heldout/net-*-simple", ColNCCL, BucketAll, 0.12, 0.27}, // 8.1, 21.7
+	// rerun9/ (a thirteenth start, eighth session): sockets
+	{"rerun9/net-*", ColNCCL, BucketAll, 0.13, 0.36},                // 10.0, 30.3
+	{"rerun9/proto/net-*-ll", ColNCCL, BucketAll, 0.10, 0.34},       // 6.6, 28.4
+	{"rerun9/proto/net-*-simple", ColNCCL, BucketAll, 0.10, 0.34},   // 6.2, 28.1
+	{"rerun9/heldout/net-*-ll", ColNCCL, BucketAll, 0.08, 0.31},     // 4.6, 25.5
+	{"rerun9/heldout/net-*-simple", ColNCCL, BucketAll, 0.14, 0.28}, // 10.8, 22.2
 }
 
 // h100OursBounds are tolerances on our executor's column simulated with
@@ -310,6 +316,11 @@ var h100NCCLBounds = []poolBound{
 	{"rerun8/proto/net-*-simple", ColNCCL, BucketAll, 0.13, 0.45},   // 9.9, 39.6
 	{"rerun8/heldout/net-*-ll", ColNCCL, BucketAll, 0.11, 0.29},     // 7.9, 23.3
 	{"rerun8/heldout/net-*-simple", ColNCCL, BucketAll, 0.12, 0.28}, // 8.9, 22.1
+	{"rerun9/net-*", ColNCCL, BucketAll, 0.12, 0.35},                // 8.5, 29.2
+	{"rerun9/proto/net-*-ll", ColNCCL, BucketAll, 0.10, 0.30},       // 6.3, 24.9
+	{"rerun9/proto/net-*-simple", ColNCCL, BucketAll, 0.11, 0.33},   // 7.1, 27.4
+	{"rerun9/heldout/net-*-ll", ColNCCL, BucketAll, 0.08, 0.31},     // 4.9, 25.1
+	{"rerun9/heldout/net-*-simple", ColNCCL, BucketAll, 0.14, 0.26}, // 10.1, 20.6
 	{"rerun8/heldout/p2p-*-ll", ColNCCL, BucketAll, 0.07, 0.19},     // 3.6, 13.2
 	{"rerun8/heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.06, 0.15},  // 2.6, 9.2
 	{"rerun8/heldout/p2p-*-simple", ColNCCL, BucketAll, 0.07, 0.18}, // 3.3, 13.0
@@ -443,6 +454,11 @@ var h100CurrentBounds = []poolBound{
 	{"rerun8/proto/net-*-simple", ColOurs, BucketAll, 0.09, 0.19},   // 5.7, 13.8
 	{"rerun8/heldout/net-*-ll", ColOurs, BucketAll, 0.10, 0.31},     // 6.9, 25.8
 	{"rerun8/heldout/net-*-simple", ColOurs, BucketAll, 0.07, 0.32}, // 3.1, 26.7
+	{"rerun9/net-*", ColOurs, BucketAll, 0.11, 0.45},                // 7.3, 39.8
+	{"rerun9/proto/net-*-ll", ColOurs, BucketAll, 0.10, 0.31},       // 6.9, 25.3
+	{"rerun9/proto/net-*-simple", ColOurs, BucketAll, 0.06, 0.37},   // 2.8, 32.0
+	{"rerun9/heldout/net-*-ll", ColOurs, BucketAll, 0.10, 0.32},     // 6.6, 26.4
+	{"rerun9/heldout/net-*-simple", ColOurs, BucketAll, 0.10, 0.44}, // 6.1, 38.1
 	{"rerun8/heldout/p2p-*-ll", ColOurs, BucketAll, 0.09, 0.16},     // 5.3, 10.1
 	{"rerun8/heldout/p2p-*-ll128", ColOurs, BucketAll, 0.08, 0.23},  // 4.3, 17.4
 	{"rerun8/heldout/p2p-*-simple", ColOurs, BucketAll, 0.06, 0.15}, // 2.7, 9.7
@@ -542,9 +558,9 @@ type calibBounds struct {
 // row leaves its tolerance. Every file must fall in a pool of each
 // column it has.
 func TestRegressionH100x2(t *testing.T) {
-	checkMachine(t, h100Dir(), 229, []string{"sockets-helpers/", "sockets-helpers/proto/", "sockets-helpers/heldout/", "rerun/", "rerun/proto/", "rerun/heldout/",
+	checkMachine(t, h100Dir(), 246, []string{"sockets-helpers/", "sockets-helpers/proto/", "sockets-helpers/heldout/", "rerun/", "rerun/proto/", "rerun/heldout/",
 		"leader/", "leader/proto/", "leader/heldout/", "rerun2/", "rerun2/proto/", "rerun2/heldout/", "rerun2/diag/", "rerun3/", "rerun3/proto/", "rerun3/heldout/",
-		"rerun4/", "rerun4/proto/", "rerun4/heldout/", "rerun5/", "rerun5/proto/", "rerun5/heldout/", "rerun6/", "rerun6/proto/", "rerun6/heldout/", "rerun7/", "rerun7/proto/", "rerun7/heldout/", "rerun8/", "rerun8/proto/", "rerun8/heldout/"},
+		"rerun4/", "rerun4/proto/", "rerun4/heldout/", "rerun5/", "rerun5/proto/", "rerun5/heldout/", "rerun6/", "rerun6/proto/", "rerun6/heldout/", "rerun7/", "rerun7/proto/", "rerun7/heldout/", "rerun8/", "rerun8/proto/", "rerun8/heldout/", "rerun9/", "rerun9/proto/", "rerun9/heldout/"},
 		[]calibBounds{{"", h100Bounds}, {earlyOwnCalib(), h100TwincclBounds}, {eightPackCalib(), h100OursBounds}, {calibFile("h100.json"), h100NCCLBounds},
 			{noLeaderH100Calib(), h100NoLeaderBounds}, {calibFile("h100-twinccl.json"), h100CurrentBounds},
 			{gatherH100Calib(), h100GatherBounds}, {noGatherH100Calib(), h100NoGatherBounds}})
