@@ -231,7 +231,9 @@ func fitParams(u fitUse) []FitParam {
 			FitParam{Name: "net_socket.recv_op_us", Floor: 1, Lo: 0, Hi: 1000,
 				get: func(c *Calib) float64 { return c.NetSocket.RecvOpUs }, set: func(c *Calib, v float64) { c.NetSocket.RecvOpUs = v }},
 			FitParam{Name: "net_socket.payload_op_us", Floor: 1, Lo: 0, Hi: 1000,
-				get: func(c *Calib) float64 { return c.NetSocket.PayloadOpUs }, set: func(c *Calib, v float64) { c.NetSocket.PayloadOpUs = v }})
+				get: func(c *Calib) float64 { return c.NetSocket.PayloadOpUs }, set: func(c *Calib, v float64) { c.NetSocket.PayloadOpUs = v }},
+			FitParam{Name: "net_socket.payload_send_op_us", Floor: 1, Lo: 0, Hi: 1000,
+				get: func(c *Calib) float64 { return c.NetSocket.PayloadSendOpUs }, set: func(c *Calib, v float64) { c.NetSocket.PayloadSendOpUs = v }})
 		if u.socketHost {
 			ps = append(ps, FitParam{Name: "net_socket.host_exp", Floor: 0.1, Lo: 0, Hi: 10,
 				get: func(c *Calib) float64 { return c.NetSocket.HostExp }, set: func(c *Calib, v float64) { c.NetSocket.HostExp = v }})

@@ -195,7 +195,8 @@ func socketLoopUs(t *testing.T, c *Calib, proto model.Protocol, bytes int64, hos
 
 // TestSocketPayloadAndSimple: a message whose payload is larger than
 // inline_bytes costs each of its two proxies payload_op_us more (the
-// sender's then the receiver's: twice on a one-message Broadcast's path);
+// sender's then the receiver's: twice on a one-message Broadcast's path)
+// and its sender's payload_send_op_us more (once);
 // one within it costs nothing more; and simple_us delays a Simple slice
 // only.
 func TestSocketPayloadAndSimple(t *testing.T) {
@@ -222,6 +223,12 @@ func TestSocketPayloadAndSimple(t *testing.T) {
 		d := run(tc.proto, tc.bytes, tc.inline, op, 0) - run(tc.proto, tc.bytes, tc.inline, 0, 0)
 		if math.Abs(d-tc.want) > 0.02*op {
 			t.Errorf("%s: payload_op_us %g adds %.2f us, want %.0f", tc.name, op, d, tc.want)
+		}
+		// payload_send_op_us: the sender's proxy only, once.
+		c := socketCalib(t, 1, 1, 10)
+		c.NetSocket.InlineBytes, c.NetSocket.PayloadSendOpUs = tc.inline, op
+		if d := socketRowUs(t, c, tc.proto, tc.bytes, 0) - run(tc.proto, tc.bytes, tc.inline, 0, 0); math.Abs(d-tc.want/2) > 0.02*op {
+			t.Errorf("%s: payload_send_op_us %g adds %.2f us, want %.0f", tc.name, op, d, tc.want/2)
 		}
 	}
 	if d := run(model.ProtoSimple, 64, 128, 0, op) - run(model.ProtoSimple, 64, 128, 0, 0); math.Abs(d-op) > 0.02*op {
@@ -264,6 +271,7 @@ func TestSocketSerialCalls(t *testing.T) {
 func TestCalibForHost(t *testing.T) {
 	c := socketCalib(t, 4, 8, 10)
 	c.NetSocket.LatencyUs, c.NetSocket.PayloadOpUs, c.NetSocket.SimpleUs, c.NetSocket.FlagCheckGBps = 1, 2, 3, 20
+	c.NetSocket.PayloadSendOpUs = 7
 	if c.ForHost(9) != c {
 		t.Errorf("no reference host: ForHost should return the calibration itself")
 	}
@@ -277,7 +285,7 @@ func TestCalibForHost(t *testing.T) {
 		name      string
 		got, want float64
 	}{{"send_op_us", ns.SendOpUs, 8}, {"recv_op_us", ns.RecvOpUs, 16}, {"latency_us", ns.LatencyUs, 2},
-		{"payload_op_us", ns.PayloadOpUs, 4}, {"simple_us", ns.SimpleUs, 6},
+		{"payload_op_us", ns.PayloadOpUs, 4}, {"payload_send_op_us", ns.PayloadSendOpUs, 14}, {"simple_us", ns.SimpleUs, 6},
 		{"proxy_GBps", ns.ProxyGBps, 5}, {"flag_check_GBps", ns.FlagCheckGBps, 10}} {
 		if math.Abs(v.got-v.want) > 1e-9 {
 			t.Errorf("probe 16 us on a 4 us host, exponent 0.5: %s %g, want %g", v.name, v.got, v.want)

@@ -349,8 +349,10 @@ type runner struct {
 	// its receiver's proxy (their durations, in order)
 	proxySendOp, proxyRecvOp float64
 	// payloadOp is the further time (ps) a message costs each proxy
-	// when its payload is not inline (SocketCalib.PayloadOpUs)
-	payloadOp float64
+	// when its payload is not inline (SocketCalib.PayloadOpUs), and
+	// payloadSendOp what it costs its sender's on top
+	// (SocketCalib.PayloadSendOpUs)
+	payloadOp, payloadSendOp float64
 	// proxySimple is the latency a Simple slice adds on a socket
 	// connection (SocketCalib.SimpleUs; 0 for LL and LL128)
 	proxySimple Time
@@ -580,6 +582,7 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 				x.proxySendOp = x.c.NetSocket.SendOpUs * psPerUs
 				x.proxyRecvOp = x.c.NetSocket.RecvOpUs * psPerUs
 				x.payloadOp = x.c.NetSocket.PayloadOpUs * psPerUs
+				x.payloadSendOp = x.c.NetSocket.PayloadSendOpUs * psPerUs
 				if x.proto == model.ProtoSimple {
 					x.proxySimple = usToPs(x.c.NetSocket.SimpleUs)
 				}
@@ -1228,11 +1231,11 @@ func (x *runner) post(a *actor, st uint32) {
 // proxy, empty ones too (the proxies exchange a message for it).
 func (x *runner) proxySend(c int32, cs *sendConn, tail uint64, data int64) {
 	wire := float64(x.wireBytes(data))
-	op := 0.0
+	op, sendOp := 0.0, 0.0
 	if int64(wire) > x.c.NetSocket.InlineBytes {
-		op = x.payloadOp
+		op, sendOp = x.payloadOp, x.payloadSendOp
 	}
-	send := x.proxySendOp + op + x.rt[c].proxyCopies*wire*x.proxyPs + wire*x.flagPs
+	send := x.proxySendOp + op + sendOp + x.rt[c].proxyCopies*wire*x.proxyPs + wire*x.flagPs
 	x.proxyRecv[c] = append(x.proxyRecv[c], x.proxyRecvOp+op+wire*x.proxyPs)
 	x.q.push(x.proxyServe(cs.proxyFrom, send)+cs.lat, evProxyRecv, c, tail)
 }

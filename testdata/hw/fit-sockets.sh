@@ -6,8 +6,10 @@
 # the host's sockets move from one start to the next more than within one).
 # Run from the repo root after `make build` (needs python3 for the start):
 #
-#   [EVALS=2500] [LOSS=squares|abs] bash testdata/hw/fit-sockets.sh START.json OUT.json COL FIT-STARTS -- HELD-STARTS
+#   [EVALS=2500] [LOSS=squares|abs] [SET='KEY=VALUE ...'] bash testdata/hw/fit-sockets.sh START.json OUT.json COL FIT-STARTS -- HELD-STARTS
 #
+# SET overrides constants of the start's net_socket block before the fit
+# (a new constant's starting value, e.g. SET='payload_send_op_us=4').
 # LOSS=abs fits the mean absolute log error instead of squares with the
 # worst row (replay calibrate --loss): on NCCL's three fitting starts it
 # moved the held-out medians by -1.3 to +0.3 points; the embedded files
@@ -41,6 +43,12 @@
 #   ../h100-twinccl-no-gather.json:
 #                      bash testdata/hw/fit-sockets.sh <(git show 57e05af:exec/sim/calib/h100-twinccl.json) OUT.json ours \
 #                        h100x2/leader h200x2/rerun4 h200x2/rerun3 -- h100x2/rerun2 h100x2/rerun3 h200x2/rerun5
+#   h200.json, h100.json (eighth session, with payload_send_op_us):
+#                      SET='payload_op_us=0 payload_send_op_us=4' bash testdata/hw/fit-sockets.sh \
+#                        <(git show a0dfb41:exec/sim/calib/h200.json) OUT.json nccl \
+#                        h200x2/rerun4 h200x2/rerun3 h100x2/leader -- h200x2/rerun5 h100x2/rerun h100x2/rerun2
+#                      (h100.json: its own a0dfb41 file, h100x2/leader h200x2/rerun4
+#                       h200x2/rerun3 -- h100x2/rerun h100x2/rerun2 h200x2/rerun5)
 #   h200-twinccl.json, h100-twinccl.json (eighth session, the proxy that
 #   allocates nothing per message and naps on its wake-ups):
 #                      bash testdata/hw/fit-sockets.sh <(git show a03b9d2:exec/sim/calib/h200-twinccl.json) OUT.json ours \
@@ -66,7 +74,7 @@ done
 [ ${#fit[@]} -gt 0 ] || { echo "fit-sockets.sh: no recordings to fit" >&2; exit 2; }
 inline=0
 [ "$col" = nccl ] && inline=128
-python3 - "$start" "$out.start.json" "$inline" <<'EOF'
+python3 - "$start" "$out.start.json" "$inline" "${SET:-}" <<'EOF'
 import json, sys
 c = json.load(open(sys.argv[1]))
 ns = c.setdefault("net_socket", {})
@@ -74,9 +82,14 @@ ns.update(host_latency_us=4.6, host_exp=1)
 if int(sys.argv[3]):
     ns["inline_bytes"] = int(sys.argv[3])
     ns["serial_calls"] = True
+for kv in sys.argv[4].split():
+    k, _, v = kv.partition("=")
+    if not v:
+        sys.exit("fit-sockets.sh: SET wants KEY=VALUE pairs of net_socket, got %r" % kv)
+    ns[k] = float(v)
 json.dump(c, open(sys.argv[2], "w"), indent=2)
 EOF
 ${REPLAY:-bin/replay} calibrate --nodes 2 --start "$out.start.json" --column "$col" \
-  --params '^net_socket\.(proxy_GBps|latency_us|send_op_us|recv_op_us|flag_check_GBps|payload_op_us|simple_us|host_exp)$' \
+  --params '^net_socket\.(proxy_GBps|latency_us|send_op_us|recv_op_us|flag_check_GBps|payload_op_us|payload_send_op_us|simple_us|host_exp)$' \
   --max-evals "${EVALS:-2500}" --loss "${LOSS:-squares}" --out "$out" "${fit[@]}" "${held[@]}" > "$out.txt"
 grep -E '^# median' "$out.txt"
