@@ -17,7 +17,8 @@ import (
 )
 
 const compareHelp = `Usage: replay compare HW.parquet|HW.json [--topo FILE.xml] [--nodes N] [--env KEY=VALUE]...
-                      [--calib FILE.json] [--json OUT] [--svg OUT.svg] [--title T] [--events]
+                      [--calib FILE.json] [--calib-ours FILE.json] [--json OUT] [--svg OUT.svg]
+                      [--title T] [--events]
 
 Compares hardware measurements with the simulator. HW is either a hardware call
 trace ("run gpu --trace", one row per call and rank) or the --json file of
@@ -45,6 +46,13 @@ JSON file carries loopback probes of its host (net_probe: run gpu records
 them before and after a split-host sweep and before each of its sizes), the
 calibration's socket costs are scaled to that host, by the probes' mean
 latency (net_socket.host_latency_us and host_exp).
+
+The two columns are simulated with the constants fitted to each: NCCL's with
+--calib (default: the embedded NCCL calibration, h200.json), our executor's
+with --calib-ours (default: the embedded calibration of our kernels that goes
+with --calib's, h200-twinccl.json for h200.json and h100-twinccl.json for
+h100.json; --calib's own constants when --calib is a file or one of ours).
+Give --calib-ours the same value as --calib to simulate both with one.
 
 It prints a table per call, per (op, size, protocol) where calls repeat, and
 the median and maximum absolute error and the median signed error (bias:
@@ -83,6 +91,7 @@ func runCompare(args []string, stdout, stderr io.Writer) error {
 	env := envFlags{}
 	fs.Var(env, "env", "NCCL_* setting `KEY=VALUE` the run was recorded under (repeatable; wins over the environment)")
 	calibPath := fs.String("calib", "", calibFlagHelp)
+	oursPath := fs.String("calib-ours", "", "calibration `FILE.json` (or embedded:NAME.json) of our executor's column (default: the embedded one of our kernels that goes with --calib's)")
 	jsonOut := fs.String("json", "", "write the comparison as JSON to `OUT` (- for stdout)")
 	svgOut := fs.String("svg", "", "write a busbw-vs-size plot to `OUT.svg`")
 	title := fs.String("title", "", "title of the SVG plot (default: the op and the input's name)")
@@ -149,6 +158,15 @@ func runCompare(args []string, stdout, stderr io.Writer) error {
 	cp, err := hwcmp.NewComparerNodes(root, file, *nodes, settings, calib, calibName)
 	if err != nil {
 		return err
+	}
+	if ours := oursCalibPath(*oursPath, calibName); ours != "" && ours != calibName {
+		c, err := sim.LoadCalib(ours)
+		if err != nil {
+			return fmt.Errorf("--calib-ours: %w", err)
+		}
+		if cp, err = cp.WithOursCalib(c, ours); err != nil {
+			return err
+		}
 	}
 	if err := checkLoop(*loop); err != nil {
 		return err
@@ -225,6 +243,25 @@ func loadCompareCalib(path string, root *model.Element, file string) (*sim.Calib
 		return nil, "", err
 	}
 	return loadCalib(path, cl)
+}
+
+// oursCalibPath is the calibration of our executor's column: --calib-ours
+// when given, else the embedded calibration of our kernels that goes with
+// an embedded NCCL calibration (NAME.json: NAME-twinccl.json), else ""
+// (the --calib constants serve both columns).
+func oursCalibPath(flag, calibName string) string {
+	if flag != "" {
+		return flag
+	}
+	name, ok := strings.CutPrefix(calibName, sim.EmbeddedPrefix)
+	if !ok || strings.Contains(name, "twinccl") {
+		return ""
+	}
+	ours := sim.EmbeddedPrefix + strings.TrimSuffix(name, ".json") + "-twinccl.json"
+	if _, err := sim.LoadCalib(ours); err != nil {
+		return "" // no calibration of our kernels for that machine
+	}
+	return ours
 }
 
 // opsOf names the collectives of a report ("AllReduce", or a list).

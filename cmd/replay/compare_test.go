@@ -120,6 +120,20 @@ func TestCompareCalib(t *testing.T) {
 	if out := so.String(); !strings.Contains(out, "calibration "+calib) || !strings.Contains(out, "ours  all") {
 		t.Errorf("output does not name the calibration or lacks statistics:\n%s", out)
 	}
+
+	// By default each column gets its own calibration; a bad --calib-ours
+	// is an error naming the flag.
+	so.Reset()
+	if err := runCompare([]string{filepath.Join(hwRecordings(), "p2p-allreduce.json"), "--env", "NCCL_NVLS_ENABLE=0"}, &so, &se); err != nil {
+		t.Fatalf("%v\n%s", err, se.String())
+	}
+	if out := so.String(); !strings.Contains(out, "embedded:h200.json (NCCL's column), embedded:h200-twinccl.json (ours)") {
+		t.Errorf("default calibrations not named:\n%s", out)
+	}
+	err = runCompare([]string{filepath.Join(hwRecordings(), "p2p-allreduce.json"), "--env", "NCCL_NVLS_ENABLE=0", "--calib-ours", "nosuch.json"}, &so, &se)
+	if err == nil || !strings.Contains(err.Error(), "--calib-ours") {
+		t.Errorf("--calib-ours nosuch.json: %v, want an error naming --calib-ours", err)
+	}
 }
 
 // TestCompareRecordedSettings: a recording's nccl_env (NCCL forced to LL
@@ -244,6 +258,24 @@ func TestKernelRecorded(t *testing.T) {
 		}
 		if got := strings.Contains(so.String(), "# note: our executor's rows were recorded with kernel"); got != tc.note {
 			t.Errorf("%s: kernel note %v, want %v:\n%s", filepath.Base(tc.file), got, tc.note, so.String())
+		}
+	}
+}
+
+// TestOursCalibDefault: our executor's column gets the embedded
+// calibration of our kernels that goes with an embedded NCCL one, unless
+// --calib-ours names one or --calib is a file or one of ours.
+func TestOursCalibDefault(t *testing.T) {
+	for _, tc := range []struct{ flag, calib, want string }{
+		{"", "embedded:h200.json", "embedded:h200-twinccl.json"},
+		{"", "embedded:h100.json", "embedded:h100-twinccl.json"},
+		{"", "embedded:h200-twinccl.json", ""},
+		{"", "my.json", ""},
+		{"", "embedded:nosuch.json", ""},
+		{"mine.json", "embedded:h200.json", "mine.json"},
+	} {
+		if got := oursCalibPath(tc.flag, tc.calib); got != tc.want {
+			t.Errorf("--calib-ours %q with --calib %q: %q, want %q", tc.flag, tc.calib, got, tc.want)
 		}
 	}
 }

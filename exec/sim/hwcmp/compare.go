@@ -23,6 +23,43 @@ type Comparer struct {
 	// search ran under ("K=V ..."), CalibName the calibration.
 	Topology, Settings, CalibName string
 	calib                         *sim.Calib
+	// ours, when set, simulates our executor's column with a calibration
+	// of its own (WithOursCalib); nil: Sim's.
+	ours *Comparer
+}
+
+// WithOursCalib returns a copy of cp that simulates our executor's
+// column (the recorded decisions) with calibration c, named name, and
+// NCCL's column (the tuner's decisions) with cp's: one comparison then
+// holds each column against the constants fitted to it (NCCL's kernels
+// and our executor's differ).
+func (cp *Comparer) WithOursCalib(c *sim.Calib, name string) (*Comparer, error) {
+	if c == nil {
+		return nil, fmt.Errorf("hwcmp: no calibration for our executor's column")
+	}
+	s, err := cp.Sim.WithCalib(c)
+	if err != nil {
+		return nil, err
+	}
+	out := *cp
+	out.ours = &Comparer{Sim: s, Topology: cp.Topology, Settings: cp.Settings, CalibName: name, calib: c}
+	return &out, nil
+}
+
+// oursComparer is the comparer of our executor's column.
+func (cp *Comparer) oursComparer() *Comparer {
+	if cp.ours != nil {
+		return cp.ours
+	}
+	return cp
+}
+
+// calibNames names the calibration of each column.
+func (cp *Comparer) calibNames() string {
+	if cp.ours == nil {
+		return cp.CalibName
+	}
+	return cp.CalibName + " (NCCL's column), " + cp.ours.CalibName + " (ours)"
 }
 
 // NewComparer searches the topology root (read from file) under the
@@ -152,13 +189,17 @@ func (cp *Comparer) Compare(in *Input) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", in.Path, err)
 	}
-	if in.Eager && !cp.Sim.Eager {
-		eager, s := *cp, *cp.Sim
-		s.Eager = true
-		eager.Sim = &s
-		cp = &eager
+	if cp.ours != nil {
+		ours, err := cp.ours.forHost(in.HostLatencyUs)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", in.Path, err)
+		}
+		withOurs := *cp
+		withOurs.ours = ours.eager(in.Eager)
+		cp = &withOurs
 	}
-	rep := &Report{Input: in, Topology: cp.Topology, Settings: cp.Settings, Calib: cp.CalibName, KernelNote: cp.kernelNote(in)}
+	cp = cp.eager(in.Eager)
+	rep := &Report{Input: in, Topology: cp.Topology, Settings: cp.Settings, Calib: cp.calibNames(), KernelNote: cp.oursComparer().kernelNote(in)}
 	for _, c := range in.Calls {
 		row, err := cp.compareCall(c, in.Kind)
 		if err != nil {
@@ -170,6 +211,18 @@ func (cp *Comparer) Compare(in *Input) (*Report, error) {
 	rep.Stats = statsOf(rep.Rows)
 	rep.SetBusBW()
 	return rep, nil
+}
+
+// eager is cp simulating eager loops when in was timed so (Input.Eager),
+// else cp itself.
+func (cp *Comparer) eager(eager bool) *Comparer {
+	if !eager || cp.Sim.Eager {
+		return cp
+	}
+	e, s := *cp, *cp.Sim
+	s.Eager = true
+	e.Sim = &s
+	return &e
 }
 
 // forHost is cp with its calibration scaled to a host whose loopback
@@ -207,7 +260,8 @@ func (cp *Comparer) compareCall(c Call, kind string) (Row, error) {
 		row.Notes = append(row.Notes, fmt.Sprintf("recorded %d channels, the plan has %d: simulated on %d", sc.NChannels, plan, plan))
 		sc.NChannels = plan
 	}
-	cr, err := cp.Sim.RunTimed(sc, kind == KindTrace)
+	oc := cp.oursComparer()
+	cr, err := oc.Sim.RunTimed(sc, kind == KindTrace)
 	if err != nil {
 		return row, fmt.Errorf("%w: %v", errNoSim, err)
 	}
@@ -216,11 +270,17 @@ func (cp *Comparer) compareCall(c Call, kind string) (Row, error) {
 		row.Notes = append(row.Notes, fmt.Sprintf("recorded %d channels, %d with data", c.NChannels, cr.NChannels))
 	}
 	row.SimRankKernelUs = cr.RankKernelUs
-	row.SimUs = cp.timeOf(cr, kind)
+	row.SimUs = oc.timeOf(cr, kind)
 	row.Err = (row.SimUs - c.HwUs) / c.HwUs
+	// NCCL's column: at the tuner's decisions where they differ from the
+	// recorded ones, with NCCL's constants where our column has its own.
 	row.SimNCCLUs = row.SimUs
+	nccl, again := sc, cp.ours != nil
 	if row.TunerAlgo != "" && (row.TunerAlgo != row.SimAlgo || row.TunerProto != row.SimProto || row.TunerChannels != row.SimChannels) {
-		tr, err := cp.Sim.RunTimed(tuned, kind == KindTrace)
+		nccl, again = tuned, true
+	}
+	if again {
+		tr, err := cp.Sim.RunTimed(nccl, kind == KindTrace)
 		if err != nil {
 			return row, fmt.Errorf("%w: %v", errNoSim, err)
 		}

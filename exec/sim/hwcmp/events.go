@@ -74,6 +74,7 @@ type stepTimes struct {
 // the calls of rep's input, which must be a call trace) with the
 // simulation of every call, step by step.
 func (cp *Comparer) CompareEvents(rep *Report, path string) (*StepReport, error) {
+	cp = cp.oursComparer() // the events are our executor's
 	in := rep.Input
 	if in.Kind != KindTrace {
 		return nil, fmt.Errorf("%s: step comparison needs a call trace input, not %s", path, in.Kind)

@@ -614,3 +614,41 @@ func TestCompareEager(t *testing.T) {
 		t.Errorf("comparing an eager recording left the comparer eager")
 	}
 }
+
+// TestWithOursCalib: a comparer with a calibration for our executor's
+// column simulates that column exactly as a comparer of that calibration
+// alone and NCCL's column exactly as one of NCCL's alone, probed host
+// scaling included; the report names both calibrations.
+func TestWithOursCalib(t *testing.T) {
+	for _, name := range []string{"rerun5/net-allgather.json", "rerun5/heldout/net-broadcast-ll.json"} {
+		in, nccl := openMachineFile(t, h100Dir(), name)
+		oursCalib, err := sim.LoadCalib(calibFile("h100-twinccl.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		both, err := nccl.WithOursCalib(oursCalib, "h100-twinccl.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ours := machineComparer(t, h100Dir(), name, in, calibFile("h100-twinccl.json"))
+		var reps [3]*Report
+		for i, cp := range []*Comparer{both, nccl, ours} {
+			if reps[i], err = cp.Compare(in); err != nil {
+				t.Fatal(err)
+			}
+		}
+		differ := false
+		for i, r := range reps[0].Rows {
+			if r.SimUs != reps[2].Rows[i].SimUs || r.SimNCCLUs != reps[1].Rows[i].SimNCCLUs {
+				t.Errorf("%s row %d: ours %.3f us, NCCL's %.3f; alone: ours %.3f, NCCL's %.3f", name, i, r.SimUs, r.SimNCCLUs, reps[2].Rows[i].SimUs, reps[1].Rows[i].SimNCCLUs)
+			}
+			differ = differ || reps[1].Rows[i].SimUs != reps[2].Rows[i].SimUs
+		}
+		if !differ {
+			t.Errorf("%s: the two calibrations simulate our column alike: the test shows nothing", name)
+		}
+		if c := reps[0].Calib; !strings.Contains(c, "h100-twinccl.json") || !strings.Contains(c, nccl.CalibName) {
+			t.Errorf("%s: report calibration %q, want both named", name, c)
+		}
+	}
+}
