@@ -159,6 +159,10 @@ func runCompare(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if err := checkLoop(*loop); err != nil {
+		return err
+	}
+	cp.Sim.Loop = *loop // before WithOursCalib, whose simulator copies it
 	if ours := oursCalibPath(*oursPath, calibName); ours != "" && ours != calibName {
 		c, err := sim.LoadCalib(ours)
 		if err != nil {
@@ -168,10 +172,6 @@ func runCompare(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	if err := checkLoop(*loop); err != nil {
-		return err
-	}
-	cp.Sim.Loop = *loop
 	if len(in.Calls) == 0 {
 		return fmt.Errorf("%s: every row is an empty call (count 0): nothing to compare", in.Path)
 	}

@@ -130,6 +130,25 @@ func TestCompareCalib(t *testing.T) {
 	if out := so.String(); !strings.Contains(out, "embedded:h200.json (NCCL's column), embedded:h200-twinccl.json (ours)") {
 		t.Errorf("default calibrations not named:\n%s", out)
 	}
+	// Our column under the default is our calibration's alone, --loop
+	// included (a Broadcast, whose chain overlaps across calls in a loop).
+	oursLine := func(args ...string) string {
+		t.Helper()
+		var out bytes.Buffer
+		if err := runCompare(append([]string{filepath.Join(hwRecordings(), "p2p-broadcast.json"), "--env", "NCCL_NVLS_ENABLE=0", "--loop", "0"}, args...), &out, &se); err != nil {
+			t.Fatalf("%v\n%s", err, se.String())
+		}
+		for _, l := range strings.Split(out.String(), "\n") {
+			if strings.HasPrefix(l, "  ours  all     all") {
+				return l
+			}
+		}
+		t.Fatalf("no statistics of our column:\n%s", out.String())
+		return ""
+	}
+	if a, b := oursLine(), oursLine("--calib", calib); a != b {
+		t.Errorf("--loop 0: our column under the defaults\n%s\nunder %s alone\n%s", a, calib, b)
+	}
 	err = runCompare([]string{filepath.Join(hwRecordings(), "p2p-allreduce.json"), "--env", "NCCL_NVLS_ENABLE=0", "--calib-ours", "nosuch.json"}, &so, &se)
 	if err == nil || !strings.Contains(err.Error(), "--calib-ours") {
 		t.Errorf("--calib-ours nosuch.json: %v, want an error naming --calib-ours", err)
