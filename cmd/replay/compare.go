@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/twinccl/twinccl"
@@ -257,11 +258,11 @@ func oursCalibPath(flag, calibName string) string {
 	if !ok || strings.Contains(name, "twinccl") {
 		return ""
 	}
-	ours := sim.EmbeddedPrefix + strings.TrimSuffix(name, ".json") + "-twinccl.json"
-	if _, err := sim.LoadCalib(ours); err != nil {
+	ours := strings.TrimSuffix(name, ".json") + "-twinccl.json"
+	if !slices.Contains(sim.EmbeddedCalibNames(), ours) {
 		return "" // no calibration of our kernels for that machine
 	}
-	return ours
+	return sim.EmbeddedPrefix + ours
 }
 
 // opsOf names the collectives of a report ("AllReduce", or a list).

@@ -1338,16 +1338,22 @@ func (j *gpuJob) timeLoop(s *cuda.Stream, iters int, enqueue, status func() erro
 	}
 	iters = max(iters, 1)
 	var gx *cuda.GraphExec
+	launchGraph := func() error {
+		if err := gx.Launch(s); err != nil {
+			return fmt.Errorf("rank %d: graph launch: %w", j.rank, err)
+		}
+		if launched != nil {
+			launched()
+		}
+		return nil
+	}
 	if j.o.graph == 1 {
 		if gx, err = j.capture(s, iters, enqueue); err != nil {
 			return 0, 0, err
 		}
 		defer gx.Destroy()
-		if err := gx.Launch(s); err != nil {
-			return 0, 0, fmt.Errorf("rank %d: graph launch: %w", j.rank, err)
-		}
-		if launched != nil {
-			launched()
+		if err := launchGraph(); err != nil {
+			return 0, 0, err
 		}
 		if err := wait("graph warm-up"); err != nil {
 			return 0, 0, err
@@ -1368,11 +1374,8 @@ func (j *gpuJob) timeLoop(s *cuda.Stream, iters int, enqueue, status func() erro
 			return 0, 0, err
 		}
 		if gx != nil {
-			if err := gx.Launch(s); err != nil {
-				return 0, 0, fmt.Errorf("rank %d: graph launch: %w", j.rank, err)
-			}
-			if launched != nil {
-				launched()
+			if err := launchGraph(); err != nil {
+				return 0, 0, err
 			}
 		} else {
 			for i := 0; i < iters; i++ {

@@ -255,7 +255,7 @@ func (p *progress) loop() {
 				// after an idle spell (a peer late at a barrier) for a
 				// timer tick, about a millisecond: whole timed
 				// repetitions of small collectives ran 20 us a call slow.
-				if p.nap(timer, BackoffSleep) {
+				if p.nap(timer, BackoffSleep) == napWoken {
 					quiet = time.Time{}
 					bo.Reset()
 				}
@@ -263,31 +263,38 @@ func (p *progress) loop() {
 			}
 		}
 		p.armWakes()
-		timer.Reset(progressSleep)
-		select {
-		case <-p.kick:
+		switch p.nap(timer, progressSleep) {
+		case napWoken:
 			quiet = time.Time{}
 			bo.Reset()
-		case <-p.stopCh:
-		case <-timer.C:
+		case napExpired:
 			p.timeouts.Add(1)
 		}
-		timer.Stop()
 	}
 }
 
-// nap waits up to d for a wake-up (true) or the stop; timer is the loop's
+// napEnd is how a nap of the progress loop ended.
+type napEnd int
+
+const (
+	napWoken   napEnd = iota // a wake-up (Notify, a completion)
+	napStopped               // the loop's stop
+	napExpired               // its time ran out
+)
+
+// nap waits up to d for a wake-up or the stop; timer is the loop's
 // stopped timer.
-func (p *progress) nap(timer *time.Timer, d time.Duration) bool {
+func (p *progress) nap(timer *time.Timer, d time.Duration) napEnd {
 	timer.Reset(d)
 	defer timer.Stop()
 	select {
 	case <-p.kick:
-		return true
+		return napWoken
 	case <-p.stopCh:
+		return napStopped
 	case <-timer.C:
+		return napExpired
 	}
-	return false
 }
 
 // armWakes arms the wake-up of every connection's comm that needs it

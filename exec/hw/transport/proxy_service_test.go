@@ -440,13 +440,13 @@ func TestNapEndsOnWake(t *testing.T) {
 		p.wake()
 	}()
 	start := time.Now()
-	if !p.nap(timer, time.Minute) {
-		t.Fatal("a nap ended without the wake-up")
+	if end := p.nap(timer, time.Minute); end != napWoken {
+		t.Fatalf("a nap ended by %d, not by the wake-up", end)
 	}
 	if d := time.Since(start); d > 30*time.Second {
 		t.Fatalf("a wake-up ended a nap of a minute after %v", d)
 	}
-	if p.nap(timer, time.Millisecond) {
-		t.Fatal("a nap without a wake-up reported one")
+	if end := p.nap(timer, time.Millisecond); end != napExpired {
+		t.Fatalf("a nap without a wake-up ended by %d, not by its timer", end)
 	}
 }

@@ -185,20 +185,10 @@ func (cp *Comparer) Compare(in *Input) (*Report, error) {
 	if n := cp.Sim.Machine.Cluster.NRanks; n != in.NRanks {
 		return nil, fmt.Errorf("%s: %d rank(s), the topology %s has %d", in.Path, in.NRanks, cp.Topology, n)
 	}
-	cp, err := cp.forHost(in.HostLatencyUs)
+	cp, err := cp.forInput(in)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", in.Path, err)
 	}
-	if cp.ours != nil {
-		ours, err := cp.ours.forHost(in.HostLatencyUs)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", in.Path, err)
-		}
-		withOurs := *cp
-		withOurs.ours = ours.eager(in.Eager)
-		cp = &withOurs
-	}
-	cp = cp.eager(in.Eager)
 	rep := &Report{Input: in, Topology: cp.Topology, Settings: cp.Settings, Calib: cp.calibNames(), KernelNote: cp.oursComparer().kernelNote(in)}
 	for _, c := range in.Calls {
 		row, err := cp.compareCall(c, in.Kind)
@@ -213,33 +203,32 @@ func (cp *Comparer) Compare(in *Input) (*Report, error) {
 	return rep, nil
 }
 
-// eager is cp simulating eager loops when in was timed so (Input.Eager),
-// else cp itself.
-func (cp *Comparer) eager(eager bool) *Comparer {
-	if !eager || cp.Sim.Eager {
-		return cp
+// forInput is cp as in was timed, and so is the comparer of our column:
+// its calibration scaled to in's host (sim.Calib.ForHost on
+// Input.HostLatencyUs), and simulating eager loops for an eager recording
+// (Input.Eager). cp itself stays as it is for the next input.
+func (cp *Comparer) forInput(in *Input) (*Comparer, error) {
+	out := *cp
+	if hc := cp.calib.ForHost(in.HostLatencyUs); hc != cp.calib {
+		s, err := cp.Sim.WithCalib(hc)
+		if err != nil {
+			return nil, err
+		}
+		out.Sim, out.calib = s, hc
 	}
-	e, s := *cp, *cp.Sim
-	s.Eager = true
-	e.Sim = &s
-	return &e
-}
-
-// forHost is cp with its calibration scaled to a host whose loopback
-// TCP answered in latencyUs one way (sim.Calib.ForHost), or cp itself
-// where that changes nothing.
-func (cp *Comparer) forHost(latencyUs float64) (*Comparer, error) {
-	hc := cp.calib.ForHost(latencyUs)
-	if hc == cp.calib {
-		return cp, nil
+	if in.Eager && !out.Sim.Eager {
+		s := *out.Sim
+		s.Eager = true
+		out.Sim = &s
 	}
-	s, err := cp.Sim.WithCalib(hc)
-	if err != nil {
-		return nil, err
+	if cp.ours != nil {
+		ours, err := cp.ours.forInput(in)
+		if err != nil {
+			return nil, err
+		}
+		out.ours = ours
 	}
-	scaled := *cp
-	scaled.Sim, scaled.calib = s, hc
-	return &scaled, nil
+	return &out, nil
 }
 
 // compareCall simulates one call twice where the recorded decisions

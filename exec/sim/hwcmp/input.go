@@ -222,18 +222,23 @@ func ReadJSON(r io.Reader, name string) (*Input, error) {
 		in.NCCLEnv = rep.NCCLEnv
 	}
 	var probes []float64
-	for i, p := range rep.NetProbe {
+	probe := func(where string, p netProbe) error {
 		if !p.valid() {
-			return nil, fmt.Errorf("%s: net_probe %d: latency_us %v: want a positive latency below a second", name, i, p.LatencyUs)
+			return fmt.Errorf("%s: %s: latency_us %v: want a positive latency below a second", name, where, p.LatencyUs)
 		}
 		probes = append(probes, p.LatencyUs)
+		return nil
+	}
+	for i, p := range rep.NetProbe {
+		if err := probe(fmt.Sprintf("net_probe %d", i), p); err != nil {
+			return nil, err
+		}
 	}
 	for i, r := range rep.Rows {
-		if p := r.NetProbe; p != nil {
-			if !p.valid() {
-				return nil, fmt.Errorf("%s: row %d: net_probe: latency_us %v: want a positive latency below a second", name, i, p.LatencyUs)
+		if r.NetProbe != nil {
+			if err := probe(fmt.Sprintf("row %d: net_probe", i), *r.NetProbe); err != nil {
+				return nil, err
 			}
-			probes = append(probes, p.LatencyUs)
 		}
 	}
 	for _, l := range probes {
