@@ -58,7 +58,9 @@ type ProgGen struct {
 // GenerateProgram builds the Program NCCL 2.28.9 runs for one collective:
 // count elements (per rank for AllGather and ReduceScatter) of type d,
 // reduced with op, on the rings or trees of plan, with algorithm a and
-// protocol p.
+// protocol p. PAT, on two ranks, runs on the rings: its one dimension is
+// the ring's hop, one step per chunk (a ring's Simple chunk is four steps
+// in two slices).
 func GenerateProgram(plan *Plan, c Collective, a Algorithm, p Protocol, count int64, d Dtype, op RedOp, opts ProgOptions) (*Program, error) {
 	g, err := NewProgGen(plan, c, a, p, count, d, op, opts)
 	if err != nil {
@@ -147,6 +149,11 @@ func NewProgGen(plan *Plan, c Collective, a Algorithm, p Protocol, count int64, 
 		g.parts = []CollPart{{Channel: 0, Offset: 0, Count: count}}
 		return g, nil
 	}
+	if a == AlgoPAT && n != 2 {
+		// On two ranks PAT's one dimension is the ring's one hop; on more,
+		// its log-depth schedule has no generator.
+		return nil, fmt.Errorf("generate %s/%s: PAT Programs cover two ranks, not %d", c, a, n)
+	}
 	if err := g.checkPlan(nch); err != nil {
 		return nil, fmt.Errorf("generate %s/%s: %w", c, a, err)
 	}
@@ -157,7 +164,7 @@ func NewProgGen(plan *Plan, c Collective, a Algorithm, p Protocol, count int64, 
 	}
 	g.chLo = g.parts[0].Channel
 	used := len(g.parts)
-	if a == AlgoRing {
+	if a != AlgoTree { // ring, or PAT on two ranks
 		g.ringIx = make([][]int32, used)
 		g.ringRank = make([][]int32, used)
 		g.hdr.Conns = make([]ProgConn, 0, used*n)
@@ -215,7 +222,7 @@ func NewProgGenFromProgram(prog *Program) *ProgGen {
 // checkPlan verifies the rings or trees the generator will use.
 func (g *ProgGen) checkPlan(nch int) error {
 	plan, n := g.plan, g.plan.NRanks
-	if g.hdr.Algo == AlgoRing {
+	if g.hdr.Algo != AlgoTree {
 		if len(plan.Rings) < nch {
 			return fmt.Errorf("plan has %d rings, need %d", len(plan.Rings), nch)
 		}

@@ -1,6 +1,7 @@
 package model_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/twinccl/twinccl/model"
@@ -158,6 +159,33 @@ func TestRingAllGatherReduceScatterSimpleSteps(t *testing.T) {
 		t.Fatalf("formula: %d", got)
 	}
 	wantConn(t, res, 8, []int64{4000, 0, 4000, 0})
+}
+
+// TestPATTwoRanksSteps: PAT's AllGather and ReduceScatter on two ranks
+// send each rank's part to the other in chunks of one step (PAT's chunk
+// and slice steps are 1 and 1), so a part smaller than a step is one
+// message, where the ring's Simple chunk is two slices, the second empty
+// (two messages). PAT is Simple only, and its Programs cover two ranks.
+func TestPATTwoRanksSteps(t *testing.T) {
+	for _, coll := range []model.Collective{model.CollAllGather, model.CollReduceScatter} {
+		c := conformance.Case{Coll: coll, Algo: model.AlgoPAT, Proto: model.ProtoSimple, Dtype: model.DtypeFP32,
+			Op: model.RedSum, NRanks: 2, NChannels: 1, Count: 1000}
+		p, res := runStats(t, c)
+		if p.SlicesPerChunk != 1 || p.StepsPerSlice != 1 {
+			t.Errorf("%s: %d slices per chunk x %d steps, want 1 x 1", coll, p.SlicesPerChunk, p.StepsPerSlice)
+		}
+		wantConn(t, res, 1, []int64{4000})
+		c.Algo = model.AlgoRing
+		_, res = runStats(t, c)
+		wantConn(t, res, 4, []int64{4000, 0})
+		if model.CollAllowed(coll, model.AlgoPAT, model.ProtoLL) {
+			t.Errorf("%s: PAT with LL allowed", coll)
+		}
+		c.Algo, c.NRanks = model.AlgoPAT, 4
+		if _, err := c.Program(); err == nil || !strings.Contains(err.Error(), "two ranks") {
+			t.Errorf("%s: PAT on 4 ranks: %v, want the two-rank error", coll, err)
+		}
+	}
 }
 
 func TestRingAllReduceLLAndLL128Steps(t *testing.T) {

@@ -207,8 +207,10 @@ func ParseRedOp(s string) (RedOp, error) {
 
 // CollAllowed reports whether NCCL runs collective c with algorithm a and
 // protocol p, among the combinations Programs cover: ring for every
-// collective, tree for AllReduce, each with LL, LL128 and Simple; and the
-// p2p path (SendRecv, AlltoAll: NCCL's ring function) with LL and Simple.
+// collective, tree for AllReduce, each with LL, LL128 and Simple; PAT
+// for AllGather and ReduceScatter with Simple (on two ranks only, see
+// NewProgGen); and the p2p path (SendRecv, AlltoAll: NCCL's ring
+// function) with LL and Simple.
 func CollAllowed(c Collective, a Algorithm, p Protocol) bool {
 	if p < 0 || p >= NumProtocols {
 		return false
@@ -218,7 +220,9 @@ func CollAllowed(c Collective, a Algorithm, p Protocol) bool {
 		return a == AlgoRing && (p == ProtoSimple || p == ProtoLL)
 	case CollAllReduce:
 		return a == AlgoRing || a == AlgoTree
-	case CollAllGather, CollReduceScatter, CollBroadcast, CollReduce:
+	case CollAllGather, CollReduceScatter:
+		return a == AlgoRing || (a == AlgoPAT && p == ProtoSimple)
+	case CollBroadcast, CollReduce:
 		return a == AlgoRing
 	}
 	return false

@@ -27,7 +27,9 @@ trace ("run gpu --trace", one row per call and rank) or the --json file of
 rows are CUDA-graph-timed means over many calls: the better timing source (a
 file of "run gpu -G 0", cuda_graph false, holds eager loops' means instead,
 and is compared with the simulated eager loop, the host issuing a call every
-host_call_us of the calibration). A
+host_call_us of the calibration). A row that records its repetitions
+(reps_us, nccl_reps_us: run gpu since 2026-11-26) is timed by their median,
+which one repetition the host disturbed does not move. A
 call trace holds one traced run per call; its kernel times (the rank that
 started last, since the GPUs' clocks are not aligned and the other ranks wait
 for it) are compared with the simulated kernel time.

@@ -420,8 +420,8 @@ func (b *bencher) choose(count int64) (model.Algorithm, model.Protocol, int, err
 	if o.proto != "" {
 		proto = o.protoV
 	}
-	if !model.CollAllowed(o.coll, algo, proto) && o.algo == "" {
-		algo = model.AlgoRing
+	if (algo == model.AlgoPAT || !model.CollAllowed(o.coll, algo, proto)) && o.algo == "" {
+		algo = model.AlgoRing // as run gpu does (gpuJob.choose)
 		if !model.CollAllowed(o.coll, algo, proto) && o.proto == "" {
 			proto = model.ProtoSimple
 		}

@@ -133,7 +133,7 @@ func (j *gpuJob) runAllToAll(size, count int64) (ours, theirs timing, chunks int
 			}
 		}
 		var err error
-		t.mean, t.best, err = j.timeLoop(sync, j.o.itersFor(size), enqueue, status, nil)
+		t.reps, err = j.timeLoop(sync, j.o.itersFor(size), enqueue, status, nil)
 		if err != nil {
 			return t, fmt.Errorf("%s, %d bytes: %w", what, size, err)
 		}

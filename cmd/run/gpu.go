@@ -118,7 +118,8 @@ Timing follows nccl-tests and shared/baselines/h200x2-nvswitch: after the
 warm-up, -G 1 captures a loop of ITERS calls in a CUDA graph and times 5
 launches of it with CUDA events on the rank's stream (a barrier before
 each); -G 0 times 5 eager loops of ITERS launches. A row's time is the mean
-per call over the repetitions, the slowest rank's. busbw uses nccl-tests'
+per call over the repetitions, each repetition's slowest rank; --json also
+records every repetition (reps_us, nccl_reps_us). busbw uses nccl-tests'
 factors (AllReduce 2(n-1)/n, AllGather, ReduceScatter and AlltoAll (n-1)/n).
 
 --op alltoall runs GPU-initiated networking's all-to-all example instead
@@ -309,15 +310,21 @@ type gpuRow struct {
 	NChannels int     `json:"nchannels"`
 	TimeUs    float64 `json:"time_us"`
 	BestUs    float64 `json:"best_us"`
-	AlgBW     float64 `json:"algbw_GBps"`
-	BusBW     float64 `json:"busbw_GBps"`
-	Wrong     int64   `json:"wrong"`
-	NCCLTime  float64 `json:"nccl_time_us,omitempty"`
-	NCCLBest  float64 `json:"nccl_best_us,omitempty"`
-	NCCLAlgBW float64 `json:"nccl_algbw_GBps,omitempty"`
-	NCCLBusBW float64 `json:"nccl_busbw_GBps,omitempty"`
-	NCCLWrong int64   `json:"nccl_wrong,omitempty"`
-	Ratio     float64 `json:"ratio,omitempty"`
+	// RepsUs and NCCLRepsUs are the time per call of each repetition
+	// (their slowest rank's), whose mean and best are TimeUs and BestUs
+	// (NCCLTime and NCCLBest): "replay compare" takes their median, which
+	// one disturbed repetition does not move.
+	RepsUs     []float64 `json:"reps_us,omitempty"`
+	AlgBW      float64   `json:"algbw_GBps"`
+	BusBW      float64   `json:"busbw_GBps"`
+	Wrong      int64     `json:"wrong"`
+	NCCLTime   float64   `json:"nccl_time_us,omitempty"`
+	NCCLBest   float64   `json:"nccl_best_us,omitempty"`
+	NCCLRepsUs []float64 `json:"nccl_reps_us,omitempty"`
+	NCCLAlgBW  float64   `json:"nccl_algbw_GBps,omitempty"`
+	NCCLBusBW  float64   `json:"nccl_busbw_GBps,omitempty"`
+	NCCLWrong  int64     `json:"nccl_wrong,omitempty"`
+	Ratio      float64   `json:"ratio,omitempty"`
 	// NetProbe is rank 0's probe of its host's loopback sockets just
 	// before this size ran, in runs over several hosts (as the report's
 	// NetProbe): how fast the host's sockets were at the time of the row.
@@ -682,8 +689,10 @@ func (j *gpuJob) choose(count int64) (model.Algorithm, model.Protocol, int, erro
 	if j.o.protoSet {
 		proto = j.o.protoV
 	}
-	if !model.CollAllowed(j.o.coll, algo, proto) && !j.o.algoSet {
-		// NVLS, CollNet or PAT, which Programs do not cover: ring.
+	if (algo == model.AlgoPAT || !model.CollAllowed(j.o.coll, algo, proto)) && !j.o.algoSet {
+		// NVLS or CollNet, which Programs do not cover, or PAT, which
+		// they cover on two ranks only and our kernel has not been timed
+		// with: ring.
 		algo = model.AlgoRing
 	}
 	if !model.CollAllowed(j.o.coll, algo, proto) && !j.o.protoSet {
@@ -1053,11 +1062,36 @@ func writeGPUJSON(path string, rep gpuReport) error {
 	})
 }
 
-// timing is one rank's measurement of one size: mean and best time per
-// call over the repetitions, and wrong elements.
+// timing is one rank's measurement of one size: the time per call of
+// each repetition, and wrong elements.
 type timing struct {
-	mean, best time.Duration
-	wrong      int64
+	reps  [gpuReps]time.Duration
+	wrong int64
+}
+
+// repsUs is the repetitions of a gathered row in microseconds (nil when
+// none ran: a zero repetition means the size was not timed).
+func repsUs(reps []int64) []float64 {
+	out := make([]float64, len(reps))
+	for i, d := range reps {
+		if d <= 0 {
+			return nil
+		}
+		out[i] = float64(d) / 1e3
+	}
+	return out
+}
+
+// meanBest is a row's mean and best time per call over its repetitions
+// (0, 0 for none).
+func meanBest(reps []float64) (mean, best float64) {
+	for i, r := range reps {
+		mean += r / float64(len(reps))
+		if i == 0 || r < best {
+			best = r
+		}
+	}
+	return mean, best
 }
 
 // runSize runs one size: ours (check, then timing), then NCCL's; every
@@ -1113,38 +1147,46 @@ func (j *gpuJob) runSize(size int64) (gpuRow, error) {
 // mean and best, the sum of the wrong elements, bandwidths and the ratio.
 func (j *gpuJob) gatherRow(row gpuRow, ours, theirs timing, size int64) (gpuRow, error) {
 	o := j.o
-	// Gather: mean, best, wrong of ours and NCCL's.
-	var b [48]byte
-	for i, v := range []int64{int64(ours.mean), int64(ours.best), ours.wrong, int64(theirs.mean), int64(theirs.best), theirs.wrong} {
-		binary.LittleEndian.PutUint64(b[8*i:], uint64(v))
+	// Gather the repetitions and wrong elements of ours and NCCL's:
+	// v[0:gpuReps] and v[gpuReps] ours, then NCCL's the same way.
+	const per = gpuReps + 1
+	var b [2 * per * 8]byte
+	for k, t := range []timing{ours, theirs} {
+		for i, d := range t.reps {
+			binary.LittleEndian.PutUint64(b[8*(k*per+i):], uint64(d))
+		}
+		binary.LittleEndian.PutUint64(b[8*(k*per+gpuReps):], uint64(t.wrong))
 	}
 	all, err := j.comm.AllGather(b[:])
 	if err != nil {
 		return row, fmt.Errorf("rank %d: gather the times of %d bytes: %w", j.rank, size, err)
 	}
-	var v [6]int64
+	var v [2 * per]int64
 	for _, x := range all {
 		if len(x) != len(b) {
 			return row, fmt.Errorf("rank %d: a result of %d bytes from a peer", j.rank, len(x))
 		}
 		for i := range v {
 			y := int64(binary.LittleEndian.Uint64(x[8*i:]))
-			if i == 2 || i == 5 {
+			if i%per == gpuReps {
 				v[i] += y
 			} else {
-				v[i] = max(v[i], y) // the slowest rank
+				v[i] = max(v[i], y) // each repetition's slowest rank
 			}
 		}
 	}
 	bus := busFactor(o.coll, j.n)
-	us := func(d int64) float64 { return float64(d) / 1e3 }
-	row.TimeUs, row.BestUs, row.Wrong = us(v[0]), us(v[1]), v[2]
+	row.RepsUs = repsUs(v[:gpuReps])
+	row.TimeUs, row.BestUs = meanBest(row.RepsUs)
+	row.Wrong = v[gpuReps]
 	if row.TimeUs > 0 {
 		row.AlgBW = float64(row.Bytes) / row.TimeUs / 1e3
 		row.BusBW = row.AlgBW * bus
 	}
 	if j.nc != nil {
-		row.NCCLTime, row.NCCLBest, row.NCCLWrong = us(v[3]), us(v[4]), v[5]
+		row.NCCLRepsUs = repsUs(v[per : per+gpuReps])
+		row.NCCLTime, row.NCCLBest = meanBest(row.NCCLRepsUs)
+		row.NCCLWrong = v[per+gpuReps]
 		if row.NCCLTime > 0 {
 			row.NCCLAlgBW = float64(row.Bytes) / row.NCCLTime / 1e3
 			row.NCCLBusBW = row.NCCLAlgBW * bus
@@ -1220,7 +1262,7 @@ func (j *gpuJob) runOurs(p *model.Program, size int64, inB, outB uint64) (timing
 	}
 	enqueue := func() error { return l.Enqueue(s, j.in, j.out) }
 	status := func() error { return l.Check() }
-	t.mean, t.best, err = j.timeLoop(s, j.o.itersFor(size), enqueue, status, l.Notify)
+	t.reps, err = j.timeLoop(s, j.o.itersFor(size), enqueue, status, l.Notify)
 	if err != nil {
 		return t, fmt.Errorf("%d bytes: %w", size, err)
 	}
@@ -1303,7 +1345,7 @@ func (j *gpuJob) runNCCL(p *model.Program, size int64, inB, outB uint64) (timing
 		}
 	}
 	var err error
-	t.mean, t.best, err = j.timeLoop(s, j.o.itersFor(size), enqueue, status, nil)
+	t.reps, err = j.timeLoop(s, j.o.itersFor(size), enqueue, status, nil)
 	if err != nil {
 		return t, fmt.Errorf("NCCL, %d bytes: %w", size, err)
 	}
@@ -1318,7 +1360,7 @@ func (j *gpuJob) runNCCL(p *model.Program, size int64, inB, outB uint64) (timing
 // status reports a failed call; launched, when not nil, is called after
 // each graph launch (a launch that Enqueue did not make: see
 // gpudev.Launch.Notify).
-func (j *gpuJob) timeLoop(s *cuda.Stream, iters int, enqueue, status func() error, launched func()) (mean, best time.Duration, err error) {
+func (j *gpuJob) timeLoop(s *cuda.Stream, iters int, enqueue, status func() error, launched func()) (reps [gpuReps]time.Duration, err error) {
 	wait := func(what string) error {
 		if err := s.Synchronize(); err != nil {
 			return fmt.Errorf("rank %d: %s: %w", j.rank, what, err)
@@ -1330,11 +1372,11 @@ func (j *gpuJob) timeLoop(s *cuda.Stream, iters int, enqueue, status func() erro
 	}
 	for i := 0; i < j.o.warmup; i++ {
 		if err := enqueue(); err != nil {
-			return 0, 0, err
+			return reps, err
 		}
 	}
 	if err := wait("warm-up"); err != nil {
-		return 0, 0, err
+		return reps, err
 	}
 	iters = max(iters, 1)
 	var gx *cuda.GraphExec
@@ -1349,58 +1391,53 @@ func (j *gpuJob) timeLoop(s *cuda.Stream, iters int, enqueue, status func() erro
 	}
 	if j.o.graph == 1 {
 		if gx, err = j.capture(s, iters, enqueue); err != nil {
-			return 0, 0, err
+			return reps, err
 		}
 		defer gx.Destroy()
 		if err := launchGraph(); err != nil {
-			return 0, 0, err
+			return reps, err
 		}
 		if err := wait("graph warm-up"); err != nil {
-			return 0, 0, err
+			return reps, err
 		}
 	}
-	var total time.Duration
-	for rep := 0; rep < gpuReps; rep++ {
+	for rep := range reps {
 		if err := j.comm.Barrier(); err != nil {
-			return 0, 0, fmt.Errorf("rank %d: barrier: %w", j.rank, err)
+			return reps, fmt.Errorf("rank %d: barrier: %w", j.rank, err)
 		}
 		// One untimed call lines the GPUs up: the host barrier leaves the
 		// ranks tens of microseconds apart, which the first timed call
 		// would otherwise absorb.
 		if err := enqueue(); err != nil {
-			return 0, 0, err
+			return reps, err
 		}
 		if err := j.t0.Record(s); err != nil {
-			return 0, 0, err
+			return reps, err
 		}
 		if gx != nil {
 			if err := launchGraph(); err != nil {
-				return 0, 0, err
+				return reps, err
 			}
 		} else {
 			for i := 0; i < iters; i++ {
 				if err := enqueue(); err != nil {
-					return 0, 0, err
+					return reps, err
 				}
 			}
 		}
 		if err := j.t1.Record(s); err != nil {
-			return 0, 0, err
+			return reps, err
 		}
 		if err := wait(fmt.Sprintf("repetition %d", rep)); err != nil {
-			return 0, 0, err
+			return reps, err
 		}
 		el, err := cuda.ElapsedTime(j.t0, j.t1)
 		if err != nil {
-			return 0, 0, fmt.Errorf("rank %d: %w", j.rank, err)
+			return reps, fmt.Errorf("rank %d: %w", j.rank, err)
 		}
-		per := el / time.Duration(iters)
-		total += per
-		if rep == 0 || per < best {
-			best = per
-		}
+		reps[rep] = el / time.Duration(iters)
 	}
-	return total / gpuReps, best, nil
+	return reps, nil
 }
 
 // capture records iters calls of enqueue on s into an executable CUDA

@@ -51,7 +51,8 @@ import (
 //     per-call costs of its primitives and block size, and of SHM), and
 //     coll_us per protocol (a collective's own per-call cost), and
 //     line_threads per protocol (an LL or LL128 block sized to the call,
-//     as twinccl's kernel sizes them).
+//     as twinccl's kernel sizes them), and net_socket.recv_post_us (the
+//     part of a socket receive an idle proxy does before its message).
 //
 // Since the simulator predicts measured rows as the back-to-back loops
 // they were timed with (Simulator.Loop, loop.go), the embedded files are
@@ -351,6 +352,17 @@ type SocketCalib struct {
 	// sees a slice when its proxy's operation ends. 0: none.
 	SendOpUs float64 `json:"send_op_us,omitempty"`
 	RecvOpUs float64 `json:"recv_op_us,omitempty"`
+	// RecvPostUs is the part of RecvOpUs that a receive operation can
+	// spend before its message arrives: NCCL's proxy posts the receive
+	// of a step as soon as the step's buffer is free and its call's
+	// operation exists, so an idle proxy waiting for the message has
+	// done that part already (at most RecvOpUs; the copy and the payload
+	// always come after). Latency-bound calls (a two-rank AllGather or
+	// AllReduce, where each proxy idles until its peer's slice arrives)
+	// gain it; a proxy that is never idle (a Broadcast's receiver bound
+	// by its throughput) does not. 0: the whole operation follows the
+	// message's arrival.
+	RecvPostUs float64 `json:"recv_post_us,omitempty"`
 	// PayloadOpUs is the further time a message holds each of its two
 	// proxies when its payload travels apart from its header: more than
 	// InlineBytes on the wire. NCCL's plugin sends a payload of up to
@@ -429,6 +441,7 @@ func (c *Calib) ForHost(latencyUs float64) *Calib {
 	ns.LatencyUs *= f
 	ns.SendOpUs *= f
 	ns.RecvOpUs *= f
+	ns.RecvPostUs *= f
 	ns.PayloadOpUs *= f
 	ns.PayloadSendOpUs *= f
 	ns.SimpleUs *= f
@@ -707,6 +720,7 @@ func (c *Calib) Validate() error {
 	}{{"host_mem_GBps", c.HostMemGBps}, {"shm_latency_us", c.SHMLatencyUs},
 		{"net_socket.proxy_GBps", c.NetSocket.ProxyGBps}, {"net_socket.latency_us", c.NetSocket.LatencyUs},
 		{"net_socket.send_op_us", c.NetSocket.SendOpUs}, {"net_socket.recv_op_us", c.NetSocket.RecvOpUs},
+		{"net_socket.recv_post_us", c.NetSocket.RecvPostUs},
 		{"net_socket.flag_check_GBps", c.NetSocket.FlagCheckGBps}, {"net_socket.payload_op_us", c.NetSocket.PayloadOpUs},
 		{"net_socket.payload_send_op_us", c.NetSocket.PayloadSendOpUs},
 		{"net_socket.simple_us", c.NetSocket.SimpleUs}, {"net_socket.host_latency_us", c.NetSocket.HostLatencyUs},

@@ -159,11 +159,11 @@ func (s *Simulator) Generator(c Call) (*model.ProgGen, CallResult, error) {
 		nch = c.NChannels
 	}
 	genAlgo := algo
-	if algo == model.AlgoPAT && (c.Coll == model.CollAllGather || c.Coll == model.CollReduceScatter) {
-		// PAT (one GPU per node) has no Program generator yet: it runs as
-		// a ring on the same channels. On two ranks both move the same
-		// bytes in one step; on more, PAT's log-depth schedule is cheaper
-		// in latency than the ring's, which this overestimates.
+	if algo == model.AlgoPAT && s.Search.Plan.NRanks > 2 {
+		// PAT (one GPU per node) has a Program generator for two ranks
+		// only, where its one dimension is the ring's hop with one step
+		// per chunk: on more it runs as a ring on the same channels,
+		// whose latency its log-depth schedule beats.
 		genAlgo = model.AlgoRing
 	}
 	if !model.CollAllowed(c.Coll, genAlgo, proto) {

@@ -230,6 +230,8 @@ func fitParams(u fitUse) []FitParam {
 				get: func(c *Calib) float64 { return c.NetSocket.SendOpUs }, set: func(c *Calib, v float64) { c.NetSocket.SendOpUs = v }},
 			FitParam{Name: "net_socket.recv_op_us", Floor: 1, Lo: 0, Hi: 1000,
 				get: func(c *Calib) float64 { return c.NetSocket.RecvOpUs }, set: func(c *Calib, v float64) { c.NetSocket.RecvOpUs = v }},
+			FitParam{Name: "net_socket.recv_post_us", Floor: 1, Lo: 0, Hi: 1000,
+				get: func(c *Calib) float64 { return c.NetSocket.RecvPostUs }, set: func(c *Calib, v float64) { c.NetSocket.RecvPostUs = v }},
 			FitParam{Name: "net_socket.payload_op_us", Floor: 1, Lo: 0, Hi: 1000,
 				get: func(c *Calib) float64 { return c.NetSocket.PayloadOpUs }, set: func(c *Calib, v float64) { c.NetSocket.PayloadOpUs = v }},
 			FitParam{Name: "net_socket.payload_send_op_us", Floor: 1, Lo: 0, Hi: 1000,

@@ -239,6 +239,33 @@ func TestSocketPayloadAndSimple(t *testing.T) {
 	}
 }
 
+// TestSocketRecvPost: recv_post_us is the part of a receive operation an
+// idle proxy does before its message arrives. One isolated Broadcast,
+// whose receiving proxy idles while the root's sends (a send operation
+// longer than the receive), gains all of it, and no more than the receive
+// operation; a loop whose receiving proxy is never idle (receive
+// operations longer than the root's sends) gains nothing, with
+// serial_calls or without.
+func TestSocketRecvPost(t *testing.T) {
+	const recvOp = 50.0 // us, far above every other cost but the send
+	run := func(sendOp, post float64, serial bool, loop int) float64 {
+		c := socketCalib(t, sendOp, recvOp, 10)
+		c.NetSocket.RecvPostUs, c.NetSocket.SerialCalls = post, serial
+		return socketLoopUs(t, c, model.ProtoLL, 64, 0, loop)
+	}
+	for _, serial := range []bool{false, true} {
+		base := run(100, 0, serial, 0)
+		for _, tc := range []struct{ post, want float64 }{{30, 30}, {80, recvOp}} {
+			if d := base - run(100, tc.post, serial, 0); math.Abs(d-tc.want) > 0.5 {
+				t.Errorf("serial_calls %v, one call: recv_post_us %g saves %.2f us, want %g", serial, tc.post, d, tc.want)
+			}
+		}
+		if d := run(1, 0, serial, 4) - run(1, 30, serial, 4); math.Abs(d) > 0.5 {
+			t.Errorf("serial_calls %v, receiver-bound loop: recv_post_us 30 saves %.2f us per call, want 0", serial, d)
+		}
+	}
+}
+
 // TestSocketSerialCalls: with serial_calls, the receive proxy takes the
 // next call's slice of a one-channel Broadcast loop only once its GPU
 // consumed the previous one, so a call costs the receive operation plus

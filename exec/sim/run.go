@@ -348,6 +348,12 @@ type runner struct {
 	// proxyRecv[c] the receive operations of connection c on their way to
 	// its receiver's proxy (their durations, in order)
 	proxySendOp, proxyRecvOp float64
+	// recvPost is the part of proxyRecvOp (ps) a receive operation can
+	// spend before its message arrives (SocketCalib.RecvPostUs), from
+	// recvReady[c] on: when connection c's previous receive operation
+	// ended, or its call's operation began (SerialCalls)
+	recvPost  float64
+	recvReady []Time
 	// payloadOp is the further time (ps) a message costs each proxy
 	// when its payload is not inline (SocketCalib.PayloadOpUs), and
 	// payloadSendOp what it costs its sender's on top
@@ -581,6 +587,7 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 			if x.proxyFree == nil {
 				x.proxySendOp = x.c.NetSocket.SendOpUs * psPerUs
 				x.proxyRecvOp = x.c.NetSocket.RecvOpUs * psPerUs
+				x.recvPost = min(x.c.NetSocket.RecvPostUs*psPerUs, x.proxyRecvOp)
 				x.payloadOp = x.c.NetSocket.PayloadOpUs * psPerUs
 				x.payloadSendOp = x.c.NetSocket.PayloadSendOpUs * psPerUs
 				if x.proto == model.ProtoSimple {
@@ -592,6 +599,7 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 				}
 				x.proxyFree = make([]Time, p.NRanks)
 				x.proxyRecv = make([][]float64, len(p.Conns))
+				x.recvReady = make([]Time, len(p.Conns))
 				if x.c.NetSocket.SerialCalls {
 					x.proxyDone = make([]uint64, len(p.Conns))
 					x.proxyParked = make([][]uint64, len(p.Conns))
@@ -783,7 +791,7 @@ func (x *runner) run() {
 				x.proxyParked[ev.id] = append(x.proxyParked[ev.id], ev.val)
 				break
 			}
-			x.proxyTake(ev.id, ev.val)
+			x.proxyTake(ev.id, ev.val, x.recvPost)
 		case evStarted:
 			c := &x.rc[ev.id]
 			c.started = max(c.started, ev.val)
@@ -1241,12 +1249,20 @@ func (x *runner) proxySend(c int32, cs *sendConn, tail uint64, data int64) {
 }
 
 // proxyTake serves the receive operation of the slice of connection c
-// up to step tail on its receiver's proxy; the receiver sees the slice
-// when it ends, a Simple one after the tail's hand-off (proxySimple).
-func (x *runner) proxyTake(c int32, tail uint64) {
+// up to step tail, which arrived now, on its receiver's proxy; the
+// receiver sees the slice when it ends, a Simple one after the tail's
+// hand-off (proxySimple). Up to early ps of it ran before the arrival
+// where the proxy was idle then and the operation could be posted
+// (recvReady).
+func (x *runner) proxyTake(c int32, tail uint64, early float64) {
 	pend := x.proxyRecv[c]
 	x.proxyRecv[c] = pend[1:]
-	x.q.push(x.proxyServe(x.sc[c].proxyTo, pend[0])+x.proxySimple, evTail, c, tail)
+	r := x.sc[c].proxyTo
+	start := max(x.now-Time(early+0.5), x.proxyFree[r], x.recvReady[c])
+	end := max(start+Time(pend[0]+0.5), x.now)
+	x.proxyFree[r] = max(x.proxyFree[r], end)
+	x.recvReady[c] = end
+	x.q.push(end+x.proxySimple, evTail, c, tail)
 }
 
 // callBase is the first step of the call of a loop that the slice of
@@ -1270,10 +1286,14 @@ func (x *runner) callBase(c int32, tail uint64) uint64 {
 // every slice of it (SocketCalib.SerialCalls).
 func (x *runner) proxyConsumed(c int32, head uint64) {
 	x.proxyDone[c] = max(x.proxyDone[c], head)
+	if x.callBase(c, head+1) == head {
+		// the call's last slice: the next call's operation begins now
+		x.recvReady[c] = max(x.recvReady[c], x.now)
+	}
 	for len(x.proxyParked[c]) > 0 && x.proxyDone[c] >= x.callBase(c, x.proxyParked[c][0]) {
 		tail := x.proxyParked[c][0]
 		x.proxyParked[c] = x.proxyParked[c][1:]
-		x.proxyTake(c, tail)
+		x.proxyTake(c, tail, 0)
 	}
 }
 

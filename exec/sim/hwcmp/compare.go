@@ -171,6 +171,9 @@ func (r *Report) Timing() string {
 	if r.Input.Kind == KindJSON && r.Input.Eager {
 		return "mean per call of eager loops, the host issuing every launch (run gpu -G 0: time_us, nccl_time_us) vs simulated eager loop (a call issued every host_call_us)"
 	}
+	if r.Input.Kind == KindJSON && r.Input.Medians {
+		return "CUDA-graph-timed median repetition per call (reps_us, nccl_reps_us; a row without them: its mean time_us) vs simulated call time (launch included)"
+	}
 	if r.Input.Kind == KindJSON {
 		return "CUDA-graph-timed mean per call (time_us, nccl_time_us) vs simulated call time (launch included)"
 	}

@@ -85,7 +85,7 @@ var h100Bounds = []poolBound{
 	{"p2p-*", ColOurs, BucketAll, 0.24, 0.52},   // 21.0, 46.2
 	{"shm-*", ColNCCL, BucketAll, 0.07, 0.39},   // 3.6, 35.3
 	{"shm-*", ColOurs, BucketAll, 0.13, 0.62},   // 9.2, 56.7
-	{"net-*", ColNCCL, BucketAll, 0.21, 0.55},   // 17.1, 49.6
+	{"net-*", ColNCCL, BucketAll, 0.22, 0.51},   // 18.8, 45.7
 	{"net-*", ColOurs, BucketLarge, 0.30, 0.45}, // 27.9, 40.4
 	// Every protocol forced.
 	{"proto/p2p-*-ll", ColNCCL, BucketAll, 0.06, 0.16},     // 2.6, 10.8
@@ -95,8 +95,8 @@ var h100Bounds = []poolBound{
 	{"proto/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.14},     // 2.4, 8.2
 	{"proto/shm-*-simple", ColNCCL, BucketAll, 0.07, 0.18}, // 3.3, 12.7
 	{"proto/shm-*", ColOurs, BucketAll, 0.16, 0.47},        // 12.2, 41.6
-	{"proto/net-*-ll", ColNCCL, BucketAll, 0.25, 0.60},     // 22.0, 54.8
-	{"proto/net-*-simple", ColNCCL, BucketAll, 0.19, 0.37}, // 15.6, 31.1
+	{"proto/net-*-ll", ColNCCL, BucketAll, 0.29, 0.57},     // 25.3, 51.3
+	{"proto/net-*-simple", ColNCCL, BucketAll, 0.19, 0.33}, // 15.3, 27.8
 	{"proto/net-*", ColOurs, BucketLarge, 0.39, 0.42},      // 35.8, 38.2
 	// Recorded a session later at sizes no other file has (heldout/).
 	{"heldout/p2p-*-ll", ColNCCL, BucketAll, 0.07, 0.2},      // 3.5, 13.5
@@ -104,72 +104,86 @@ var h100Bounds = []poolBound{
 	{"heldout/p2p-*-simple", ColNCCL, BucketAll, 0.08, 0.15}, // 4.9, 9.8
 	{"heldout/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.18},     // 2.9, 12.6
 	{"heldout/shm-*-simple", ColNCCL, BucketAll, 0.07, 0.20}, // 3.8, 15.4
-	{"heldout/net-*-ll", ColNCCL, BucketAll, 0.23, 0.37},     // 19.9, 31.2
-	{"heldout/net-*-simple", ColNCCL, BucketAll, 0.21, 0.32}, // 17.9, 26.3
+	{"heldout/net-*-ll", ColNCCL, BucketAll, 0.23, 0.34},     // 19.7, 28.6
+	{"heldout/net-*-simple", ColNCCL, BucketAll, 0.20, 0.33}, // 16.8, 27.6
 	{"heldout/p2p-*", ColOurs, BucketAll, 0.30, 0.81},        // 26.1, 76.2
 	{"heldout/shm-*", ColOurs, BucketAll, 0.14, 0.49},        // 10.6, 43.5
 	{"heldout/net-*", ColOurs, BucketLarge, 0.41, 0.61},      // 38.5, 56.4
 	// The socket runs before the socket plugin lost its helpers
 	// (sockets-helpers/: NCCL's column is another start of the machine).
-	{"sockets-helpers/net-*", ColNCCL, BucketAll, 0.13, 0.31},                // 9.2, 25.6
+	{"sockets-helpers/net-*", ColNCCL, BucketAll, 0.11, 0.34},                // 7.2, 28.2
 	{"sockets-helpers/net-*", ColOurs, BucketLarge, 0.34, 0.81},              // 30.2, 75.1
-	{"sockets-helpers/proto/net-*-ll", ColNCCL, BucketAll, 0.10, 0.39},       // 6.4, 33.7
-	{"sockets-helpers/proto/net-*-simple", ColNCCL, BucketAll, 0.13, 0.50},   // 9.4, 44.7
+	{"sockets-helpers/proto/net-*-ll", ColNCCL, BucketAll, 0.14, 0.34},       // 10.3, 29.0
+	{"sockets-helpers/proto/net-*-simple", ColNCCL, BucketAll, 0.08, 0.22},   // 4.9, 16.5
 	{"sockets-helpers/proto/net-*", ColOurs, BucketLarge, 0.32, 0.44},        // 29.0, 38.8
-	{"sockets-helpers/heldout/net-*-ll", ColNCCL, BucketAll, 0.13, 0.30},     // 10.0, 24.1
-	{"sockets-helpers/heldout/net-*-simple", ColNCCL, BucketAll, 0.16, 0.39}, // 12.8, 33.3
+	{"sockets-helpers/heldout/net-*-ll", ColNCCL, BucketAll, 0.15, 0.30},     // 11.9, 24.7
+	{"sockets-helpers/heldout/net-*-simple", ColNCCL, BucketAll, 0.09, 0.32}, // 5.8, 26.7
 	{"sockets-helpers/heldout/net-*", ColOurs, BucketLarge, 0.71, 0.91},      // 67.3, 81.0
 	// rerun2/ (the sockets on a start recorded 2026-11-26, seventh
 	// session): held out of the fit of the embedded socket constants
 	// (testdata/hw/fit-sockets.sh), as the sixth start of the machine
-	{"rerun2/net-*", ColNCCL, BucketAll, 0.11, 0.69},                // 7.6, 63.5
-	{"rerun2/proto/net-*-ll", ColNCCL, BucketAll, 0.12, 0.39},       // 9.0, 33.2
-	{"rerun2/proto/net-*-simple", ColNCCL, BucketAll, 0.16, 0.64},   // 12.5, 58.9
-	{"rerun2/heldout/net-*-ll", ColNCCL, BucketAll, 0.10, 0.26},     // 6.9, 20.6
-	{"rerun2/heldout/net-*-simple", ColNCCL, BucketAll, 0.15, 0.37}, // 11.3, 31.9
+	{"rerun2/net-*", ColNCCL, BucketAll, 0.08, 0.71},                // 4.7, 65.4
+	{"rerun2/proto/net-*-ll", ColNCCL, BucketAll, 0.10, 0.28},       // 6.7, 22.1
+	{"rerun2/proto/net-*-simple", ColNCCL, BucketAll, 0.11, 0.27},   // 7.3, 21.1
+	{"rerun2/heldout/net-*-ll", ColNCCL, BucketAll, 0.09, 0.26},     // 5.5, 20.6
+	{"rerun2/heldout/net-*-simple", ColNCCL, BucketAll, 0.12, 0.29}, // 8.1, 24.0
 	// rerun2/diag/: Broadcast to 32 KiB, LL and Simple, as CUDA-graph and
 	// as eager loops (-G 0, simulated as the host issuing every call)
-	{"rerun2/diag/net-*", ColNCCL, BucketAll, 0.11, 0.30}, // 8.0, 24.3
+	{"rerun2/diag/net-*", ColNCCL, BucketAll, 0.13, 0.44}, // 9.1, 39.0
 	// rerun3/ (a seventh start, 2026-11-26, seventh session): sockets held out of every fit
-	{"rerun3/net-*", ColNCCL, BucketAll, 0.12, 0.37},                // 8.2, 32.0
-	{"rerun3/proto/net-*-ll", ColNCCL, BucketAll, 0.11, 0.37},       // 7.3, 31.6
-	{"rerun3/proto/net-*-simple", ColNCCL, BucketAll, 0.11, 0.40},   // 7.6, 35.0
-	{"rerun3/heldout/net-*-ll", ColNCCL, BucketAll, 0.11, 0.29},     // 7.5, 24.0
-	{"rerun3/heldout/net-*-simple", ColNCCL, BucketAll, 0.11, 0.31}, // 7.6, 25.5
+	{"rerun3/net-*", ColNCCL, BucketAll, 0.09, 0.33},                // 5.9, 27.7
+	{"rerun3/proto/net-*-ll", ColNCCL, BucketAll, 0.07, 0.29},       // 3.7, 23.6
+	{"rerun3/proto/net-*-simple", ColNCCL, BucketAll, 0.07, 0.24},   // 3.9, 18.3
+	{"rerun3/heldout/net-*-ll", ColNCCL, BucketAll, 0.10, 0.23},     // 6.7, 17.7
+	{"rerun3/heldout/net-*-simple", ColNCCL, BucketAll, 0.09, 0.21}, // 5.9, 15.8
 	// rerun4/ (an eighth start, seventh session), never fitted for NCCL
-	{"rerun4/net-*", ColNCCL, BucketAll, 0.09, 0.35},                // 5.2, 29.1
-	{"rerun4/proto/net-*-ll", ColNCCL, BucketAll, 0.10, 0.33},       // 6.8, 27.5
-	{"rerun4/proto/net-*-simple", ColNCCL, BucketAll, 0.17, 0.73},   // 13.3, 67.5
-	{"rerun4/heldout/net-*-ll", ColNCCL, BucketAll, 0.10, 0.26},     // 6.9, 20.3
-	{"rerun4/heldout/net-*-simple", ColNCCL, BucketAll, 0.16, 0.37}, // 13.0, 31.3
+	{"rerun4/net-*", ColNCCL, BucketAll, 0.10, 0.27},                // 6.5, 21.2
+	{"rerun4/proto/net-*-ll", ColNCCL, BucketAll, 0.09, 0.25},       // 5.1, 19.2
+	{"rerun4/proto/net-*-simple", ColNCCL, BucketAll, 0.11, 0.34},   // 8.0, 28.1
+	{"rerun4/heldout/net-*-ll", ColNCCL, BucketAll, 0.11, 0.25},     // 7.8, 19.8
+	{"rerun4/heldout/net-*-simple", ColNCCL, BucketAll, 0.11, 0.35}, // 7.4, 29.1
 	// rerun5/, rerun6/, rerun7/ (ninth to eleventh starts, eighth session), never fitted for NCCL
-	{"rerun5/net-*", ColNCCL, BucketAll, 0.10, 0.30},                // 6.4, 24.9
-	{"rerun5/proto/net-*-ll", ColNCCL, BucketAll, 0.09, 0.23},       // 5.2, 17.2
-	{"rerun5/proto/net-*-simple", ColNCCL, BucketAll, 0.14, 0.48},   // 10.5, 42.3
-	{"rerun5/heldout/net-*-ll", ColNCCL, BucketAll, 0.13, 0.30},     // 9.1, 24.1
-	{"rerun5/heldout/net-*-simple", ColNCCL, BucketAll, 0.12, 0.28}, // 8.5, 22.6
-	{"rerun6/net-*", ColNCCL, BucketAll, 0.09, 0.34},                // 6.0, 28.3
-	{"rerun6/proto/net-*-ll", ColNCCL, BucketAll, 0.11, 0.24},       // 7.4, 18.4
-	{"rerun6/proto/net-*-simple", ColNCCL, BucketAll, 0.09, 0.31},   // 5.3, 25.3
-	{"rerun6/heldout/net-*-ll", ColNCCL, BucketAll, 0.12, 0.30},     // 8.6, 24.5
-	{"rerun6/heldout/net-*-simple", ColNCCL, BucketAll, 0.13, 0.28}, // 9.4, 22.2
-	{"rerun7/net-*", ColNCCL, BucketAll, 0.10, 0.38},                // 6.4, 32.1
-	{"rerun7/proto/net-*-ll", ColNCCL, BucketAll, 0.11, 0.34},       // 7.1, 28.5
-	{"rerun7/proto/net-*-simple", ColNCCL, BucketAll, 0.11, 0.29},   // 7.7, 23.5
-	{"rerun7/heldout/net-*-ll", ColNCCL, BucketAll, 0.10, 0.29},     // 6.6, 23.8
-	{"rerun7/heldout/net-*-simple", ColNCCL, BucketAll, 0.11, 0.25}, // 7.6, 19.8
+	{"rerun5/net-*", ColNCCL, BucketAll, 0.08, 0.26},                // 5.0, 20.8
+	{"rerun5/proto/net-*-ll", ColNCCL, BucketAll, 0.07, 0.16},       // 3.5, 10.8
+	{"rerun5/proto/net-*-simple", ColNCCL, BucketAll, 0.08, 0.17},   // 4.2, 11.9
+	{"rerun5/heldout/net-*-ll", ColNCCL, BucketAll, 0.10, 0.22},     // 6.6, 16.8
+	{"rerun5/heldout/net-*-simple", ColNCCL, BucketAll, 0.11, 0.27}, // 7.7, 21.9
+	{"rerun6/net-*", ColNCCL, BucketAll, 0.07, 0.29},                // 4.0, 23.5
+	{"rerun6/proto/net-*-ll", ColNCCL, BucketAll, 0.07, 0.19},       // 3.4, 14.0
+	{"rerun6/proto/net-*-simple", ColNCCL, BucketAll, 0.10, 0.27},   // 6.6, 21.3
+	{"rerun6/heldout/net-*-ll", ColNCCL, BucketAll, 0.09, 0.23},     // 5.7, 17.9
+	{"rerun6/heldout/net-*-simple", ColNCCL, BucketAll, 0.09, 0.22}, // 5.6, 16.3
+	{"rerun7/net-*", ColNCCL, BucketAll, 0.10, 0.31},                // 6.2, 25.9
+	{"rerun7/proto/net-*-ll", ColNCCL, BucketAll, 0.10, 0.29},       // 6.5, 23.3
+	{"rerun7/proto/net-*-simple", ColNCCL, BucketAll, 0.09, 0.21},   // 5.4, 16.0
+	{"rerun7/heldout/net-*-ll", ColNCCL, BucketAll, 0.10, 0.32},     // 6.2, 26.6
+	{"rerun7/heldout/net-*-simple", ColNCCL, BucketAll, 0.07, 0.23}, // 3.2, 17.5
 	// rerun8/ (a twelfth start, eighth session): sockets, and P2P and SHM at held-out sizes
-	{"rerun8/net-*", ColNCCL, BucketAll, 0.12, 0.57},                // 8.2, 51.6
-	{"rerun8/proto/net-*-ll", ColNCCL, BucketAll, 0.11, 0.22},       // 8.0, 16.1
-	{"rerun8/proto/net-*-simple", ColNCCL, BucketAll, 0.13, 0.45},   // 9.7, 39.6
-	{"rerun8/heldout/net-*-ll", ColNCCL, BucketAll, 0.11, 0.22},     // 7.1, 17.0
-	{"rerun8/heldout/net-*-simple", ColNCCL, BucketAll, 0.10, 0.28}, // 6.4, 23.0
+	{"rerun8/net-*", ColNCCL, BucketAll, 0.08, 0.52},                // 4.9, 46.2
+	{"rerun8/proto/net-*-ll", ColNCCL, BucketAll, 0.08, 0.18},       // 4.5, 12.6
+	{"rerun8/proto/net-*-simple", ColNCCL, BucketAll, 0.07, 0.32},   // 3.6, 26.1
+	{"rerun8/heldout/net-*-ll", ColNCCL, BucketAll, 0.09, 0.17},     // 5.4, 11.6
+	{"rerun8/heldout/net-*-simple", ColNCCL, BucketAll, 0.06, 0.26}, // 2.8, 20.2
 	// rerun9/ (a thirteenth start, eighth session): sockets
-	{"rerun9/net-*", ColNCCL, BucketAll, 0.12, 0.33},                // 8.1, 27.1
-	{"rerun9/proto/net-*-ll", ColNCCL, BucketAll, 0.11, 0.32},       // 7.5, 26.3
-	{"rerun9/proto/net-*-simple", ColNCCL, BucketAll, 0.11, 0.47},   // 7.5, 41.6
-	{"rerun9/heldout/net-*-ll", ColNCCL, BucketAll, 0.08, 0.37},     // 4.7, 31.3
-	{"rerun9/heldout/net-*-simple", ColNCCL, BucketAll, 0.13, 0.30}, // 9.4, 24.9
+	{"rerun9/net-*", ColNCCL, BucketAll, 0.09, 0.25},                // 5.6, 19.8
+	{"rerun9/proto/net-*-ll", ColNCCL, BucketAll, 0.08, 0.25},       // 4.5, 19.1
+	{"rerun9/proto/net-*-simple", ColNCCL, BucketAll, 0.11, 0.21},   // 8.0, 15.9
+	{"rerun9/heldout/net-*-ll", ColNCCL, BucketAll, 0.08, 0.28},     // 4.2, 22.5
+	{"rerun9/heldout/net-*-simple", ColNCCL, BucketAll, 0.06, 0.21}, // 2.8, 15.3
+	// rerun10/ (a fourteenth start, ninth session, recorded after PAT and
+	// recv_post_us came in): sockets, and P2P and SHM at held-out sizes;
+	// rerun11/ (a fifteenth, the build that records every repetition,
+	// timed by their median): sockets, and P2P at held-out sizes
+	{"rerun10/net-*", ColNCCL, BucketAll, 0.09, 0.31},                // 5.8, 25.2
+	{"rerun11/net-*", ColNCCL, BucketAll, 0.08, 0.33},                // 4.8, 28.0
+	{"rerun10/proto/net-*-ll", ColNCCL, BucketAll, 0.13, 0.30},       // 9.1, 24.6
+	{"rerun11/proto/net-*-ll", ColNCCL, BucketAll, 0.08, 0.19},       // 4.7, 13.7
+	{"rerun10/proto/net-*-simple", ColNCCL, BucketAll, 0.06, 0.19},   // 2.3, 13.2
+	{"rerun11/proto/net-*-simple", ColNCCL, BucketAll, 0.09, 0.25},   // 5.9, 20.0
+	{"rerun10/heldout/net-*-ll", ColNCCL, BucketAll, 0.12, 0.35},     // 8.1, 29.1
+	{"rerun11/heldout/net-*-ll", ColNCCL, BucketAll, 0.10, 0.31},     // 6.9, 25.1
+	{"rerun10/heldout/net-*-simple", ColNCCL, BucketAll, 0.11, 0.34}, // 7.8, 28.3
+	{"rerun11/heldout/net-*-simple", ColNCCL, BucketAll, 0.13, 0.30}, // 9.8, 24.6
 }
 
 // h100OursBounds are tolerances on our executor's column simulated with
@@ -238,100 +252,118 @@ var h100OursBounds = []poolBound{
 var h100NCCLBounds = []poolBound{
 	{"proto/shm-*-ll", ColNCCL, BucketAll, 0.05, 0.11},                       // 1.7, 5.3
 	{"proto/shm-*-simple", ColNCCL, BucketAll, 0.07, 0.23},                   // 3.9, 17.2
-	{"proto/net-*-ll", ColNCCL, BucketAll, 0.28, 0.60},                       // 25.0, 54.4
-	{"proto/net-*-simple", ColNCCL, BucketAll, 0.18, 0.35},                   // 15.0, 30.0
+	{"proto/net-*-ll", ColNCCL, BucketAll, 0.29, 0.56},                       // 25.6, 50.8
+	{"proto/net-*-simple", ColNCCL, BucketAll, 0.18, 0.34},                   // 14.6, 28.1
 	{"shm-*", ColNCCL, BucketAll, 0.06, 0.37},                                // 2.6, 32.5
-	{"net-*", ColNCCL, BucketAll, 0.20, 0.55},                                // 17.0, 49.1
+	{"net-*", ColNCCL, BucketAll, 0.21, 0.51},                                // 17.6, 45.1
 	{"heldout/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.15},                     // 2.6, 9.4
 	{"heldout/shm-*-simple", ColNCCL, BucketAll, 0.08, 0.21},                 // 4.5, 16.0
-	{"heldout/net-*-ll", ColNCCL, BucketAll, 0.24, 0.36},                     // 20.6, 30.6
-	{"heldout/net-*-simple", ColNCCL, BucketAll, 0.24, 0.32},                 // 20.3, 26.8
-	{"sockets-helpers/proto/net-*-ll", ColNCCL, BucketAll, 0.12, 0.39},       // 8.1, 33.5
-	{"sockets-helpers/proto/net-*-simple", ColNCCL, BucketAll, 0.12, 0.27},   // 8.8, 22.0
-	{"sockets-helpers/net-*", ColNCCL, BucketAll, 0.11, 0.31},                // 7.8, 25.2
-	{"sockets-helpers/heldout/net-*-ll", ColNCCL, BucketAll, 0.16, 0.29},     // 12.3, 23.9
-	{"sockets-helpers/heldout/net-*-simple", ColNCCL, BucketAll, 0.16, 0.38}, // 12.3, 32.1
+	{"heldout/net-*-ll", ColNCCL, BucketAll, 0.23, 0.34},                     // 19.2, 28.5
+	{"heldout/net-*-simple", ColNCCL, BucketAll, 0.19, 0.33},                 // 16.0, 27.9
+	{"sockets-helpers/proto/net-*-ll", ColNCCL, BucketAll, 0.13, 0.34},       // 9.7, 28.8
+	{"sockets-helpers/proto/net-*-simple", ColNCCL, BucketAll, 0.09, 0.21},   // 5.7, 15.8
+	{"sockets-helpers/net-*", ColNCCL, BucketAll, 0.09, 0.33},                // 6.0, 27.1
+	{"sockets-helpers/heldout/net-*-ll", ColNCCL, BucketAll, 0.15, 0.30},     // 11.1, 24.2
+	{"sockets-helpers/heldout/net-*-simple", ColNCCL, BucketAll, 0.11, 0.31}, // 7.7, 25.8
 	// rerun/heldout: heldout/ recorded again on a later start (2026-11-26,
 	// the current executor, with run gpu's loopback probe), no fit used it
 	{"rerun/p2p-*", ColNCCL, BucketAll, 0.06, 0.19},                // 2.5, 13.6
 	{"rerun/shm-*", ColNCCL, BucketAll, 0.06, 0.23},                // 2.7, 17.8
 	{"rerun/proto/p2p-*", ColNCCL, BucketAll, 0.06, 0.16},          // 2.6, 10.5
 	{"rerun/proto/shm-*", ColNCCL, BucketAll, 0.07, 0.27},          // 3.3, 21.3
-	{"rerun/proto/net-*", ColNCCL, BucketAll, 0.10, 0.33},          // 6.2, 28.0
+	{"rerun/proto/net-*", ColNCCL, BucketAll, 0.09, 0.31},          // 5.3, 26.0
 	{"rerun/heldout/p2p-*-ll", ColNCCL, BucketAll, 0.06, 0.18},     // 2.9, 12.8
 	{"rerun/heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.06, 0.16},  // 2.7, 10.1
 	{"rerun/heldout/p2p-*-simple", ColNCCL, BucketAll, 0.07, 0.15}, // 3.1, 9.1
 	{"rerun/heldout/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.13},     // 2.6, 7.7
 	{"rerun/heldout/shm-*-simple", ColNCCL, BucketAll, 0.08, 0.23}, // 4.1, 17.2
-	{"rerun/heldout/net-*-ll", ColNCCL, BucketAll, 0.09, 0.44},     // 5.4, 38.7
-	{"rerun/heldout/net-*-simple", ColNCCL, BucketAll, 0.12, 0.29}, // 8.2, 23.6
+	{"rerun/heldout/net-*-ll", ColNCCL, BucketAll, 0.08, 0.42},     // 4.8, 36.9
+	{"rerun/heldout/net-*-simple", ColNCCL, BucketAll, 0.08, 0.23}, // 5.0, 17.2
 	// leader/: another start of the machine (2026-11-26, fourth session),
 	// never fitted
 	{"leader/shm-*", ColNCCL, BucketAll, 0.06, 0.22},                // 2.3, 16.3
-	{"leader/net-*", ColNCCL, BucketAll, 0.10, 0.34},                // 6.6, 28.6
+	{"leader/net-*", ColNCCL, BucketAll, 0.09, 0.30},                // 5.6, 25.0
 	{"leader/proto/shm-*-ll", ColNCCL, BucketAll, 0.05, 0.11},       // 1.8, 5.9
 	{"leader/proto/shm-*-simple", ColNCCL, BucketAll, 0.08, 0.26},   // 4.9, 21.0
-	{"leader/proto/net-*-ll", ColNCCL, BucketAll, 0.09, 0.35},       // 6.0, 29.6
-	{"leader/proto/net-*-simple", ColNCCL, BucketAll, 0.13, 0.42},   // 9.5, 36.2
+	{"leader/proto/net-*-ll", ColNCCL, BucketAll, 0.10, 0.36},       // 6.4, 30.3
+	{"leader/proto/net-*-simple", ColNCCL, BucketAll, 0.15, 0.26},   // 11.3, 21.0
 	{"leader/heldout/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.22},     // 2.3, 17.0
 	{"leader/heldout/shm-*-simple", ColNCCL, BucketAll, 0.08, 0.22}, // 4.5, 16.2
-	{"leader/heldout/net-*-ll", ColNCCL, BucketAll, 0.10, 0.28},     // 6.5, 22.1
-	{"leader/heldout/net-*-simple", ColNCCL, BucketAll, 0.14, 0.23}, // 10.9, 17.7
+	{"leader/heldout/net-*-ll", ColNCCL, BucketAll, 0.12, 0.28},     // 8.1, 22.8
+	{"leader/heldout/net-*-simple", ColNCCL, BucketAll, 0.09, 0.24}, // 5.7, 18.3
 	// rerun2/: the sockets on another start (2026-11-26, seventh session;
 	// a probe before every size), never fitted
-	{"rerun2/net-*", ColNCCL, BucketAll, 0.10, 0.69},                // 6.9, 63.5
-	{"rerun2/proto/net-*-ll", ColNCCL, BucketAll, 0.12, 0.29},       // 9.0, 23.8
-	{"rerun2/proto/net-*-simple", ColNCCL, BucketAll, 0.14, 0.28},   // 10.1, 23.0
-	{"rerun2/heldout/net-*-ll", ColNCCL, BucketAll, 0.10, 0.24},     // 6.6, 18.2
-	{"rerun2/heldout/net-*-simple", ColNCCL, BucketAll, 0.14, 0.36}, // 10.2, 30.1
+	{"rerun2/net-*", ColNCCL, BucketAll, 0.08, 0.70},                // 4.4, 64.5
+	{"rerun2/proto/net-*-ll", ColNCCL, BucketAll, 0.11, 0.27},       // 7.3, 21.9
+	{"rerun2/proto/net-*-simple", ColNCCL, BucketAll, 0.11, 0.23},   // 7.3, 17.6
+	{"rerun2/heldout/net-*-ll", ColNCCL, BucketAll, 0.10, 0.25},     // 6.4, 19.6
+	{"rerun2/heldout/net-*-simple", ColNCCL, BucketAll, 0.11, 0.29}, // 7.1, 23.2
 	// rerun3/: a seventh start (2026-11-26, seventh session), never fitted
-	{"rerun3/net-*", ColNCCL, BucketAll, 0.11, 0.41},                // 7.5, 35.1
-	{"rerun3/proto/net-*-ll", ColNCCL, BucketAll, 0.07, 0.38},       // 3.8, 32.1
-	{"rerun3/proto/net-*-simple", ColNCCL, BucketAll, 0.12, 0.29},   // 8.2, 23.6
-	{"rerun3/heldout/net-*-ll", ColNCCL, BucketAll, 0.11, 0.22},     // 7.3, 16.9
-	{"rerun3/heldout/net-*-simple", ColNCCL, BucketAll, 0.09, 0.34}, // 5.7, 28.2
+	{"rerun3/net-*", ColNCCL, BucketAll, 0.10, 0.33},                // 6.2, 27.4
+	{"rerun3/proto/net-*-ll", ColNCCL, BucketAll, 0.07, 0.30},       // 4.0, 24.4
+	{"rerun3/proto/net-*-simple", ColNCCL, BucketAll, 0.07, 0.25},   // 4.0, 19.9
+	{"rerun3/heldout/net-*-ll", ColNCCL, BucketAll, 0.10, 0.22},     // 6.4, 16.9
+	{"rerun3/heldout/net-*-simple", ColNCCL, BucketAll, 0.09, 0.21}, // 5.2, 15.1
 	{"rerun3/heldout/p2p-*-ll", ColNCCL, BucketAll, 0.07, 0.20},     // 3.7, 14.1
 	{"rerun3/heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.06, 0.15},  // 2.4, 9.2
 	{"rerun3/heldout/p2p-*-simple", ColNCCL, BucketAll, 0.07, 0.14}, // 3.4, 8.9
 	{"rerun3/heldout/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.16},     // 2.9, 10.2
 	{"rerun3/heldout/shm-*-simple", ColNCCL, BucketAll, 0.08, 0.28}, // 4.4, 22.6
 	// rerun4/ (an eighth start, seventh session), never fitted for NCCL
-	{"rerun4/net-*", ColNCCL, BucketAll, 0.09, 0.34},                // 5.2, 28.8
-	{"rerun4/proto/net-*-ll", ColNCCL, BucketAll, 0.07, 0.26},       // 4.0, 20.1
-	{"rerun4/proto/net-*-simple", ColNCCL, BucketAll, 0.15, 0.40},   // 12.0, 34.1
-	{"rerun4/heldout/net-*-ll", ColNCCL, BucketAll, 0.10, 0.25},     // 6.2, 19.4
-	{"rerun4/heldout/net-*-simple", ColNCCL, BucketAll, 0.17, 0.35}, // 13.1, 29.2
+	{"rerun4/net-*", ColNCCL, BucketAll, 0.09, 0.27},                // 5.7, 21.4
+	{"rerun4/proto/net-*-ll", ColNCCL, BucketAll, 0.08, 0.25},       // 4.7, 19.2
+	{"rerun4/proto/net-*-simple", ColNCCL, BucketAll, 0.11, 0.30},   // 7.6, 24.5
+	{"rerun4/heldout/net-*-ll", ColNCCL, BucketAll, 0.10, 0.24},     // 6.8, 19.0
+	{"rerun4/heldout/net-*-simple", ColNCCL, BucketAll, 0.11, 0.36}, // 7.9, 30.4
 	// rerun5/, rerun6/, rerun7/ (ninth to eleventh starts, eighth session), never fitted for NCCL
-	{"rerun5/net-*", ColNCCL, BucketAll, 0.10, 0.29},                // 6.6, 23.7
-	{"rerun5/proto/net-*-ll", ColNCCL, BucketAll, 0.08, 0.20},       // 4.2, 14.9
-	{"rerun5/proto/net-*-simple", ColNCCL, BucketAll, 0.12, 0.28},   // 9.0, 22.3
-	{"rerun5/heldout/net-*-ll", ColNCCL, BucketAll, 0.10, 0.29},     // 6.7, 23.4
-	{"rerun5/heldout/net-*-simple", ColNCCL, BucketAll, 0.12, 0.27}, // 8.1, 21.4
-	{"rerun6/net-*", ColNCCL, BucketAll, 0.09, 0.31},                // 5.9, 25.7
-	{"rerun6/proto/net-*-ll", ColNCCL, BucketAll, 0.11, 0.19},       // 7.4, 13.8
-	{"rerun6/proto/net-*-simple", ColNCCL, BucketAll, 0.09, 0.27},   // 5.8, 21.5
-	{"rerun6/heldout/net-*-ll", ColNCCL, BucketAll, 0.11, 0.25},     // 7.1, 19.9
-	{"rerun6/heldout/net-*-simple", ColNCCL, BucketAll, 0.12, 0.26}, // 8.1, 20.5
-	{"rerun7/net-*", ColNCCL, BucketAll, 0.10, 0.32},                // 6.3, 26.7
-	{"rerun7/proto/net-*-ll", ColNCCL, BucketAll, 0.10, 0.29},       // 6.1, 23.8
-	{"rerun7/proto/net-*-simple", ColNCCL, BucketAll, 0.12, 0.28},   // 8.8, 22.3
-	{"rerun7/heldout/net-*-ll", ColNCCL, BucketAll, 0.09, 0.31},     // 5.5, 25.4
-	{"rerun7/heldout/net-*-simple", ColNCCL, BucketAll, 0.11, 0.25}, // 7.3, 19.1
-	{"rerun8/net-*", ColNCCL, BucketAll, 0.10, 0.52},                // 7.0, 46.4
-	{"rerun8/proto/net-*-ll", ColNCCL, BucketAll, 0.08, 0.20},       // 4.8, 14.7
-	{"rerun8/proto/net-*-simple", ColNCCL, BucketAll, 0.14, 0.48},   // 10.6, 42.8
-	{"rerun8/heldout/net-*-ll", ColNCCL, BucketAll, 0.10, 0.18},     // 6.2, 12.4
-	{"rerun8/heldout/net-*-simple", ColNCCL, BucketAll, 0.10, 0.31}, // 6.5, 25.1
-	{"rerun9/net-*", ColNCCL, BucketAll, 0.10, 0.26},                // 6.5, 20.8
-	{"rerun9/proto/net-*-ll", ColNCCL, BucketAll, 0.10, 0.25},       // 6.9, 19.7
-	{"rerun9/proto/net-*-simple", ColNCCL, BucketAll, 0.10, 0.31},   // 6.6, 25.4
-	{"rerun9/heldout/net-*-ll", ColNCCL, BucketAll, 0.09, 0.36},     // 5.3, 30.7
-	{"rerun9/heldout/net-*-simple", ColNCCL, BucketAll, 0.13, 0.28}, // 9.1, 22.6
-	{"rerun8/heldout/p2p-*-ll", ColNCCL, BucketAll, 0.07, 0.19},     // 3.6, 13.2
-	{"rerun8/heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.06, 0.15},  // 2.6, 9.2
-	{"rerun8/heldout/p2p-*-simple", ColNCCL, BucketAll, 0.07, 0.18}, // 3.3, 13.0
-	{"rerun8/heldout/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.14},     // 2.8, 9.0
-	{"rerun8/heldout/shm-*-simple", ColNCCL, BucketAll, 0.08, 0.21}, // 4.8, 16.0
+	{"rerun5/net-*", ColNCCL, BucketAll, 0.09, 0.27},                 // 6.0, 21.5
+	{"rerun5/proto/net-*-ll", ColNCCL, BucketAll, 0.08, 0.17},        // 5.0, 11.4
+	{"rerun5/proto/net-*-simple", ColNCCL, BucketAll, 0.07, 0.19},    // 3.7, 13.5
+	{"rerun5/heldout/net-*-ll", ColNCCL, BucketAll, 0.10, 0.22},      // 6.5, 16.8
+	{"rerun5/heldout/net-*-simple", ColNCCL, BucketAll, 0.10, 0.26},  // 6.2, 20.2
+	{"rerun6/net-*", ColNCCL, BucketAll, 0.08, 0.30},                 // 4.3, 24.7
+	{"rerun6/proto/net-*-ll", ColNCCL, BucketAll, 0.07, 0.20},        // 3.8, 14.4
+	{"rerun6/proto/net-*-simple", ColNCCL, BucketAll, 0.09, 0.28},    // 6.0, 22.6
+	{"rerun6/heldout/net-*-ll", ColNCCL, BucketAll, 0.09, 0.24},      // 5.3, 18.1
+	{"rerun6/heldout/net-*-simple", ColNCCL, BucketAll, 0.10, 0.20},  // 6.1, 14.4
+	{"rerun7/net-*", ColNCCL, BucketAll, 0.11, 0.32},                 // 7.5, 26.3
+	{"rerun7/proto/net-*-ll", ColNCCL, BucketAll, 0.10, 0.30},        // 6.5, 24.4
+	{"rerun7/proto/net-*-simple", ColNCCL, BucketAll, 0.07, 0.21},    // 3.9, 15.9
+	{"rerun7/heldout/net-*-ll", ColNCCL, BucketAll, 0.09, 0.31},      // 5.7, 25.8
+	{"rerun7/heldout/net-*-simple", ColNCCL, BucketAll, 0.07, 0.23},  // 3.9, 17.3
+	{"rerun8/net-*", ColNCCL, BucketAll, 0.09, 0.53},                 // 5.5, 47.8
+	{"rerun8/proto/net-*-ll", ColNCCL, BucketAll, 0.08, 0.19},        // 4.5, 13.6
+	{"rerun8/proto/net-*-simple", ColNCCL, BucketAll, 0.07, 0.32},    // 3.3, 26.5
+	{"rerun8/heldout/net-*-ll", ColNCCL, BucketAll, 0.09, 0.18},      // 5.9, 12.4
+	{"rerun8/heldout/net-*-simple", ColNCCL, BucketAll, 0.08, 0.24},  // 4.1, 18.2
+	{"rerun9/net-*", ColNCCL, BucketAll, 0.09, 0.26},                 // 5.4, 20.8
+	{"rerun9/proto/net-*-ll", ColNCCL, BucketAll, 0.07, 0.25},        // 3.8, 19.3
+	{"rerun9/proto/net-*-simple", ColNCCL, BucketAll, 0.10, 0.21},    // 6.6, 15.4
+	{"rerun9/heldout/net-*-ll", ColNCCL, BucketAll, 0.09, 0.29},      // 5.2, 23.1
+	{"rerun9/heldout/net-*-simple", ColNCCL, BucketAll, 0.07, 0.22},  // 3.7, 16.6
+	{"rerun10/net-*", ColNCCL, BucketAll, 0.09, 0.31},                // 5.5, 25.4
+	{"rerun11/net-*", ColNCCL, BucketAll, 0.09, 0.34},                // 5.4, 28.3
+	{"rerun10/proto/net-*-ll", ColNCCL, BucketAll, 0.12, 0.29},       // 8.9, 23.7
+	{"rerun11/proto/net-*-ll", ColNCCL, BucketAll, 0.09, 0.18},       // 5.9, 12.9
+	{"rerun10/proto/net-*-simple", ColNCCL, BucketAll, 0.06, 0.19},   // 2.5, 13.6
+	{"rerun11/proto/net-*-simple", ColNCCL, BucketAll, 0.09, 0.25},   // 6.0, 19.5
+	{"rerun10/heldout/net-*-ll", ColNCCL, BucketAll, 0.11, 0.36},     // 7.5, 30.1
+	{"rerun11/heldout/net-*-ll", ColNCCL, BucketAll, 0.11, 0.31},     // 7.8, 25.3
+	{"rerun10/heldout/net-*-simple", ColNCCL, BucketAll, 0.11, 0.33}, // 7.1, 28.0
+	{"rerun11/heldout/net-*-simple", ColNCCL, BucketAll, 0.13, 0.28}, // 9.8, 22.7
+	{"rerun8/heldout/p2p-*-ll", ColNCCL, BucketAll, 0.07, 0.19},      // 3.6, 13.2
+	{"rerun8/heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.06, 0.15},   // 2.6, 9.2
+	{"rerun8/heldout/p2p-*-simple", ColNCCL, BucketAll, 0.07, 0.18},  // 3.3, 13.0
+	{"rerun8/heldout/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.14},      // 2.8, 9.0
+	{"rerun8/heldout/shm-*-simple", ColNCCL, BucketAll, 0.08, 0.21},  // 4.8, 16.0
+	{"rerun10/heldout/p2p-*-ll", ColNCCL, BucketAll, 0.07, 0.18},     // 3.1, 12.8
+	{"rerun11/heldout/p2p-*-ll", ColNCCL, BucketAll, 0.07, 0.19},     // 3.8, 13.3
+	{"rerun10/heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.06, 0.14},  // 2.7, 9.0
+	{"rerun11/heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.06, 0.16},  // 2.3, 10.7
+	{"rerun10/heldout/p2p-*-simple", ColNCCL, BucketAll, 0.08, 0.14}, // 4.3, 9.0
+	{"rerun11/heldout/p2p-*-simple", ColNCCL, BucketAll, 0.07, 0.15}, // 3.9, 9.5
+	{"rerun10/heldout/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.36},     // 2.1, 30.3
+	{"rerun10/heldout/shm-*-simple", ColNCCL, BucketAll, 0.08, 0.22}, // 5.0, 16.3
 }
 
 // h100TwincclBounds are tolerances on our executor's column simulated
@@ -440,36 +472,54 @@ var h100CurrentBounds = []poolBound{
 	// rerun5/: our socket proxy without garbage per message, napping on
 	// its wake-ups (eighth session), fitted on every file; rerun6/ and
 	// rerun7/, the next starts, held out
-	{"rerun5/net-*", ColOurs, BucketAll, 0.09, 0.29},                // 5.7, 23.2
-	{"rerun5/proto/net-*-ll", ColOurs, BucketAll, 0.10, 0.32},       // 6.8, 26.1
-	{"rerun5/proto/net-*-simple", ColOurs, BucketAll, 0.08, 0.35},   // 4.1, 29.3
-	{"rerun5/heldout/net-*-ll", ColOurs, BucketAll, 0.12, 0.33},     // 8.2, 27.6
-	{"rerun5/heldout/net-*-simple", ColOurs, BucketAll, 0.11, 0.21}, // 7.4, 15.9
-	{"rerun6/net-*", ColOurs, BucketAll, 0.09, 0.49},                // 5.5, 43.3
-	{"rerun6/proto/net-*-ll", ColOurs, BucketAll, 0.12, 0.55},       // 8.7, 49.4
-	{"rerun6/proto/net-*-simple", ColOurs, BucketAll, 0.07, 0.29},   // 3.2, 23.8
-	{"rerun6/heldout/net-*-ll", ColOurs, BucketAll, 0.12, 0.38},     // 8.3, 32.4
-	{"rerun6/heldout/net-*-simple", ColOurs, BucketAll, 0.08, 0.27}, // 4.2, 21.3
-	{"rerun7/net-*", ColOurs, BucketAll, 0.08, 0.53},                // 4.4, 47.6
-	{"rerun7/proto/net-*-ll", ColOurs, BucketAll, 0.07, 0.21},       // 3.3, 15.8
-	{"rerun7/proto/net-*-simple", ColOurs, BucketAll, 0.11, 0.52},   // 7.9, 46.3
-	{"rerun7/heldout/net-*-ll", ColOurs, BucketAll, 0.11, 0.34},     // 7.6, 28.1
-	{"rerun7/heldout/net-*-simple", ColOurs, BucketAll, 0.08, 0.23}, // 4.9, 17.6
-	{"rerun8/net-*", ColOurs, BucketAll, 0.12, 0.60},                // 8.7, 54.6
-	{"rerun8/proto/net-*-ll", ColOurs, BucketAll, 0.07, 0.28},       // 3.3, 23.0
-	{"rerun8/proto/net-*-simple", ColOurs, BucketAll, 0.09, 0.19},   // 5.7, 13.8
-	{"rerun8/heldout/net-*-ll", ColOurs, BucketAll, 0.10, 0.31},     // 6.9, 25.8
-	{"rerun8/heldout/net-*-simple", ColOurs, BucketAll, 0.07, 0.32}, // 3.1, 26.7
-	{"rerun9/net-*", ColOurs, BucketAll, 0.11, 0.45},                // 7.3, 39.8
-	{"rerun9/proto/net-*-ll", ColOurs, BucketAll, 0.10, 0.31},       // 6.9, 25.3
-	{"rerun9/proto/net-*-simple", ColOurs, BucketAll, 0.06, 0.37},   // 2.8, 32.0
-	{"rerun9/heldout/net-*-ll", ColOurs, BucketAll, 0.10, 0.32},     // 6.6, 26.4
-	{"rerun9/heldout/net-*-simple", ColOurs, BucketAll, 0.10, 0.44}, // 6.1, 38.1
-	{"rerun8/heldout/p2p-*-ll", ColOurs, BucketAll, 0.09, 0.16},     // 5.3, 10.1
-	{"rerun8/heldout/p2p-*-ll128", ColOurs, BucketAll, 0.08, 0.23},  // 4.3, 17.4
-	{"rerun8/heldout/p2p-*-simple", ColOurs, BucketAll, 0.06, 0.15}, // 2.7, 9.7
-	{"rerun8/heldout/shm-*-ll", ColOurs, BucketAll, 0.07, 0.18},     // 3.2, 12.3
-	{"rerun8/heldout/shm-*-simple", ColOurs, BucketAll, 0.05, 0.18}, // 1.9, 12.7
+	{"rerun5/net-*", ColOurs, BucketAll, 0.09, 0.29},                 // 5.7, 23.2
+	{"rerun5/proto/net-*-ll", ColOurs, BucketAll, 0.10, 0.32},        // 6.8, 26.1
+	{"rerun5/proto/net-*-simple", ColOurs, BucketAll, 0.08, 0.35},    // 4.1, 29.3
+	{"rerun5/heldout/net-*-ll", ColOurs, BucketAll, 0.12, 0.33},      // 8.2, 27.6
+	{"rerun5/heldout/net-*-simple", ColOurs, BucketAll, 0.11, 0.21},  // 7.4, 15.9
+	{"rerun6/net-*", ColOurs, BucketAll, 0.09, 0.49},                 // 5.5, 43.3
+	{"rerun6/proto/net-*-ll", ColOurs, BucketAll, 0.12, 0.55},        // 8.7, 49.4
+	{"rerun6/proto/net-*-simple", ColOurs, BucketAll, 0.07, 0.29},    // 3.2, 23.8
+	{"rerun6/heldout/net-*-ll", ColOurs, BucketAll, 0.12, 0.38},      // 8.3, 32.4
+	{"rerun6/heldout/net-*-simple", ColOurs, BucketAll, 0.08, 0.27},  // 4.2, 21.3
+	{"rerun7/net-*", ColOurs, BucketAll, 0.08, 0.53},                 // 4.4, 47.6
+	{"rerun7/proto/net-*-ll", ColOurs, BucketAll, 0.07, 0.21},        // 3.3, 15.8
+	{"rerun7/proto/net-*-simple", ColOurs, BucketAll, 0.11, 0.52},    // 7.9, 46.3
+	{"rerun7/heldout/net-*-ll", ColOurs, BucketAll, 0.11, 0.34},      // 7.6, 28.1
+	{"rerun7/heldout/net-*-simple", ColOurs, BucketAll, 0.08, 0.23},  // 4.9, 17.6
+	{"rerun8/net-*", ColOurs, BucketAll, 0.12, 0.60},                 // 8.7, 54.6
+	{"rerun8/proto/net-*-ll", ColOurs, BucketAll, 0.07, 0.28},        // 3.3, 23.0
+	{"rerun8/proto/net-*-simple", ColOurs, BucketAll, 0.09, 0.19},    // 5.7, 13.8
+	{"rerun8/heldout/net-*-ll", ColOurs, BucketAll, 0.10, 0.31},      // 6.9, 25.8
+	{"rerun8/heldout/net-*-simple", ColOurs, BucketAll, 0.07, 0.32},  // 3.1, 26.7
+	{"rerun9/net-*", ColOurs, BucketAll, 0.11, 0.45},                 // 7.3, 39.8
+	{"rerun9/proto/net-*-ll", ColOurs, BucketAll, 0.10, 0.31},        // 6.9, 25.3
+	{"rerun9/proto/net-*-simple", ColOurs, BucketAll, 0.06, 0.37},    // 2.8, 32.0
+	{"rerun9/heldout/net-*-ll", ColOurs, BucketAll, 0.10, 0.32},      // 6.6, 26.4
+	{"rerun9/heldout/net-*-simple", ColOurs, BucketAll, 0.10, 0.44},  // 6.1, 38.1
+	{"rerun10/net-*", ColOurs, BucketAll, 0.11, 0.36},                // 7.2, 30.1
+	{"rerun11/net-*", ColOurs, BucketAll, 0.10, 0.43},                // 6.2, 37.3
+	{"rerun10/proto/net-*-ll", ColOurs, BucketAll, 0.16, 0.52},       // 12.2, 46.5
+	{"rerun11/proto/net-*-ll", ColOurs, BucketAll, 0.14, 0.49},       // 10.6, 43.5
+	{"rerun10/proto/net-*-simple", ColOurs, BucketAll, 0.09, 0.28},   // 6.0, 22.3
+	{"rerun11/proto/net-*-simple", ColOurs, BucketAll, 0.14, 0.37},   // 10.4, 31.1
+	{"rerun10/heldout/net-*-ll", ColOurs, BucketAll, 0.12, 0.40},     // 8.6, 34.4
+	{"rerun11/heldout/net-*-ll", ColOurs, BucketAll, 0.09, 0.55},     // 5.3, 49.6
+	{"rerun10/heldout/net-*-simple", ColOurs, BucketAll, 0.08, 0.26}, // 4.2, 20.6
+	{"rerun11/heldout/net-*-simple", ColOurs, BucketAll, 0.09, 0.27}, // 5.7, 22.0
+	{"rerun8/heldout/p2p-*-ll", ColOurs, BucketAll, 0.09, 0.16},      // 5.3, 10.1
+	{"rerun8/heldout/p2p-*-ll128", ColOurs, BucketAll, 0.08, 0.23},   // 4.3, 17.4
+	{"rerun8/heldout/p2p-*-simple", ColOurs, BucketAll, 0.06, 0.15},  // 2.7, 9.7
+	{"rerun8/heldout/shm-*-ll", ColOurs, BucketAll, 0.07, 0.18},      // 3.2, 12.3
+	{"rerun8/heldout/shm-*-simple", ColOurs, BucketAll, 0.05, 0.18},  // 1.9, 12.7
+	{"rerun10/heldout/p2p-*-ll", ColOurs, BucketAll, 0.08, 0.16},     // 4.5, 10.9
+	{"rerun11/heldout/p2p-*-ll", ColOurs, BucketAll, 0.09, 0.17},     // 5.3, 11.7
+	{"rerun10/heldout/p2p-*-ll128", ColOurs, BucketAll, 0.08, 0.23},  // 4.5, 17.6
+	{"rerun11/heldout/p2p-*-ll128", ColOurs, BucketAll, 0.07, 0.23},  // 4.0, 17.4
+	{"rerun10/heldout/p2p-*-simple", ColOurs, BucketAll, 0.06, 0.16}, // 2.9, 10.1
+	{"rerun11/heldout/p2p-*-simple", ColOurs, BucketAll, 0.07, 0.15}, // 3.2, 9.7
+	{"rerun10/heldout/shm-*-ll", ColOurs, BucketAll, 0.07, 0.41},     // 3.4, 35.7
+	{"rerun10/heldout/shm-*-simple", ColOurs, BucketAll, 0.05, 0.19}, // 1.5, 14.0
 }
 
 // h100GatherBounds are tolerances on our executor's socket rows of rerun4/,
@@ -564,9 +614,10 @@ type calibBounds struct {
 // row leaves its tolerance. Every file must fall in a pool of each
 // column it has.
 func TestRegressionH100x2(t *testing.T) {
-	checkMachine(t, h100Dir(), 246, []string{"sockets-helpers/", "sockets-helpers/proto/", "sockets-helpers/heldout/", "rerun/", "rerun/proto/", "rerun/heldout/",
+	checkMachine(t, h100Dir(), 320, []string{"sockets-helpers/", "sockets-helpers/proto/", "sockets-helpers/heldout/", "rerun/", "rerun/proto/", "rerun/heldout/",
 		"leader/", "leader/proto/", "leader/heldout/", "rerun2/", "rerun2/proto/", "rerun2/heldout/", "rerun2/diag/", "rerun3/", "rerun3/proto/", "rerun3/heldout/",
-		"rerun4/", "rerun4/proto/", "rerun4/heldout/", "rerun5/", "rerun5/proto/", "rerun5/heldout/", "rerun6/", "rerun6/proto/", "rerun6/heldout/", "rerun7/", "rerun7/proto/", "rerun7/heldout/", "rerun8/", "rerun8/proto/", "rerun8/heldout/", "rerun9/", "rerun9/proto/", "rerun9/heldout/"},
+		"rerun4/", "rerun4/proto/", "rerun4/heldout/", "rerun5/", "rerun5/proto/", "rerun5/heldout/", "rerun6/", "rerun6/proto/", "rerun6/heldout/", "rerun7/", "rerun7/proto/", "rerun7/heldout/", "rerun8/", "rerun8/proto/", "rerun8/heldout/", "rerun9/", "rerun9/proto/", "rerun9/heldout/",
+		"rerun10/", "rerun10/proto/", "rerun10/heldout/", "rerun11/", "rerun11/proto/", "rerun11/heldout/"},
 		[]calibBounds{{"", h100Bounds}, {earlyOwnCalib(), h100TwincclBounds}, {eightPackCalib(), h100OursBounds}, {calibFile("h100.json"), h100NCCLBounds},
 			{noLeaderH100Calib(), h100NoLeaderBounds}, {calibFile("h100-twinccl.json"), h100CurrentBounds},
 			{gatherH100Calib(), h100GatherBounds}, {noGatherH100Calib(), h100NoGatherBounds}})

@@ -390,6 +390,8 @@ func TestBadInputs(t *testing.T) {
 		"badopt.json":      []byte(`{"nranks": 2, "kernel": {"source_sha256": "ab12", "options": ["-DX=1 rm"]}, "rows": [{"op":"AllReduce","bytes":8,"count":2,"time_us":1}]}`),
 		"badprobe.json":    []byte(`{"nranks": 2, "net_probe": [{"latency_us": -4}], "rows": [{"op":"AllReduce","bytes":8,"count":2,"time_us":1}]}`),
 		"badrowprobe.json": []byte(`{"nranks": 2, "rows": [{"op":"AllReduce","bytes":8,"count":2,"time_us":1, "net_probe": {"latency_us": 0}}]}`),
+		"badreps.json":     []byte(`{"nranks": 2, "rows": [{"op":"AllReduce","bytes":8,"count":2,"time_us":1,"reps_us":[1,-1,1]}]}`),
+		"badncclreps.json": []byte(`{"nranks": 2, "rows": [{"op":"AllReduce","bytes":8,"count":2,"time_us":1,"nccl_time_us":1,"nccl_reps_us":[0]}]}`),
 		"par1.parquet":     []byte("PAR1 not really"),
 		"trunc.parquet":    real[:len(real)/2],
 		"tail.parquet":     append([]byte("PAR1"), real[len(real)/2:]...),
@@ -519,6 +521,36 @@ func TestNetProbeRead(t *testing.T) {
 		if in.HostLatencyUs != tc.want {
 			t.Errorf("probes %q: host latency %g, want %g", tc.probes, in.HostLatencyUs, tc.want)
 		}
+	}
+}
+
+// TestRepetitionMedians: a row that records its repetitions is timed by
+// their median (one disturbed repetition does not move it; an even count
+// takes the middle two's mean), NCCL's as ours; a row without them by its
+// mean; too many repetitions are refused with the row named.
+func TestRepetitionMedians(t *testing.T) {
+	in, err := ReadJSON(strings.NewReader(`{"nranks": 2, "rows": [
+		{"op":"AllReduce","bytes":8,"count":2,"time_us":28,"reps_us":[10,11,90,10.5,8],"nccl_time_us":12,"nccl_reps_us":[13,11,12,14]},
+		{"op":"AllReduce","bytes":16,"count":4,"time_us":28,"nccl_time_us":12}]}`), "x.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !in.Medians {
+		t.Errorf("Medians not set")
+	}
+	for i, want := range [][2]float64{{10.5, 12.5}, {28, 12}} {
+		if c := in.Calls[i]; c.HwUs != want[0] || c.NCCLUs != want[1] {
+			t.Errorf("row %d: ours %g, NCCL %g; want %g, %g", i, c.HwUs, c.NCCLUs, want[0], want[1])
+		}
+	}
+	rep := (&Report{Input: in}).Timing()
+	if !strings.Contains(rep, "median") {
+		t.Errorf("timing %q does not say median", rep)
+	}
+	many := strings.Repeat("1,", maxReps) + "1"
+	_, err = ReadJSON(strings.NewReader(`{"nranks": 2, "rows": [{"op":"AllReduce","bytes":8,"count":2,"time_us":1,"reps_us":[`+many+`]}]}`), "x.json")
+	if err == nil || !strings.Contains(err.Error(), "row 0: reps_us") {
+		t.Errorf("%d repetitions: %v, want an error naming row 0's reps_us", maxReps+1, err)
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 
@@ -69,15 +70,17 @@ type Call struct {
 	// it is not a Program of the p2p schedule ("GIN": GPU-initiated
 	// networking, see "replay gin"); empty otherwise.
 	Engine string
-	// HwUs is our executor's measured time: the graph-timed mean (JSON) or
-	// the traced kernel time of the rank that started last (traces: the
-	// other ranks' kernels include waiting for it, and the GPUs' clocks
-	// are not aligned).
+	// HwUs is our executor's measured time: the median of the row's
+	// repetitions (JSON rows with reps_us: one disturbed repetition does
+	// not move it), else its graph-timed mean, or the traced kernel time
+	// of the rank that started last (traces: the other ranks' kernels
+	// include waiting for it, and the GPUs' clocks are not aligned).
 	HwUs float64
 	// HwBestUs is the best repetition (JSON; 0 when absent).
 	HwBestUs float64
-	// NCCLUs is NCCL's graph-timed mean (JSON with a baseline; 0 when
-	// absent), NCCLBestUs its best repetition.
+	// NCCLUs is NCCL's time as HwUs is ours (JSON with a baseline: the
+	// median of nccl_reps_us, else the mean; 0 when absent), NCCLBestUs
+	// its best repetition.
 	NCCLUs, NCCLBestUs float64
 	// RankStartNs and RankKernelUs are, for traced calls, every rank's
 	// kernel start (its own clock) and kernel time.
@@ -112,7 +115,10 @@ type Input struct {
 	// (run gpu -G 0, cuda_graph false), the host issuing every call, not
 	// of CUDA-graph-captured ones.
 	Eager bool
-	Calls []Call
+	// Medians says some JSON rows carry their repetitions (reps_us,
+	// nccl_reps_us), whose median is their time.
+	Medians bool
+	Calls   []Call
 	// Empty counts the JSON rows left out because they move no element
 	// (e.g. 8 bytes of AllGather over 4 ranks of float32): there is no
 	// call to simulate.
@@ -133,6 +139,8 @@ type gpuRow struct {
 	BestUs    float64   `json:"best_us"`
 	NCCLTime  float64   `json:"nccl_time_us"`
 	NCCLBest  float64   `json:"nccl_best_us"`
+	RepsUs    []float64 `json:"reps_us"`
+	NCCLReps  []float64 `json:"nccl_reps_us"`
 	Root      *int      `json:"root"`
 	NetProbe  *netProbe `json:"net_probe"`
 }
@@ -274,12 +282,46 @@ func ReadJSON(r io.Reader, name string) (*Input, error) {
 				return nil, fmt.Errorf("%s: %s %v: want a positive finite time", where, v.name, v.v)
 			}
 		}
+		for _, reps := range []struct {
+			name string
+			v    []float64
+			to   *float64
+		}{{"reps_us", r.RepsUs, &c.HwUs}, {"nccl_reps_us", r.NCCLReps, &c.NCCLUs}} {
+			if len(reps.v) == 0 {
+				continue
+			}
+			m, err := repMedian(reps.v)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %s: %w", where, reps.name, err)
+			}
+			*reps.to, in.Medians = m, true
+		}
 		if err := c.check(rep.NRanks); err != nil {
 			return nil, fmt.Errorf("%s: %w", where, err)
 		}
 		in.Calls = append(in.Calls, c)
 	}
 	return in, nil
+}
+
+// maxReps bounds the repetitions of a JSON row.
+const maxReps = 1000
+
+// repMedian is the median of a row's repetitions, which must be positive
+// finite times.
+func repMedian(reps []float64) (float64, error) {
+	if len(reps) > maxReps {
+		return 0, fmt.Errorf("%d repetitions, more than %d", len(reps), maxReps)
+	}
+	s := slices.Clone(reps)
+	for i, v := range s {
+		if math.IsNaN(v) || math.IsInf(v, 0) || v <= 0 || v > 1e12 {
+			return 0, fmt.Errorf("repetition %d: %v: want a positive finite time", i, v)
+		}
+	}
+	slices.Sort(s)
+	n := len(s)
+	return (s[(n-1)/2] + s[n/2]) / 2, nil
 }
 
 // setKind parses the names of a call's collective, datatype, reduction,

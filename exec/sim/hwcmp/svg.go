@@ -262,7 +262,9 @@ func subtitle(rep *Report) (string, string) {
 	if rep.Settings != "" {
 		t += ", " + rep.Settings
 	}
-	if rep.Input.Kind == KindJSON {
+	if rep.Input.Kind == KindJSON && rep.Input.Medians {
+		t += "; CUDA-graph-timed medians of repetitions"
+	} else if rep.Input.Kind == KindJSON {
 		t += "; CUDA-graph-timed means"
 	} else {
 		t += "; traced kernel times"

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"math"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twinccl/twinccl/exec/hw/bootstrap"
+	"github.com/twinccl/twinccl/model"
+)
+
+// TestGatherRowRepetitions: two ranks bootstrapped over loopback gather
+// their repetitions: a row's reps_us are each repetition's slowest rank,
+// its time their mean and its best their minimum, its wrong elements the
+// ranks' sum, on every rank alike.
+func TestGatherRowRepetitions(t *testing.T) {
+	const n = 2
+	root, err := bootstrap.StartRoot("127.0.0.1", bootstrap.RandomMagic(), n, 5*time.Second, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	us := func(v ...float64) (r [gpuReps]time.Duration) {
+		for i, x := range v {
+			r[i] = time.Duration(x * 1e3)
+		}
+		return r
+	}
+	mine := []timing{
+		{reps: us(10, 12, 10, 50, 10), wrong: 1},
+		{reps: us(11, 11, 11, 11, 30), wrong: 2},
+	}
+	rows := make([]gpuRow, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r := 0; r < n; r++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			comm, err := bootstrap.Init(bootstrap.Config{Rank: r, NRanks: n, ID: root.ID(), Host: "127.0.0.1", Timeout: 5 * time.Second})
+			if err != nil {
+				errs[r] = err
+				return
+			}
+			defer comm.Close()
+			j := &gpuJob{o: gpuOpts{coll: model.CollAllReduce}, rank: r, n: n, comm: comm}
+			rows[r], errs[r] = j.gatherRow(gpuRow{Bytes: 1 << 20}, mine[r], timing{}, 1<<20)
+		}()
+	}
+	wg.Wait()
+	if err := root.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	want := []float64{11, 12, 11, 50, 30}
+	for r, row := range rows {
+		if errs[r] != nil {
+			t.Fatalf("rank %d: %v", r, errs[r])
+		}
+		if len(row.RepsUs) != len(want) {
+			t.Fatalf("rank %d: reps_us %v, want %v", r, row.RepsUs, want)
+		}
+		for i := range want {
+			if row.RepsUs[i] != want[i] {
+				t.Errorf("rank %d: reps_us %v, want %v", r, row.RepsUs, want)
+				break
+			}
+		}
+		if math.Abs(row.TimeUs-22.8) > 1e-9 || row.BestUs != 11 || row.Wrong != 3 {
+			t.Errorf("rank %d: time %g, best %g, wrong %d; want 22.8, 11, 3", r, row.TimeUs, row.BestUs, row.Wrong)
+		}
+		if row.NCCLRepsUs != nil || row.NCCLTime != 0 {
+			t.Errorf("rank %d: NCCL's %v, %g without an NCCL run", r, row.NCCLRepsUs, row.NCCLTime)
+		}
+	}
+}
