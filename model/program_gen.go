@@ -149,7 +149,7 @@ func NewProgGen(plan *Plan, c Collective, a Algorithm, p Protocol, count int64, 
 		g.parts = []CollPart{{Channel: 0, Offset: 0, Count: count}}
 		return g, nil
 	}
-	if a == AlgoPAT && n != 2 {
+	if !ProgramCovers(c, a, p, n) {
 		// On two ranks PAT's one dimension is the ring's one hop; on more,
 		// its log-depth schedule has no generator.
 		return nil, fmt.Errorf("generate %s/%s: PAT Programs cover two ranks, not %d", c, a, n)

@@ -181,6 +181,9 @@ func TestPATTwoRanksSteps(t *testing.T) {
 		if model.CollAllowed(coll, model.AlgoPAT, model.ProtoLL) {
 			t.Errorf("%s: PAT with LL allowed", coll)
 		}
+		if !model.ProgramCovers(coll, model.AlgoPAT, model.ProtoSimple, 2) || model.ProgramCovers(coll, model.AlgoPAT, model.ProtoSimple, 4) {
+			t.Errorf("%s: ProgramCovers of PAT: want two ranks only", coll)
+		}
 		c.Algo, c.NRanks = model.AlgoPAT, 4
 		if _, err := c.Program(); err == nil || !strings.Contains(err.Error(), "two ranks") {
 			t.Errorf("%s: PAT on 4 ranks: %v, want the two-rank error", coll, err)

@@ -205,6 +205,13 @@ func ParseRedOp(s string) (RedOp, error) {
 	return 0, fmt.Errorf("unknown reduction %q (want one of %s)", s, strings.Join(redOpNames[:], ", "))
 }
 
+// ProgramCovers reports whether a Program of collective c with algorithm
+// a and protocol p can be generated on nRanks ranks: CollAllowed, and
+// PAT on two ranks only.
+func ProgramCovers(c Collective, a Algorithm, p Protocol, nRanks int) bool {
+	return CollAllowed(c, a, p) && (a != AlgoPAT || nRanks == 2)
+}
+
 // CollAllowed reports whether NCCL runs collective c with algorithm a and
 // protocol p, among the combinations Programs cover: ring for every
 // collective, tree for AllReduce, each with LL, LL128 and Simple; PAT

@@ -420,7 +420,7 @@ func (b *bencher) choose(count int64) (model.Algorithm, model.Protocol, int, err
 	if o.proto != "" {
 		proto = o.protoV
 	}
-	if (algo == model.AlgoPAT || !model.CollAllowed(o.coll, algo, proto)) && o.algo == "" {
+	if !model.ProgramCovers(o.coll, algo, proto, b.comm.NRanks()) && o.algo == "" {
 		algo = model.AlgoRing // as run gpu does (gpuJob.choose)
 		if !model.CollAllowed(o.coll, algo, proto) && o.proto == "" {
 			proto = model.ProtoSimple

@@ -689,10 +689,9 @@ func (j *gpuJob) choose(count int64) (model.Algorithm, model.Protocol, int, erro
 	if j.o.protoSet {
 		proto = j.o.protoV
 	}
-	if (algo == model.AlgoPAT || !model.CollAllowed(j.o.coll, algo, proto)) && !j.o.algoSet {
-		// NVLS or CollNet, which Programs do not cover, or PAT, which
-		// they cover on two ranks only and our kernel has not been timed
-		// with: ring.
+	if !model.ProgramCovers(j.o.coll, algo, proto, j.n) && !j.o.algoSet {
+		// NVLS or CollNet, which Programs do not cover, or PAT on more
+		// than two ranks: ring.
 		algo = model.AlgoRing
 	}
 	if !model.CollAllowed(j.o.coll, algo, proto) && !j.o.protoSet {

@@ -159,7 +159,7 @@ func (s *Simulator) Generator(c Call) (*model.ProgGen, CallResult, error) {
 		nch = c.NChannels
 	}
 	genAlgo := algo
-	if algo == model.AlgoPAT && s.Search.Plan.NRanks > 2 {
+	if algo == model.AlgoPAT && !model.ProgramCovers(c.Coll, algo, proto, s.Search.Plan.NRanks) {
 		// PAT (one GPU per node) has a Program generator for two ranks
 		// only, where its one dimension is the ring's hop with one step
 		// per chunk: on more it runs as a ring on the same channels,

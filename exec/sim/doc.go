@@ -49,7 +49,8 @@
 // both directions one at a time, and the receiver sees a slice when its
 // proxy is done with it.
 // P2P and SHM disabled together split a host into one node per GPU, as
-// NCCL's trimming does; PAT calls run as rings. All constants come from a
+// NCCL's trimming does; PAT calls run as PAT's one hop on two ranks and as
+// rings on more. All constants come from a
 // versioned calibration (Calib), fitted to measurements by
 // "replay calibrate", which fits several tables at once, each under the
 // NCCL_* settings and timing harness it was recorded with (Table,

@@ -173,17 +173,24 @@ var h100Bounds = []poolBound{
 	// rerun10/ (a fourteenth start, ninth session, recorded after PAT and
 	// recv_post_us came in): sockets, and P2P and SHM at held-out sizes;
 	// rerun11/ (a fifteenth, the build that records every repetition,
-	// timed by their median): sockets, and P2P at held-out sizes
+	// timed by their median): sockets, and P2P at held-out sizes;
+	// rerun12/ (a sixteenth, our executor running PAT where NCCL's
+	// tuner picks it): sockets, and SHM at held-out sizes
 	{"rerun10/net-*", ColNCCL, BucketAll, 0.09, 0.31},                // 5.8, 25.2
 	{"rerun11/net-*", ColNCCL, BucketAll, 0.08, 0.33},                // 4.8, 28.0
+	{"rerun12/net-*", ColNCCL, BucketAll, 0.08, 0.37},                // 4.3, 31.7
 	{"rerun10/proto/net-*-ll", ColNCCL, BucketAll, 0.13, 0.30},       // 9.1, 24.6
 	{"rerun11/proto/net-*-ll", ColNCCL, BucketAll, 0.08, 0.19},       // 4.7, 13.7
+	{"rerun12/proto/net-*-ll", ColNCCL, BucketAll, 0.06, 0.17},       // 2.7, 11.6
 	{"rerun10/proto/net-*-simple", ColNCCL, BucketAll, 0.06, 0.19},   // 2.3, 13.2
 	{"rerun11/proto/net-*-simple", ColNCCL, BucketAll, 0.09, 0.25},   // 5.9, 20.0
+	{"rerun12/proto/net-*-simple", ColNCCL, BucketAll, 0.09, 0.18},   // 5.7, 12.5
 	{"rerun10/heldout/net-*-ll", ColNCCL, BucketAll, 0.12, 0.35},     // 8.1, 29.1
 	{"rerun11/heldout/net-*-ll", ColNCCL, BucketAll, 0.10, 0.31},     // 6.9, 25.1
+	{"rerun12/heldout/net-*-ll", ColNCCL, BucketAll, 0.10, 0.28},     // 6.8, 22.8
 	{"rerun10/heldout/net-*-simple", ColNCCL, BucketAll, 0.11, 0.34}, // 7.8, 28.3
 	{"rerun11/heldout/net-*-simple", ColNCCL, BucketAll, 0.13, 0.30}, // 9.8, 24.6
+	{"rerun12/heldout/net-*-simple", ColNCCL, BucketAll, 0.10, 0.29}, // 6.8, 23.7
 }
 
 // h100OursBounds are tolerances on our executor's column simulated with
@@ -343,14 +350,19 @@ var h100NCCLBounds = []poolBound{
 	{"rerun9/heldout/net-*-simple", ColNCCL, BucketAll, 0.07, 0.22},  // 3.7, 16.6
 	{"rerun10/net-*", ColNCCL, BucketAll, 0.09, 0.31},                // 5.5, 25.4
 	{"rerun11/net-*", ColNCCL, BucketAll, 0.09, 0.34},                // 5.4, 28.3
+	{"rerun12/net-*", ColNCCL, BucketAll, 0.08, 0.37},                // 4.3, 31.1
 	{"rerun10/proto/net-*-ll", ColNCCL, BucketAll, 0.12, 0.29},       // 8.9, 23.7
 	{"rerun11/proto/net-*-ll", ColNCCL, BucketAll, 0.09, 0.18},       // 5.9, 12.9
+	{"rerun12/proto/net-*-ll", ColNCCL, BucketAll, 0.07, 0.17},       // 3.7, 12.0
 	{"rerun10/proto/net-*-simple", ColNCCL, BucketAll, 0.06, 0.19},   // 2.5, 13.6
 	{"rerun11/proto/net-*-simple", ColNCCL, BucketAll, 0.09, 0.25},   // 6.0, 19.5
+	{"rerun12/proto/net-*-simple", ColNCCL, BucketAll, 0.08, 0.17},   // 4.8, 12.0
 	{"rerun10/heldout/net-*-ll", ColNCCL, BucketAll, 0.11, 0.36},     // 7.5, 30.1
 	{"rerun11/heldout/net-*-ll", ColNCCL, BucketAll, 0.11, 0.31},     // 7.8, 25.3
+	{"rerun12/heldout/net-*-ll", ColNCCL, BucketAll, 0.10, 0.29},     // 6.3, 24.0
 	{"rerun10/heldout/net-*-simple", ColNCCL, BucketAll, 0.11, 0.33}, // 7.1, 28.0
 	{"rerun11/heldout/net-*-simple", ColNCCL, BucketAll, 0.13, 0.28}, // 9.8, 22.7
+	{"rerun12/heldout/net-*-simple", ColNCCL, BucketAll, 0.11, 0.28}, // 7.3, 22.2
 	{"rerun8/heldout/p2p-*-ll", ColNCCL, BucketAll, 0.07, 0.19},      // 3.6, 13.2
 	{"rerun8/heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.06, 0.15},   // 2.6, 9.2
 	{"rerun8/heldout/p2p-*-simple", ColNCCL, BucketAll, 0.07, 0.18},  // 3.3, 13.0
@@ -363,7 +375,9 @@ var h100NCCLBounds = []poolBound{
 	{"rerun10/heldout/p2p-*-simple", ColNCCL, BucketAll, 0.08, 0.14}, // 4.3, 9.0
 	{"rerun11/heldout/p2p-*-simple", ColNCCL, BucketAll, 0.07, 0.15}, // 3.9, 9.5
 	{"rerun10/heldout/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.36},     // 2.1, 30.3
+	{"rerun12/heldout/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.17},     // 2.4, 11.7
 	{"rerun10/heldout/shm-*-simple", ColNCCL, BucketAll, 0.08, 0.22}, // 5.0, 16.3
+	{"rerun12/heldout/shm-*-simple", ColNCCL, BucketAll, 0.08, 0.21}, // 4.2, 15.6
 }
 
 // h100TwincclBounds are tolerances on our executor's column simulated
@@ -499,14 +513,19 @@ var h100CurrentBounds = []poolBound{
 	{"rerun9/heldout/net-*-simple", ColOurs, BucketAll, 0.10, 0.44},  // 6.1, 38.1
 	{"rerun10/net-*", ColOurs, BucketAll, 0.11, 0.36},                // 7.2, 30.1
 	{"rerun11/net-*", ColOurs, BucketAll, 0.10, 0.43},                // 6.2, 37.3
+	{"rerun12/net-*", ColOurs, BucketAll, 0.10, 0.51},                // 6.6, 45.3
 	{"rerun10/proto/net-*-ll", ColOurs, BucketAll, 0.16, 0.52},       // 12.2, 46.5
 	{"rerun11/proto/net-*-ll", ColOurs, BucketAll, 0.14, 0.49},       // 10.6, 43.5
+	{"rerun12/proto/net-*-ll", ColOurs, BucketAll, 0.10, 0.45},       // 6.9, 39.9
 	{"rerun10/proto/net-*-simple", ColOurs, BucketAll, 0.09, 0.28},   // 6.0, 22.3
 	{"rerun11/proto/net-*-simple", ColOurs, BucketAll, 0.14, 0.37},   // 10.4, 31.1
+	{"rerun12/proto/net-*-simple", ColOurs, BucketAll, 0.09, 0.31},   // 5.6, 25.5
 	{"rerun10/heldout/net-*-ll", ColOurs, BucketAll, 0.12, 0.40},     // 8.6, 34.4
 	{"rerun11/heldout/net-*-ll", ColOurs, BucketAll, 0.09, 0.55},     // 5.3, 49.6
+	{"rerun12/heldout/net-*-ll", ColOurs, BucketAll, 0.10, 0.30},     // 6.2, 24.9
 	{"rerun10/heldout/net-*-simple", ColOurs, BucketAll, 0.08, 0.26}, // 4.2, 20.6
 	{"rerun11/heldout/net-*-simple", ColOurs, BucketAll, 0.09, 0.27}, // 5.7, 22.0
+	{"rerun12/heldout/net-*-simple", ColOurs, BucketAll, 0.09, 0.20}, // 5.3, 14.1
 	{"rerun8/heldout/p2p-*-ll", ColOurs, BucketAll, 0.09, 0.16},      // 5.3, 10.1
 	{"rerun8/heldout/p2p-*-ll128", ColOurs, BucketAll, 0.08, 0.23},   // 4.3, 17.4
 	{"rerun8/heldout/p2p-*-simple", ColOurs, BucketAll, 0.06, 0.15},  // 2.7, 9.7
@@ -519,7 +538,9 @@ var h100CurrentBounds = []poolBound{
 	{"rerun10/heldout/p2p-*-simple", ColOurs, BucketAll, 0.06, 0.16}, // 2.9, 10.1
 	{"rerun11/heldout/p2p-*-simple", ColOurs, BucketAll, 0.07, 0.15}, // 3.2, 9.7
 	{"rerun10/heldout/shm-*-ll", ColOurs, BucketAll, 0.07, 0.41},     // 3.4, 35.7
+	{"rerun12/heldout/shm-*-ll", ColOurs, BucketAll, 0.06, 0.20},     // 3.0, 14.3
 	{"rerun10/heldout/shm-*-simple", ColOurs, BucketAll, 0.05, 0.19}, // 1.5, 14.0
+	{"rerun12/heldout/shm-*-simple", ColOurs, BucketAll, 0.05, 0.17}, // 1.7, 11.7
 }
 
 // h100GatherBounds are tolerances on our executor's socket rows of rerun4/,
@@ -614,10 +635,11 @@ type calibBounds struct {
 // row leaves its tolerance. Every file must fall in a pool of each
 // column it has.
 func TestRegressionH100x2(t *testing.T) {
-	checkMachine(t, h100Dir(), 320, []string{"sockets-helpers/", "sockets-helpers/proto/", "sockets-helpers/heldout/", "rerun/", "rerun/proto/", "rerun/heldout/",
+	checkMachine(t, h100Dir(), 347, []string{"sockets-helpers/", "sockets-helpers/proto/", "sockets-helpers/heldout/", "rerun/", "rerun/proto/", "rerun/heldout/",
 		"leader/", "leader/proto/", "leader/heldout/", "rerun2/", "rerun2/proto/", "rerun2/heldout/", "rerun2/diag/", "rerun3/", "rerun3/proto/", "rerun3/heldout/",
 		"rerun4/", "rerun4/proto/", "rerun4/heldout/", "rerun5/", "rerun5/proto/", "rerun5/heldout/", "rerun6/", "rerun6/proto/", "rerun6/heldout/", "rerun7/", "rerun7/proto/", "rerun7/heldout/", "rerun8/", "rerun8/proto/", "rerun8/heldout/", "rerun9/", "rerun9/proto/", "rerun9/heldout/",
-		"rerun10/", "rerun10/proto/", "rerun10/heldout/", "rerun11/", "rerun11/proto/", "rerun11/heldout/"},
+		"rerun10/", "rerun10/proto/", "rerun10/heldout/", "rerun11/", "rerun11/proto/", "rerun11/heldout/",
+		"rerun12/", "rerun12/proto/", "rerun12/heldout/"},
 		[]calibBounds{{"", h100Bounds}, {earlyOwnCalib(), h100TwincclBounds}, {eightPackCalib(), h100OursBounds}, {calibFile("h100.json"), h100NCCLBounds},
 			{noLeaderH100Calib(), h100NoLeaderBounds}, {calibFile("h100-twinccl.json"), h100CurrentBounds},
 			{gatherH100Calib(), h100GatherBounds}, {noGatherH100Calib(), h100NoGatherBounds}})
