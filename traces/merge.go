@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 )
 
 // MergeCallFiles writes the rows of the call traces at paths (in that
@@ -27,14 +28,30 @@ type rowWriter[R any] interface {
 
 type rowReader[R any] interface {
 	Scan(filter Filter, fn func([]R) error) error
+	Info() FileInfo
 	Close() error
 }
 
 // mergeFiles appends every row of the files at paths, opened with open,
-// to one trace written to w by a writer from create.
+// to one trace written to w by a writer from create, with the first
+// file's own metadata (keys outside "twinccl.trace.").
 func mergeFiles[R any, W rowWriter[R], D rowReader[R]](w io.Writer, paths []string,
 	create func(io.Writer, WriterOptions) (W, error), open func(string) (D, error)) error {
-	tw, err := create(w, WriterOptions{})
+	if len(paths) == 0 {
+		return errors.New("merge: no files")
+	}
+	first, err := open(paths[0])
+	if err != nil {
+		return err
+	}
+	meta := map[string]string{}
+	for k, v := range first.Info().Metadata {
+		if !strings.HasPrefix(k, "twinccl.trace.") {
+			meta[k] = v
+		}
+	}
+	first.Close()
+	tw, err := create(w, WriterOptions{Metadata: meta})
 	if err != nil {
 		return err
 	}

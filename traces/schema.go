@@ -27,6 +27,10 @@ const (
 	MetaSort = "twinccl.trace.sort"
 	// MetaIndex is the metadata key holding the row-group index (JSON, see RowGroupInfo).
 	MetaIndex = "twinccl.trace.index"
+	// MetaNCCLEnv is the metadata key of the NCCL_* settings the traced
+	// run was made under (a JSON object, as "run gpu --json"'s nccl_env):
+	// "replay compare" simulates the trace under them.
+	MetaNCCLEnv = "twinccl.nccl_env"
 )
 
 // Kind is the kind of rows a trace file holds.

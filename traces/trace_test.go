@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -526,4 +527,29 @@ func FuzzOpenEventTrace(f *testing.F) {
 			sameRows(t, slow, fast)
 		}
 	})
+}
+
+// TestMergeKeepsMetadata: merged parts keep the rows of every part and
+// the first part's own metadata (the ranks' parts of one run: rank 0's
+// NCCL settings), never the reserved keys of a part.
+func TestMergeKeepsMetadata(t *testing.T) {
+	dir := t.TempDir()
+	var paths []string
+	for r, env := range []string{`{"NCCL_NET":"Socket","NCCL_HOSTID":"host0"}`, `{"NCCL_NET":"Socket","NCCL_HOSTID":"host1"}`} {
+		p := filepath.Join(dir, fmt.Sprintf("part%d.parquet", r))
+		rows := testCalls(20, 1)
+		for i := range rows {
+			rows[i].Rank, rows[i].Call = int32(r), int64(i)
+		}
+		require.NoError(t, os.WriteFile(p, writeCalls(t, rows, WriterOptions{Metadata: map[string]string{MetaNCCLEnv: env}}), 0o644))
+		paths = append(paths, p)
+	}
+	var buf bytes.Buffer
+	require.NoError(t, MergeCallFiles(&buf, paths))
+	r, err := NewCallReader(bytes.NewReader(buf.Bytes()), int64(buf.Len()), "merged")
+	require.NoError(t, err)
+	info := r.Info()
+	require.EqualValues(t, 40, info.Rows)
+	require.Equal(t, `{"NCCL_NET":"Socket","NCCL_HOSTID":"host0"}`, info.Metadata[MetaNCCLEnv])
+	require.Equal(t, CurrentVersion, info.Version)
 }

@@ -40,7 +40,9 @@ compared with the simulation at the tuner's choice (NCCL's rules), which is
 what NCCL ran; both are the same call unless our executor chose otherwise.
 The search and the simulation follow the NCCL_* settings that a JSON file
 says NCCL ran under (nccl_env: run gpu records them, with the NCCL_PROTO,
-NCCL_ALGO and channel counts its --proto, --algo and --channels forced), then
+NCCL_ALGO and channel counts its --proto, --algo and --channels forced; a
+call trace carries them in its metadata, and one written before it did
+takes those of the --json file of the same run beside it, X.json), then
 those of the environment, then --env KEY=VALUE (which wins; repeat it): give
 the settings an older recording was made under, e.g. --env NCCL_P2P_DISABLE=1
 for a run over SHM. A run over several hosts (or TWINCCL_HOSTID=split:K on

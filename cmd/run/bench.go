@@ -562,6 +562,7 @@ func (b *bencher) size(size int64) error {
 // writeTrace writes this rank's trace: its part for the local launcher,
 // or its own files (tracePaths) in a job of another launcher.
 func (b *bencher) writeTrace(rank int) error {
+	b.sink.env = ncclEnviron()
 	if dir := os.Getenv(envTraceDir); dir != "" {
 		c, ev := tracePaths(filepath.Join(dir, "part"), rank)
 		return b.sink.write(c, ev)

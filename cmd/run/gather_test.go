@@ -1,13 +1,16 @@
 package main
 
 import (
+	"encoding/json"
 	"math"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/twinccl/twinccl/exec/hw/bootstrap"
 	"github.com/twinccl/twinccl/model"
+	"github.com/twinccl/twinccl/traces"
 )
 
 // TestGatherRowRepetitions: two ranks bootstrapped over loopback gather
@@ -70,6 +73,36 @@ func TestGatherRowRepetitions(t *testing.T) {
 		}
 		if row.NCCLRepsUs != nil || row.NCCLTime != 0 {
 			t.Errorf("rank %d: NCCL's %v, %g without an NCCL run", r, row.NCCLRepsUs, row.NCCLTime)
+		}
+	}
+}
+
+// TestTraceSinkWritesSettings: a rank's trace parts carry the run's NCCL
+// settings (traces.MetaNCCLEnv), call and event file alike, so that
+// "replay compare" simulates the trace under them.
+func TestTraceSinkWritesSettings(t *testing.T) {
+	dir := t.TempDir()
+	s := &traceSink{job: "t", comm: 1, host: "h", env: map[string]string{"NCCL_NET": "Socket", "NCCL_SOCKET_IFNAME": "lo"}}
+	s.calls = append(s.calls, traces.CallRow{Job: "t", Comm: 1, NRanks: 1, Op: "AllReduce", Algorithm: "Ring", Protocol: "LL",
+		Channels: 1, Count: 2, Datatype: "float32", Root: -1, StartNs: 1, EndNs: 2, Source: traces.SourceHW})
+	c, ev := tracePaths(filepath.Join(dir, "x.parquet"), -1)
+	if err := s.write(c, ev); err != nil {
+		t.Fatal(err)
+	}
+	cr, err := traces.OpenCallFile(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cr.Close()
+	er, err := traces.OpenEventFile(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer er.Close()
+	for _, md := range []map[string]string{cr.Info().Metadata, er.Info().Metadata} {
+		var env map[string]string
+		if err := json.Unmarshal([]byte(md[traces.MetaNCCLEnv]), &env); err != nil || env["NCCL_NET"] != "Socket" || env["NCCL_SOCKET_IFNAME"] != "lo" {
+			t.Errorf("metadata %v: settings %v, %v", md, env, err)
 		}
 	}
 }

@@ -842,6 +842,7 @@ func (j *gpuJob) sweep() error {
 			base = filepath.Join(dir, "part")
 		}
 		c, ev := tracePaths(base, j.rank)
+		j.sink.env = ncclEnviron()
 		return j.sink.write(c, ev)
 	}
 	return nil

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -58,6 +59,9 @@ type traceSink struct {
 	next   int64
 	calls  []traces.CallRow
 	events []traces.EventRow
+	// env are the NCCL_* settings of the run (traces.MetaNCCLEnv), nil
+	// for none
+	env map[string]string
 }
 
 // ncclDtype is NCCL's datatype name without its prefix.
@@ -117,8 +121,16 @@ func (t *traceSink) callRow(p *model.Program, rank int, count int64, root int, c
 
 // write stores the rows in a call and an event file, each atomically.
 func (t *traceSink) write(callPath, eventPath string) error {
+	var opt traces.WriterOptions
+	if len(t.env) > 0 {
+		b, err := json.Marshal(t.env)
+		if err != nil {
+			return fmt.Errorf("call trace %s: %w", callPath, err)
+		}
+		opt.Metadata = map[string]string{traces.MetaNCCLEnv: string(b)}
+	}
 	if err := atomicfile.Write(callPath, func(w io.Writer) error {
-		cw, err := traces.NewCallWriter(w, traces.WriterOptions{})
+		cw, err := traces.NewCallWriter(w, opt)
 		if err != nil {
 			return err
 		}
@@ -127,7 +139,7 @@ func (t *traceSink) write(callPath, eventPath string) error {
 		return fmt.Errorf("call trace %s: %w", callPath, err)
 	}
 	if err := atomicfile.Write(eventPath, func(w io.Writer) error {
-		ew, err := traces.NewEventWriter(w, traces.WriterOptions{})
+		ew, err := traces.NewEventWriter(w, opt)
 		if err != nil {
 			return err
 		}

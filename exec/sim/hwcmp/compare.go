@@ -238,6 +238,11 @@ func (cp *Comparer) forInput(in *Input) (*Comparer, error) {
 // differ from the tuner's: at the recorded algorithm, protocol and
 // channels (our executor's run), and at the tuner's (NCCL's run: the
 // tuner follows NCCL's rules under the same settings).
+//
+// A traced call whose ranks' kernels differ by more than skewedKernels
+// says so: the rank that started last (the trace's time: the GPUs'
+// clocks are not aligned) may find its peers' data already sent, over
+// sockets, where a hop costs tens of microseconds, most of the call.
 func (cp *Comparer) compareCall(c Call, kind string) (Row, error) {
 	row := Row{Call: c, NCCLErr: math.NaN()}
 	if err := c.notProgram(); err != nil {
@@ -260,6 +265,9 @@ func (cp *Comparer) compareCall(c Call, kind string) (Row, error) {
 	row.SimAlgo, row.SimProto, row.SimChannels = cr.Algo.String(), cr.Proto.String(), cr.NChannels
 	if c.NChannels > 0 && cr.NChannels != c.NChannels && len(row.Notes) == 0 {
 		row.Notes = append(row.Notes, fmt.Sprintf("recorded %d channels, %d with data", c.NChannels, cr.NChannels))
+	}
+	if lo, hi := minMax(c.RankKernelUs); len(c.RankKernelUs) > 1 && lo < skewedKernels*hi {
+		row.Notes = append(row.Notes, fmt.Sprintf("ranks' kernels %.1f-%.1f us: started apart, the last found its data sent", lo, hi))
 	}
 	row.SimRankKernelUs = cr.RankKernelUs
 	row.SimUs = oc.timeOf(cr, kind)
@@ -520,12 +528,30 @@ func (r *Report) Stat(col, proto, bucket string) (Stat, bool) {
 	return Stat{}, false
 }
 
+// skewedKernels is the ratio of a traced call's shortest rank kernel to
+// its longest below which the call is noted as started apart.
+const skewedKernels = 0.6
+
+// minMax is the least and greatest of v (0, 0 for none).
+func minMax(v []float64) (lo, hi float64) {
+	for i, x := range v {
+		if i == 0 || x < lo {
+			lo = x
+		}
+		hi = max(hi, x)
+	}
+	return lo, hi
+}
+
 // Describe is a one-line summary of the input and its settings.
 func (r *Report) Describe() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s (%s, %d calls, %d ranks) on %s", r.Input.Path, r.Input.Kind, len(r.Input.Calls), r.Input.NRanks, r.Topology)
 	if r.Settings != "" {
 		fmt.Fprintf(&b, ", settings %s", r.Settings)
+	}
+	if r.Input.EnvFrom != "" {
+		fmt.Fprintf(&b, " (from %s, the --json file of the same run)", r.Input.EnvFrom)
 	}
 	fmt.Fprintf(&b, ", calibration %s", r.Calib)
 	return b.String()

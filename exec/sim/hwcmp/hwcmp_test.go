@@ -684,3 +684,55 @@ func TestWithOursCalib(t *testing.T) {
 		}
 	}
 }
+
+// TestTraceSettings: a call trace is simulated under the NCCL settings of
+// its metadata (traces.MetaNCCLEnv, which run gpu writes); one without
+// them takes those of the --json file of the same run beside it, and
+// says so; bad metadata is an error naming the file.
+func TestTraceSettings(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, meta map[string]string) string {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		w, err := traces.CreateCallFile(p, traces.WriterOptions{Metadata: meta})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for r := int32(0); r < 2; r++ {
+			if err := w.Append(traces.CallRow{Job: "t", Comm: 1, Call: 0, Rank: r, NRanks: 2, Op: "AllReduce", Algorithm: "Ring",
+				Protocol: "LL", Channels: 1, Count: 2, Datatype: "float32", RedOp: "sum", Root: -1,
+				StartNs: 1000, EndNs: 21000, Source: traces.SourceHW}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	in, err := ReadTrace(write("meta.parquet", map[string]string{traces.MetaNCCLEnv: `{"NCCL_NET":"Socket","NCCL_SOCKET_IFNAME":"lo"}`}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in.NCCLEnv["NCCL_NET"] != "Socket" || in.NCCLEnv["NCCL_SOCKET_IFNAME"] != "lo" || in.EnvFrom != "" {
+		t.Errorf("metadata: env %v from %q", in.NCCLEnv, in.EnvFrom)
+	}
+	old := write("old.parquet", nil)
+	if in, err = ReadTrace(old); err != nil || in.NCCLEnv != nil {
+		t.Errorf("no metadata, no JSON: env %v, %v", in.NCCLEnv, err)
+	}
+	side := filepath.Join(dir, "old.json")
+	if err := os.WriteFile(side, []byte(`{"nranks": 2, "nccl_env": {"NCCL_P2P_DISABLE": "1"}, "rows": [{"op":"AllReduce","bytes":8,"count":2,"time_us":1}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if in, err = ReadTrace(old); err != nil || in.NCCLEnv["NCCL_P2P_DISABLE"] != "1" || in.EnvFrom != side {
+		t.Errorf("beside its JSON: env %v from %q, %v", in.NCCLEnv, in.EnvFrom, err)
+	}
+	if d := (&Report{Input: in}).Describe(); !strings.Contains(d, side) {
+		t.Errorf("header %q does not name %s", d, side)
+	}
+	bad := write("bad.parquet", map[string]string{traces.MetaNCCLEnv: `{"LD_PRELOAD":"x"}`})
+	if _, err := ReadTrace(bad); err == nil || !strings.Contains(err.Error(), bad) {
+		t.Errorf("bad metadata: %v, want an error naming %s", err, bad)
+	}
+}

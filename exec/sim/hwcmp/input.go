@@ -99,8 +99,13 @@ type Input struct {
 	NCCLVersion string
 	// NCCLEnv are the NCCL_* settings NCCL's run was made under, from a
 	// JSON header (run gpu records them, with those its --algo, --proto
-	// and --channels forced); nil when the file does not say.
+	// and --channels forced) or a trace's metadata (traces.MetaNCCLEnv);
+	// nil when the file does not say.
 	NCCLEnv map[string]string
+	// EnvFrom names the file NCCLEnv came from when it is not the input
+	// itself: a trace written without them takes those of the --json
+	// file of the same run beside it (X.parquet, X.json).
+	EnvFrom string
 	// Kernel names the interpreter build of our executor's rows (run gpu
 	// records it: interp.cu's digest and the options it was compiled
 	// with); "" when the file does not say.
@@ -221,10 +226,8 @@ func ReadJSON(r io.Reader, name string) (*Input, error) {
 		}
 		in.Kernel = k.String()
 	}
-	for k := range rep.NCCLEnv {
-		if !strings.HasPrefix(k, "NCCL_") {
-			return nil, fmt.Errorf("%s: nccl_env: %q is not an NCCL_* setting", name, k)
-		}
+	if err := checkNCCLEnv(rep.NCCLEnv); err != nil {
+		return nil, fmt.Errorf("%s: nccl_env: %w", name, err)
 	}
 	if len(rep.NCCLEnv) > 0 {
 		in.NCCLEnv = rep.NCCLEnv
@@ -302,6 +305,46 @@ func ReadJSON(r io.Reader, name string) (*Input, error) {
 		in.Calls = append(in.Calls, c)
 	}
 	return in, nil
+}
+
+// checkNCCLEnv checks that every key of a recorded environment is an
+// NCCL_* setting.
+func checkNCCLEnv(env map[string]string) error {
+	for k := range env {
+		if !strings.HasPrefix(k, "NCCL_") {
+			return fmt.Errorf("%q is not an NCCL_* setting", k)
+		}
+	}
+	return nil
+}
+
+// traceEnv is the NCCL_* settings of the trace at path: its metadata's
+// (traces.MetaNCCLEnv), else the nccl_env of the --json file of the same
+// run beside it (from names that file), else none.
+func traceEnv(path string, meta map[string]string) (env map[string]string, from string, err error) {
+	if v, ok := meta[traces.MetaNCCLEnv]; ok {
+		if err := json.Unmarshal([]byte(v), &env); err != nil {
+			return nil, "", fmt.Errorf("%s: metadata %s: %w", path, traces.MetaNCCLEnv, err)
+		}
+		if err := checkNCCLEnv(env); err != nil {
+			return nil, "", fmt.Errorf("%s: metadata %s: %w", path, traces.MetaNCCLEnv, err)
+		}
+		return env, "", nil
+	}
+	side := strings.TrimSuffix(path, ".parquet") + ".json"
+	if side == path {
+		return nil, "", nil
+	}
+	f, err := os.Open(side)
+	if err != nil {
+		return nil, "", nil // no such file: no settings
+	}
+	defer f.Close()
+	in, err := ReadJSON(f, side)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: the settings of the same run: %w", path, err)
+	}
+	return in.NCCLEnv, side, nil
 }
 
 // maxReps bounds the repetitions of a JSON row.
@@ -434,6 +477,12 @@ func ReadTrace(path string) (*Input, error) {
 		return keys[i].comm < keys[j].comm || keys[i].comm == keys[j].comm && keys[i].seq < keys[j].seq
 	})
 	in := &Input{Path: path, Kind: KindTrace}
+	if in.NCCLEnv, in.EnvFrom, err = traceEnv(path, r.Info().Metadata); err != nil {
+		return nil, err
+	}
+	if len(in.NCCLEnv) == 0 {
+		in.NCCLEnv, in.EnvFrom = nil, ""
+	}
 	for _, k := range keys {
 		rows := byKey[k]
 		sort.Slice(rows, func(i, j int) bool { return rows[i].Rank < rows[j].Rank })
