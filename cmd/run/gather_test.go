@@ -19,7 +19,7 @@ import (
 // ranks' sum, on every rank alike.
 func TestGatherRowRepetitions(t *testing.T) {
 	const n = 2
-	root, err := bootstrap.StartRoot("127.0.0.1", bootstrap.RandomMagic(), n, 5*time.Second, nil)
+	comms, err := bootstrap.StartLocal(n, bootstrap.Config{Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,24 +36,16 @@ func TestGatherRowRepetitions(t *testing.T) {
 	rows := make([]gpuRow, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
-	for r := 0; r < n; r++ {
+	for r, comm := range comms {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			comm, err := bootstrap.Init(bootstrap.Config{Rank: r, NRanks: n, ID: root.ID(), Host: "127.0.0.1", Timeout: 5 * time.Second})
-			if err != nil {
-				errs[r] = err
-				return
-			}
 			defer comm.Close()
 			j := &gpuJob{o: gpuOpts{coll: model.CollAllReduce}, rank: r, n: n, comm: comm}
 			rows[r], errs[r] = j.gatherRow(gpuRow{Bytes: 1 << 20}, mine[r], timing{}, 1<<20)
 		}()
 	}
 	wg.Wait()
-	if err := root.Wait(); err != nil {
-		t.Fatal(err)
-	}
 	want := []float64{11, 12, 11, 50, 30}
 	for r, row := range rows {
 		if errs[r] != nil {

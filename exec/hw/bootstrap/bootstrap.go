@@ -269,6 +269,43 @@ func Init(cfg Config) (*Comm, error) {
 	return c, nil
 }
 
+// StartLocal bootstraps the n ranks of one job in this process over
+// loopback (tests, single-process tools): a root, then every rank's Init
+// at once with cfg's Timeout, Watch and Log. On error no rank is left
+// open.
+func StartLocal(n int, cfg Config) ([]*Comm, error) {
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	root, err := StartRoot("127.0.0.1", RandomMagic(), n, cfg.Timeout, cfg.Log)
+	if err != nil {
+		return nil, err
+	}
+	comms := make([]*Comm, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r := 0; r < n; r++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rc := cfg
+			rc.Rank, rc.NRanks, rc.ID, rc.Host = r, n, root.ID(), "127.0.0.1"
+			comms[r], errs[r] = Init(rc)
+		}()
+	}
+	wg.Wait()
+	errs = append(errs, root.Wait())
+	if err := errors.Join(errs...); err != nil {
+		for _, c := range comms {
+			if c != nil {
+				c.Close()
+			}
+		}
+		return nil, err
+	}
+	return comms, nil
+}
+
 func (c *Comm) init(cfg Config, ringCh chan net.Conn) error {
 	deadline := time.Now().Add(c.timeout)
 	if c.nranks > StaggerThreshold {

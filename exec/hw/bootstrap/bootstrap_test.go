@@ -32,28 +32,9 @@ func checkGoroutines(t *testing.T) {
 // startJob bootstraps n ranks in this process.
 func startJob(t *testing.T, n int, timeout time.Duration, watch bool, log *slog.Logger) []*Comm {
 	t.Helper()
-	root, err := StartRoot("127.0.0.1", RandomMagic(), n, timeout, log)
+	comms, err := StartLocal(n, Config{Timeout: timeout, Watch: watch, Log: log})
 	if err != nil {
 		t.Fatal(err)
-	}
-	comms := make([]*Comm, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for r := 0; r < n; r++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			comms[r], errs[r] = Init(Config{Rank: r, NRanks: n, ID: root.ID(), Host: "127.0.0.1", Timeout: timeout, Watch: watch, Log: log})
-		}()
-	}
-	wg.Wait()
-	if err := root.Wait(); err != nil {
-		t.Fatal(err)
-	}
-	for _, err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
 	}
 	return comms
 }
