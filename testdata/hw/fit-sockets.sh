@@ -58,7 +58,12 @@
 #   AllGather and ReduceScatter on two ranks no longer run as a ring):
 #                      SET='recv_post_us=1.5' bash testdata/hw/fit-sockets.sh exec/sim/calib/h200.json OUT.json nccl \
 #                        h200x2/rerun4 h200x2/rerun3 h100x2/leader -- h200x2/rerun5 h100x2/rerun h100x2/rerun2
-#                      (h100.json: from itself, on its own starts as above)
+#                      (h100.json: from itself, on its own starts as above),
+#                      then both from themselves on five starts:
+#                      bash testdata/hw/fit-sockets.sh exec/sim/calib/h200.json OUT.json nccl \
+#                        h200x2/rerun4 h200x2/rerun3 h100x2/leader h100x2/rerun5 h100x2/rerun7 -- h200x2/rerun5
+#                      (h100.json: h100x2/leader h200x2/rerun4 h200x2/rerun3
+#                       h100x2/rerun5 h100x2/rerun7 -- h200x2/rerun5)
 #                      Our calibrations keep recv_post_us 0: fitted on
 #                      h100x2/rerun5 it came out at 1.0 and 1.5 us, and the
 #                      held-out LL medians of h100x2/rerun6-9 rose by 1.4-2.3
