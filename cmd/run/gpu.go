@@ -1143,8 +1143,9 @@ func (j *gpuJob) runSize(size int64) (gpuRow, error) {
 	return j.gatherRow(row, ours, theirs, size)
 }
 
-// gatherRow completes row with every rank's timings: the slowest rank's
-// mean and best, the sum of the wrong elements, bandwidths and the ratio.
+// gatherRow completes row with every rank's timings: each repetition's
+// slowest rank, their mean and best, the sum of the wrong elements,
+// bandwidths and the ratio.
 func (j *gpuJob) gatherRow(row gpuRow, ours, theirs timing, size int64) (gpuRow, error) {
 	o := j.o
 	// Gather the repetitions and wrong elements of ours and NCCL's:
