@@ -34,31 +34,37 @@ type rowReader[R any] interface {
 
 // mergeFiles appends every row of the files at paths, opened with open,
 // to one trace written to w by a writer from create, with the first
-// file's own metadata (keys outside "twinccl.trace.").
+// file's own metadata (keys outside metaReserved); no files make an
+// empty trace.
 func mergeFiles[R any, W rowWriter[R], D rowReader[R]](w io.Writer, paths []string,
 	create func(io.Writer, WriterOptions) (W, error), open func(string) (D, error)) error {
 	if len(paths) == 0 {
-		return errors.New("merge: no files")
+		tw, err := create(w, WriterOptions{})
+		if err != nil {
+			return err
+		}
+		return tw.Close()
 	}
-	first, err := open(paths[0])
+	rd, err := open(paths[0])
 	if err != nil {
 		return err
 	}
 	meta := map[string]string{}
-	for k, v := range first.Info().Metadata {
-		if !strings.HasPrefix(k, "twinccl.trace.") {
+	for k, v := range rd.Info().Metadata {
+		if !strings.HasPrefix(k, metaReserved) {
 			meta[k] = v
 		}
 	}
-	first.Close()
 	tw, err := create(w, WriterOptions{Metadata: meta})
 	if err != nil {
+		rd.Close()
 		return err
 	}
-	for _, p := range paths {
-		rd, err := open(p)
-		if err != nil {
-			return errors.Join(err, tw.Close())
+	for i, p := range paths {
+		if i > 0 {
+			if rd, err = open(p); err != nil {
+				return errors.Join(err, tw.Close())
+			}
 		}
 		err = rd.Scan(Filter{}, func(rows []R) error { return tw.Append(rows...) })
 		rd.Close()

@@ -27,6 +27,9 @@ const (
 	MetaSort = "twinccl.trace.sort"
 	// MetaIndex is the metadata key holding the row-group index (JSON, see RowGroupInfo).
 	MetaIndex = "twinccl.trace.index"
+	// metaReserved begins every metadata key the package writes itself;
+	// WriterOptions.Metadata may not use it.
+	metaReserved = "twinccl.trace."
 	// MetaNCCLEnv is the metadata key of the NCCL_* settings the traced
 	// run was made under (a JSON object, as "run gpu --json"'s nccl_env):
 	// "replay compare" simulates the trace under them.

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/parquet-go/parquet-go"
@@ -40,7 +41,7 @@ type WriterOptions struct {
 	// sorting them by rank (see the package's sort order keys).
 	Unsorted bool
 	// Metadata is extra key-value metadata stored in the footer (keys
-	// starting with "twinccl.trace." are reserved).
+	// starting with "twinccl.trace." are reserved: metaReserved).
 	Metadata map[string]string
 }
 
@@ -137,7 +138,7 @@ func newWriter[T any](w io.Writer, kind Kind, sortOrder string, opt WriterOption
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
-		if len(k) >= len("twinccl.trace.") && k[:len("twinccl.trace.")] == "twinccl.trace." {
+		if strings.HasPrefix(k, metaReserved) {
 			return nil, fmt.Errorf("metadata key %q is reserved", k)
 		}
 		options = append(options, parquet.KeyValueMetadata(k, opt.Metadata[k]))

@@ -1259,8 +1259,8 @@ func (x *runner) proxyTake(c int32, tail uint64, early float64) {
 	x.proxyRecv[c] = pend[1:]
 	r := x.sc[c].proxyTo
 	start := max(x.now-Time(early+0.5), x.proxyFree[r], x.recvReady[c])
-	end := max(start+Time(pend[0]+0.5), x.now)
-	x.proxyFree[r] = max(x.proxyFree[r], end)
+	end := max(start+Time(pend[0]+0.5), x.now) // past proxyFree[r], as start is
+	x.proxyFree[r] = end
 	x.recvReady[c] = end
 	x.q.push(end+x.proxySimple, evTail, c, tail)
 }

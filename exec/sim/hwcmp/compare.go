@@ -266,8 +266,8 @@ func (cp *Comparer) compareCall(c Call, kind string) (Row, error) {
 	if c.NChannels > 0 && cr.NChannels != c.NChannels && len(row.Notes) == 0 {
 		row.Notes = append(row.Notes, fmt.Sprintf("recorded %d channels, %d with data", c.NChannels, cr.NChannels))
 	}
-	if lo, hi := minMax(c.RankKernelUs); len(c.RankKernelUs) > 1 && lo < skewedKernels*hi {
-		row.Notes = append(row.Notes, fmt.Sprintf("ranks' kernels %.1f-%.1f us: started apart, the last found its data sent", lo, hi))
+	if k := c.RankKernelUs; len(k) > 1 && slices.Min(k) < skewedKernels*slices.Max(k) {
+		row.Notes = append(row.Notes, fmt.Sprintf("ranks' kernels %.1f-%.1f us: started apart, the last found its data sent", slices.Min(k), slices.Max(k)))
 	}
 	row.SimRankKernelUs = cr.RankKernelUs
 	row.SimUs = oc.timeOf(cr, kind)
@@ -531,17 +531,6 @@ func (r *Report) Stat(col, proto, bucket string) (Stat, bool) {
 // skewedKernels is the ratio of a traced call's shortest rank kernel to
 // its longest below which the call is noted as started apart.
 const skewedKernels = 0.6
-
-// minMax is the least and greatest of v (0, 0 for none).
-func minMax(v []float64) (lo, hi float64) {
-	for i, x := range v {
-		if i == 0 || x < lo {
-			lo = x
-		}
-		hi = max(hi, x)
-	}
-	return lo, hi
-}
 
 // Describe is a one-line summary of the input and its settings.
 func (r *Report) Describe() string {

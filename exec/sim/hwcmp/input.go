@@ -281,7 +281,7 @@ func ReadJSON(r io.Reader, name string) (*Input, error) {
 			v    float64
 			need bool
 		}{{"time_us", c.HwUs, true}, {"best_us", c.HwBestUs, false}, {"nccl_time_us", c.NCCLUs, false}, {"nccl_best_us", c.NCCLBestUs, false}} {
-			if math.IsNaN(v.v) || math.IsInf(v.v, 0) || v.v < 0 || v.v > 1e12 || v.need && v.v == 0 {
+			if !timeOK(v.v) || v.need && v.v == 0 {
 				return nil, fmt.Errorf("%s: %s %v: want a positive finite time", where, v.name, v.v)
 			}
 		}
@@ -320,7 +320,7 @@ func checkNCCLEnv(env map[string]string) error {
 
 // traceEnv is the NCCL_* settings of the trace at path: its metadata's
 // (traces.MetaNCCLEnv), else the nccl_env of the --json file of the same
-// run beside it (from names that file), else none.
+// run beside it (from names that file), else none (nil, "").
 func traceEnv(path string, meta map[string]string) (env map[string]string, from string, err error) {
 	if v, ok := meta[traces.MetaNCCLEnv]; ok {
 		if err := json.Unmarshal([]byte(v), &env); err != nil {
@@ -328,6 +328,9 @@ func traceEnv(path string, meta map[string]string) (env map[string]string, from 
 		}
 		if err := checkNCCLEnv(env); err != nil {
 			return nil, "", fmt.Errorf("%s: metadata %s: %w", path, traces.MetaNCCLEnv, err)
+		}
+		if len(env) == 0 {
+			return nil, "", nil
 		}
 		return env, "", nil
 	}
@@ -344,11 +347,17 @@ func traceEnv(path string, meta map[string]string) (env map[string]string, from 
 	if err != nil {
 		return nil, "", fmt.Errorf("%s: the settings of the same run: %w", path, err)
 	}
+	if in.NCCLEnv == nil {
+		return nil, "", nil
+	}
 	return in.NCCLEnv, side, nil
 }
 
 // maxReps bounds the repetitions of a JSON row.
 const maxReps = 1000
+
+// timeOK says v is a time a row can hold: finite, from 0 to 1e12 us.
+func timeOK(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) && v >= 0 && v <= 1e12 }
 
 // repMedian is the median of a row's repetitions, which must be positive
 // finite times.
@@ -356,15 +365,12 @@ func repMedian(reps []float64) (float64, error) {
 	if len(reps) > maxReps {
 		return 0, fmt.Errorf("%d repetitions, more than %d", len(reps), maxReps)
 	}
-	s := slices.Clone(reps)
-	for i, v := range s {
-		if math.IsNaN(v) || math.IsInf(v, 0) || v <= 0 || v > 1e12 {
+	for i, v := range reps {
+		if !timeOK(v) || v == 0 {
 			return 0, fmt.Errorf("repetition %d: %v: want a positive finite time", i, v)
 		}
 	}
-	slices.Sort(s)
-	n := len(s)
-	return (s[(n-1)/2] + s[n/2]) / 2, nil
+	return median(slices.Clone(reps)), nil
 }
 
 // setKind parses the names of a call's collective, datatype, reduction,
@@ -479,9 +485,6 @@ func ReadTrace(path string) (*Input, error) {
 	in := &Input{Path: path, Kind: KindTrace}
 	if in.NCCLEnv, in.EnvFrom, err = traceEnv(path, r.Info().Metadata); err != nil {
 		return nil, err
-	}
-	if len(in.NCCLEnv) == 0 {
-		in.NCCLEnv, in.EnvFrom = nil, ""
 	}
 	for _, k := range keys {
 		rows := byKey[k]
