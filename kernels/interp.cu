@@ -86,6 +86,13 @@ typedef long long i64;
 #ifndef TW_UNROLL
 #define TW_UNROLL 4
 #endif
+// LL128 lines a thread keeps in flight (ll128Lines). On the H100 pair
+// (AllGather LL128 of 96 MiB, one interpreter per protocol) 1 took 490
+// us, 2 425 and 4 447 (4 spills registers); 1 was the kernel before
+// 2026-11-27, kept for an A/B.
+#ifndef TW_LL128_LINES
+#define TW_LL128_LINES 2
+#endif
 #define TW_OPBATCH 32
 // Slot strides of the three protocols: buffSize/NCCL_STEPS of the 512 KiB
 // LL, 4800 KiB LL128 and 4 MiB Simple buffers (exec/hw/transport.SlotStride).
@@ -117,7 +124,7 @@ enum { LANE_HOST_RECV = 1, LANE_HOST_SEND = 2 };
 #define RED_AVG 4
 
 // Status codes written to the status word (code << 24 | lane).
-enum { ST_TIMEOUT = 1, ST_ABORT = 2 };
+enum { ST_TIMEOUT = 1, ST_ABORT = 2, ST_PROTO = 3 };
 
 // One connFifo entry (exec/hw/transport.FifoEntry in a net connection's
 // memory, 32 bytes).
@@ -773,6 +780,103 @@ __device__ __forceinline__ void llLines(Ctx& c, const LLSlice& a) {
   }
 }
 
+// ll128Lines moves one LL128 slice. A line is 128 bytes, 15 data words
+// and a flag word, carried by 8 threads of a warp with 16 bytes each (the
+// eighth thread's second word is the flag); a warp covers 4 lines per
+// group and takes U groups at a time (lines 4U*warp + 4u + tid%32/8, then
+// every 4U*nwarps further). The U groups' own-data loads and first polls
+// are all issued before any is waited for, so that a thread has U lines
+// in flight rather than one: NCCL's LL128 keeps 8 words (4 lines' worth)
+// per thread in flight. A warp polls until every line of its U groups
+// carries the step's flag, reloading all of them meanwhile.
+template <int U>
+__device__ __forceinline__ void ll128Lines(Ctx& c, const LLSlice& a) {
+  Shared& sh = *c.sh;
+  const TwProg* prog = c.prog;
+  const i64 lines = (a.nb + 119) / 120;
+  const int warp = c.tid / 32, lane = c.tid % 32, g = lane / 8, t = lane % 8;
+  const int nwarps = blockDim.x / 32;
+  const bool flagThread = t == 7;
+  const int flagLane = (lane & ~7) + 7;
+  for (i64 lb = (i64)warp * 4 * U; lb < lines; lb += (i64)nwarps * 4 * U) {
+    u64 v0[U], v1[U], m0[U], m1[U];
+    i64 r0[U];
+    bool act[U];
+    // The own data first, so that its latency hides behind the polling.
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      const i64 ln = lb + 4 * u + g;
+      act[u] = ln < lines;
+      r0[u] = a.nb - (ln * 120 + 16 * t);
+      m0[u] = m1[u] = v0[u] = v1[u] = 0;
+      if (a.local && act[u]) {
+        const char* p = a.src + ln * 120 + 16 * t;
+        if (r0[u] > 0) m0[u] = load8(p, r0[u]);
+        if (!flagThread && r0[u] > 8) m1[u] = load8(p + 8, r0[u] - 8);
+      }
+    }
+    bool have = false;
+    if (a.recv) {
+      for (int i = 0; i < c.nRecv; i++) {
+        const u64 flag = sh.recvBase[i] + a.rs + 1;
+        const char* ring = sh.recvRing[i] + ((sh.recvBase[i] + a.rs) % TW_SLOTS) * a.slotBytes + 16 * t;
+        u64 x0[U], x1[U];
+        u32 spins = 0;
+        c.deadline = 0;
+        for (;;) {
+#pragma unroll
+          for (int u = 0; u < U; u++) {
+            x0[u] = x1[u] = 0;
+            if (act[u]) ldVolatile2x64(ring + (lb + 4 * u + g) * 128, x0[u], x1[u]);
+          }
+          bool ok = true;
+#pragma unroll
+          for (int u = 0; u < U; u++) {
+            const u64 f = __shfl_sync(0xffffffffu, x1[u], flagLane);
+            ok = ok && (!act[u] || f == flag);
+          }
+          if (__all_sync(0xffffffffu, ok)) break;
+          bool stop = spinCheck(c, spins);
+          if (__any_sync(0xffffffffu, stop)) break;
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+          v0[u] = have ? redWord(v0[u], x0[u]) : x0[u];
+          if (!flagThread) v1[u] = have ? redWord(v1[u], x1[u]) : x1[u];
+        }
+        have = true;
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      if (!act[u]) continue;
+      const i64 ln = lb + 4 * u + g;
+      if (a.local) {
+        if (r0[u] > 0) v0[u] = have ? redWord(v0[u], m0[u]) : m0[u];
+        if (!flagThread && r0[u] > 8) v1[u] = have ? redWord(v1[u], m1[u]) : m1[u];
+      }
+      if (a.postOp) {
+        v0[u] = postWord(v0[u], prog->nRanks);
+        v1[u] = postWord(v1[u], prog->nRanks);
+      }
+      if (r0[u] <= 0) v0[u] = 0;
+      if (r0[u] <= 8 && !flagThread) v1[u] = 0;
+      if (a.writesOut) {
+        char* p = a.dstOut + ln * 120 + 16 * t;
+        if (r0[u] > 0) store8(p, v0[u], r0[u]);
+        if (!flagThread && r0[u] > 8) store8(p + 8, v1[u], r0[u] - 8);
+      }
+      if (a.send) {
+        for (int i = 0; i < c.nSend; i++) {
+          const u64 flag = sh.sendBase[i] + a.ss + 1;
+          char* p = sh.sendRing[i] + ((sh.sendBase[i] + a.ss) % TW_SLOTS) * a.slotBytes + ln * 128 + 16 * t;
+          stVolatile2x64(p, v0[u], flagThread ? flag : v1[u]);
+        }
+      }
+    }
+  }
+}
+
 extern "C" __global__ void __launch_bounds__(TW_NTHREADS, 1)
     twcInterp(const TwProg* prog, const char* in, char* out, volatile u32* abortFlag, u32* status, u64 timeoutNs) {
   __shared__ Shared sh;
@@ -788,7 +892,18 @@ extern "C" __global__ void __launch_bounds__(TW_NTHREADS, 1)
   c.timeoutNs = timeoutNs;
   const TwLane* l = c.lane;
   const int es = (int)sizeof(T);
+#ifdef TW_PROTO
+  // Built for one protocol (exec/hw/gpudev compiles one interpreter per
+  // protocol): the other protocols' paths are compiled out, and the
+  // registers (128 a thread at 512 threads) go to this one's.
+  const int proto = TW_PROTO;
+  if (prog->proto != TW_PROTO) {
+    if (c.tid == 0) atomicCAS(status, 0u, ((u32)ST_PROTO << 24) | (u32)c.laneIdx);
+    return;
+  }
+#else
   const int proto = prog->proto;
+#endif
   const i64 stepBytes = prog->stepBytes;
   const i64 slotBytes = proto == PROTO_LL ? TW_SLOT_LL : proto == PROTO_LL128 ? TW_SLOT_LL128 : TW_SLOT_SIMPLE;
   const int ring = proto == PROTO_SIMPLE ? (prog->simpleRead ? 3 : PROTO_SIMPLE) : proto;
@@ -940,67 +1055,7 @@ extern "C" __global__ void __launch_bounds__(TW_NTHREADS, 1)
         else
           llLines<1>(c, ls);
       } else if (proto == PROTO_LL128 && haveData) {
-        const i64 lines = (nb + 119) / 120;
-        const int warp = c.tid / 32, lane = c.tid % 32, g = lane / 8, t = lane % 8;
-        const int nwarps = blockDim.x / 32;
-        const bool flagThread = t == 7;
-        for (i64 lb = (i64)warp * 4; lb < lines; lb += (i64)nwarps * 4) {
-          const i64 ln = lb + g;
-          const bool active = ln < lines;
-          const i64 b0 = ln * 120 + 16 * t; // data bytes of word 2t
-          // The own data first, so its latency hides behind the polling.
-          u64 m0 = 0, m1 = 0;
-          const i64 r0 = nb - b0, r1 = r0 - 8;
-          if (local && active) {
-            if (r0 > 0) m0 = load8(src + b0, r0);
-            if (!flagThread && r1 > 0) m1 = load8(src + b0 + 8, r1);
-          }
-          u64 v0 = 0, v1 = 0;
-          bool have = false;
-          if (recv) {
-            for (int i = 0; i < c.nRecv; i++) {
-              const u64 flag = sh.recvBase[i] + rs + 1;
-              const char* p = sh.recvRing[i] + ((sh.recvBase[i] + rs) % TW_SLOTS) * slotBytes + ln * 128 + 16 * t;
-              u64 a = 0, b = 0;
-              u32 spins = 0;
-              c.deadline = 0;
-              for (;;) {
-                if (active) ldVolatile2x64(p, a, b);
-                u64 f = __shfl_sync(0xffffffffu, b, (lane & ~7) + 7);
-                bool ok = !active || f == flag;
-                if (__all_sync(0xffffffffu, ok)) break;
-                bool stop = spinCheck(c, spins);
-                if (__any_sync(0xffffffffu, stop)) break;
-              }
-              v0 = have ? redWord(v0, a) : a;
-              if (!flagThread) v1 = have ? redWord(v1, b) : b;
-              have = true;
-            }
-          }
-          if (local && active) {
-            if (r0 > 0) v0 = have ? redWord(v0, m0) : m0;
-            if (!flagThread && r1 > 0) v1 = have ? redWord(v1, m1) : m1;
-          }
-          if (active) {
-            if (postOp) {
-              v0 = postWord(v0, prog->nRanks);
-              v1 = postWord(v1, prog->nRanks);
-            }
-            if (r0 <= 0) v0 = 0;
-            if (r0 - 8 <= 0 && !flagThread) v1 = 0;
-            if (writesOut) {
-              if (r0 > 0) store8(dstOut + b0, v0, r0);
-              if (!flagThread && r0 - 8 > 0) store8(dstOut + b0 + 8, v1, r0 - 8);
-            }
-            if (send) {
-              for (int i = 0; i < c.nSend; i++) {
-                const u64 flag = sh.sendBase[i] + ss + 1;
-                char* p = sh.sendRing[i] + ((sh.sendBase[i] + ss) % TW_SLOTS) * slotBytes + ln * 128 + 16 * t;
-                stVolatile2x64(p, v0, flagThread ? flag : v1);
-              }
-            }
-          }
-        }
+        ll128Lines<TW_LL128_LINES>(c, LLSlice{src, dstOut, nb, rs, ss, slotBytes, recv, send, local, writesOut, postOp});
       }
 #if TW_LL_HOST_READBACK
       // A lane whose last op only sends into host memory has no later

@@ -109,10 +109,13 @@ const (
 	// TraceWords is the number of u64 a traced slice writes: op<<8|slice,
 	// start, data start (after the waits), end (%globaltimer, ns).
 	TraceWords = 4
-	// StatusTimeout and StatusAbort are the codes (status >> 24) a launch
-	// leaves in its status word; the low 24 bits name the lane.
+	// StatusTimeout, StatusAbort and StatusProto are the codes (status >>
+	// 24) a launch leaves in its status word; the low 24 bits name the
+	// lane. StatusProto: an interpreter built for one protocol (TW_PROTO)
+	// was given a Program of another.
 	StatusTimeout = 1
 	StatusAbort   = 2
+	StatusProto   = 3
 )
 
 // Gin is gin.cu: the GIN device API over the proxy backend (put with a

@@ -10,11 +10,12 @@ import (
 )
 
 // kernelKey names one compiled interpreter: a context and the Program's
-// datatype and reduction.
+// datatype, reduction and protocol.
 type kernelKey struct {
-	ctx uintptr
-	dt  model.Dtype
-	op  model.RedOp
+	ctx   uintptr
+	dt    model.Dtype
+	op    model.RedOp
+	proto model.Protocol
 }
 
 var (
@@ -22,18 +23,23 @@ var (
 	kernelFn = map[kernelKey]*cuda.Function{}
 )
 
-// KernelOptions are the NVRTC options of the interpreter for dt and op,
-// followed by any in TWINCCL_KERNEL_OPTIONS (space-separated; for tuning
-// experiments, e.g. "-DTW_UNROLL=8").
-func KernelOptions(dt model.Dtype, op model.RedOp) []string {
-	opts := []string{fmt.Sprintf("-DTW_DTYPE=%d", int(dt)), fmt.Sprintf("-DTW_OP=%d", int(op)), "-std=c++17", "-default-device"}
+// KernelOptions are the NVRTC options of the interpreter for dt, op and
+// proto, followed by any in TWINCCL_KERNEL_OPTIONS (space-separated; for
+// tuning experiments, e.g. "-DTW_UNROLL=8"). One interpreter per protocol
+// (TW_PROTO) compiles the other protocols' paths out, so that the one
+// left has the thread's registers to itself: the kernel that carried all
+// three spilled 252 bytes a thread on sm_90 (2026-11-27).
+func KernelOptions(dt model.Dtype, op model.RedOp, proto model.Protocol) []string {
+	opts := []string{fmt.Sprintf("-DTW_DTYPE=%d", int(dt)), fmt.Sprintf("-DTW_OP=%d", int(op)), fmt.Sprintf("-DTW_PROTO=%d", int(proto)),
+		"-std=c++17", "-default-device"}
 	return append(opts, kernels.ExtraOptions()...)
 }
 
-// kernelFor returns the interpreter for dt and op on ctx, compiling it
-// with NVRTC (through the on-disk cache) and loading it on first use.
-func kernelFor(ctx *cuda.Context, dt model.Dtype, op model.RedOp) (*cuda.Function, error) {
-	k := kernelKey{ctx.Handle(), dt, op}
+// kernelFor returns the interpreter for dt, op and proto on ctx,
+// compiling it with NVRTC (through the on-disk cache) and loading it on
+// first use.
+func kernelFor(ctx *cuda.Context, dt model.Dtype, op model.RedOp, proto model.Protocol) (*cuda.Function, error) {
+	k := kernelKey{ctx.Handle(), dt, op, proto}
 	kernelMu.Lock()
 	defer kernelMu.Unlock()
 	if f, ok := kernelFn[k]; ok {
@@ -43,13 +49,13 @@ func kernelFor(ctx *cuda.Context, dt model.Dtype, op model.RedOp) (*cuda.Functio
 	if err != nil {
 		return nil, err
 	}
-	img, err := cuda.Compile(kernels.Interp, "interp.cu", KernelOptions(dt, op), arch)
+	img, err := cuda.Compile(kernels.Interp, "interp.cu", KernelOptions(dt, op, proto), arch)
 	if err != nil {
-		return nil, fmt.Errorf("compile the %s/%s interpreter for sm_%d: %w", dt, op, arch, err)
+		return nil, fmt.Errorf("compile the %s/%s/%s interpreter for sm_%d: %w", dt, op, proto, arch, err)
 	}
 	mod, err := ctx.LoadModule(img.Data)
 	if err != nil {
-		return nil, fmt.Errorf("load the %s/%s interpreter: %w", dt, op, err)
+		return nil, fmt.Errorf("load the %s/%s/%s interpreter: %w", dt, op, proto, err)
 	}
 	f, err := mod.Function(kernels.InterpName)
 	if err != nil {
@@ -59,26 +65,28 @@ func kernelFor(ctx *cuda.Context, dt model.Dtype, op model.RedOp) (*cuda.Functio
 	return f, nil
 }
 
-// Precompile compiles the interpreter for every datatype and reduction
-// for arch side by side into the on-disk cache, so that later first uses
-// only load it. It returns the first compilation error.
+// Precompile compiles the interpreter for every datatype, reduction and
+// protocol for arch side by side into the on-disk cache, so that later
+// first uses only load it. It returns the first compilation error.
 func Precompile(arch int) error {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var first error
 	for dt := model.Dtype(0); dt < model.NumDtypes; dt++ {
 		for op := model.RedOp(0); op < model.NumRedOps; op++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if _, err := cuda.Compile(kernels.Interp, "interp.cu", KernelOptions(dt, op), arch); err != nil {
-					mu.Lock()
-					if first == nil {
-						first = fmt.Errorf("compile the %s/%s interpreter for sm_%d: %w", dt, op, arch, err)
+			for proto := model.Protocol(0); proto < model.NumProtocols; proto++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if _, err := cuda.Compile(kernels.Interp, "interp.cu", KernelOptions(dt, op, proto), arch); err != nil {
+						mu.Lock()
+						if first == nil {
+							first = fmt.Errorf("compile the %s/%s/%s interpreter for sm_%d: %w", dt, op, proto, arch, err)
+						}
+						mu.Unlock()
 					}
-					mu.Unlock()
-				}
-			}()
+				}()
+			}
 		}
 	}
 	wg.Wait()

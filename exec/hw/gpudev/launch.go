@@ -76,7 +76,7 @@ func (d *Device) Prepare(p *model.Program, trace bool) (*Launch, error) {
 	if err := d.connect(keys, used); err != nil {
 		return nil, err
 	}
-	fn, err := kernelFor(d.ctx, p.Dtype, p.Op)
+	fn, err := kernelFor(d.ctx, p.Dtype, p.Op, p.Proto)
 	if err != nil {
 		return nil, fmt.Errorf("gpudev rank %d: %w", me, err)
 	}
@@ -311,6 +311,8 @@ func (l *Launch) Check() error {
 		return fmt.Errorf("gpudev rank %d: no progress for %v%s", me, l.d.timeout(), where)
 	case kernels.StatusAbort:
 		return fmt.Errorf("gpudev rank %d: aborted%s", me, where)
+	case kernels.StatusProto:
+		return fmt.Errorf("gpudev rank %d: the interpreter launched was built for another protocol than the Program's %s", me, l.p.Proto)
 	}
 	return fmt.Errorf("gpudev rank %d: kernel status %#x", me, st)
 }
