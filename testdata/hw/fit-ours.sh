@@ -12,7 +12,11 @@
 #        per-slice and copy constants, fence and remote load/store costs
 #        (Simple with the rows from 16 MiB of the tuner's-choice files
 #        DIR/p2p-*.json, all Simple: proto/ stops at 8 MiB, and the copy
-#        throughput of large calls needs larger ones)
+#        throughput of large calls needs larger ones; with LARGE=DIR3, LL
+#        and LL128 with the rows from 12 MiB of DIR3/heldout/p2p-*.json,
+#        which are then no longer held out: an 8 MiB call's data still sits
+#        in the GPU's 50 MB L2, and the interpreter of one protocol moved
+#        12-96 MiB calls 11-20% slower than 8 MiB ones extrapolate)
 #   4    SHM: the host memory, SHM and PCI constants, the fence of a
 #        Simple slice stored into host memory, the cost of a Simple slice
 #        without data (simple.empty_slice_us) and LL's rounds of loads
@@ -21,7 +25,8 @@
 #        host memory has its stores seen late, which the simulator does not
 #        model; with DIR/shm-*.json from 16 MiB, as in stage 3)
 #   5    NET over loopback sockets (split hosts on DIR/topo-1gpu.xml):
-#        NCCL's socket proxy constants
+#        NCCL's socket proxy constants (skipped, the start's kept, when
+#        DIR has no proto/net-*.json)
 #   6-7  LL's, then LL128's, per-call constants again on P2P, the block now
 #        sized to the call as the kernel sizes it (line_threads: a thread
 #        per LL line, a warp per four LL128 lines of the largest call, 64 to
@@ -101,6 +106,9 @@ n=1
 for p in ll ll128 simple; do
   large=()
   [ $p != simple ] || for f in "$dir"/p2p-*.json; do large+=("$f,minbytes=16M"); done
+  if [ -n "${LARGE:-}" ] && [ $p != simple ]; then
+    for f in "$LARGE"/heldout/p2p-*-$p.json; do large+=("$f,minbytes=12M"); done
+  fi
   cal $n "$prev" "^$p\.(start_us|op_overhead_us|slice_overhead_us|copy_GBps|remote_fence_us|remote_load_cost|remote_store_cost|load_cost|reduce_cost)\$" \
     "$dir/topo.xml" 1 "$dir"/proto/p2p-*-$p.json "${large[@]}" -- "$dir"/heldout/p2p-*-$p.json
   prev=$out.stage$n.json; n=$((n + 1))
@@ -111,8 +119,13 @@ for f in "$dir"/proto/shm-*.json; do
 done
 for f in "$dir"/shm-*.json; do shm+=("$f,minbytes=16M"); done
 cal 4 "$prev" '(host_|shm_|links\.PCI|empty_)' "$dir/topo.xml" 1 "${shm[@]}" -- "$dir"/heldout/shm-*.json
-cal 5 "$out.stage4.json" '^(net_proxy_us|nogdr_penalty_us|net_socket\.(proxy_GBps|latency_us|send_op_us|recv_op_us))$' \
-  "$dir/topo-1gpu.xml" 2 "$dir"/proto/net-*.json -- "$dir"/heldout/net-*.json
+if compgen -G "$dir/proto/net-*.json" > /dev/null; then
+  cal 5 "$out.stage4.json" '^(net_proxy_us|nogdr_penalty_us|net_socket\.(proxy_GBps|latency_us|send_op_us|recv_op_us))$' \
+    "$dir/topo-1gpu.xml" 2 "$dir"/proto/net-*.json -- "$dir"/heldout/net-*.json
+else # no socket recordings: the start's socket constants stay
+  echo "stage 5: no $dir/proto/net-*.json, skipped"
+  cp "$out.stage4.json" "$out.stage5.json"
+fi
 python3 - "$out.stage5.json" "$out.stage5b.json" <<'EOF'
 import json, sys
 c = json.load(open(sys.argv[1]))

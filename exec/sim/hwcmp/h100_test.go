@@ -44,6 +44,11 @@ func gatherH100Calib() string {
 
 func eightPackCalib() string { return filepath.Join(h100Dir(), "..", "h100-twinccl-8pack.json") }
 
+// combinedH100Calib is h100-twinccl.json of the kernel that carried every
+// protocol in one interpreter (before 2026-11-27): the calibration of the
+// H100 pair's recordings up to rerun12/.
+func combinedH100Calib() string { return filepath.Join(h100Dir(), "..", "h100-twinccl-combined.json") }
+
 // poolBound is a tolerance on the rows of every recording whose name (the
 // path under the directory, without ".json") matches a path.Match pattern,
 // pooled: the median and the maximum absolute error of one column over
@@ -193,6 +198,19 @@ var h100Bounds = []poolBound{
 	{"rerun10/heldout/net-*-simple", ColNCCL, BucketAll, 0.10, 0.33}, // 6.1, 27.4
 	{"rerun11/heldout/net-*-simple", ColNCCL, BucketAll, 0.13, 0.25}, // 9.6, 20.0
 	{"rerun12/heldout/net-*-simple", ColNCCL, BucketAll, 0.10, 0.30}, // 6.2, 24.2
+	// rerun14/ (a eighteenth start, tenth session, the interpreter of one
+	// protocol): sockets, and P2P and SHM at held-out sizes
+	{"rerun14/net-*", ColNCCL, BucketAll, 0.07, 0.23},                // 3.9, 17.3
+	{"rerun14/proto/net-*-ll", ColNCCL, BucketAll, 0.09, 0.24},       // 5.3, 18.7
+	{"rerun14/proto/net-*-simple", ColNCCL, BucketAll, 0.08, 0.21},   // 4.8, 15.4
+	{"rerun14/heldout/net-*-ll", ColNCCL, BucketAll, 0.07, 0.20},     // 3.7, 14.8
+	{"rerun14/heldout/net-*-simple", ColNCCL, BucketAll, 0.08, 0.22}, // 4.3, 16.4
+	// rerun15/ (a nineteenth start, the same build and groups as rerun14/)
+	{"rerun15/net-*", ColNCCL, BucketAll, 0.09, 0.39},                // 5.6, 33.4
+	{"rerun15/proto/net-*-ll", ColNCCL, BucketAll, 0.10, 0.22},       // 6.3, 16.2
+	{"rerun15/proto/net-*-simple", ColNCCL, BucketAll, 0.09, 0.22},   // 5.1, 16.9
+	{"rerun15/heldout/net-*-ll", ColNCCL, BucketAll, 0.08, 0.35},     // 5.0, 29.5
+	{"rerun15/heldout/net-*-simple", ColNCCL, BucketAll, 0.11, 0.17}, // 7.7, 12.0
 }
 
 // h100OursBounds are tolerances on our executor's column simulated with
@@ -382,6 +400,40 @@ var h100NCCLBounds = []poolBound{
 	{"rerun12/heldout/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.17},     // 2.4, 11.7
 	{"rerun10/heldout/shm-*-simple", ColNCCL, BucketAll, 0.08, 0.22}, // 5.0, 16.3
 	{"rerun12/heldout/shm-*-simple", ColNCCL, BucketAll, 0.08, 0.21}, // 4.2, 15.6
+	// rerun13/ (a seventeenth start, tenth session: the interpreter of one
+	// protocol; our calibration's fit) and rerun14/ (an eighteenth)
+	{"rerun13/p2p-*", ColNCCL, BucketAll, 0.06, 0.18},                // 2.9, 12.5
+	{"rerun13/shm-*", ColNCCL, BucketAll, 0.05, 0.20},                // 1.9, 14.7
+	{"rerun13/proto/p2p-*-ll", ColNCCL, BucketAll, 0.06, 0.16},       // 2.1, 10.6
+	{"rerun13/proto/p2p-*-ll128", ColNCCL, BucketAll, 0.06, 0.15},    // 2.7, 9.2
+	{"rerun13/proto/p2p-*-simple", ColNCCL, BucketAll, 0.06, 0.14},   // 3.0, 8.3
+	{"rerun13/proto/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.10},       // 2.1, 4.9
+	{"rerun13/proto/shm-*-simple", ColNCCL, BucketAll, 0.07, 0.27},   // 4.0, 21.1
+	{"rerun13/heldout/p2p-*-ll", ColNCCL, BucketAll, 0.06, 0.20},     // 2.6, 14.9
+	{"rerun13/heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.06, 0.15},  // 2.1, 9.8
+	{"rerun13/heldout/p2p-*-simple", ColNCCL, BucketAll, 0.07, 0.15}, // 3.1, 9.6
+	{"rerun13/heldout/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.17},     // 2.5, 11.4
+	{"rerun13/heldout/shm-*-simple", ColNCCL, BucketAll, 0.08, 0.22}, // 4.2, 16.7
+	{"rerun14/heldout/p2p-*-ll", ColNCCL, BucketAll, 0.08, 0.19},     // 4.6, 13.7
+	{"rerun14/heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.06, 0.16},  // 2.4, 10.8
+	{"rerun14/heldout/p2p-*-simple", ColNCCL, BucketAll, 0.07, 0.15}, // 4.0, 9.8
+	{"rerun14/heldout/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.16},     // 2.6, 10.7
+	{"rerun14/heldout/shm-*-simple", ColNCCL, BucketAll, 0.07, 0.24}, // 3.8, 18.4
+	{"rerun14/net-*", ColNCCL, BucketAll, 0.07, 0.22},                // 3.9, 16.6
+	{"rerun14/proto/net-*-ll", ColNCCL, BucketAll, 0.08, 0.23},       // 5.0, 18.0
+	{"rerun14/proto/net-*-simple", ColNCCL, BucketAll, 0.08, 0.21},   // 4.3, 15.9
+	{"rerun14/heldout/net-*-ll", ColNCCL, BucketAll, 0.08, 0.20},     // 4.6, 14.6
+	{"rerun14/heldout/net-*-simple", ColNCCL, BucketAll, 0.08, 0.22}, // 4.4, 16.7
+	{"rerun15/heldout/p2p-*-ll", ColNCCL, BucketAll, 0.07, 0.20},     // 3.6, 14.2
+	{"rerun15/heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.06, 0.16},  // 2.4, 10.7
+	{"rerun15/heldout/p2p-*-simple", ColNCCL, BucketAll, 0.07, 0.15}, // 3.8, 9.3
+	{"rerun15/heldout/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.20},     // 2.4, 14.5
+	{"rerun15/heldout/shm-*-simple", ColNCCL, BucketAll, 0.08, 0.24}, // 4.2, 18.5
+	{"rerun15/net-*", ColNCCL, BucketAll, 0.09, 0.38},                // 5.4, 32.7
+	{"rerun15/proto/net-*-ll", ColNCCL, BucketAll, 0.09, 0.22},       // 5.9, 16.2
+	{"rerun15/proto/net-*-simple", ColNCCL, BucketAll, 0.09, 0.23},   // 5.5, 17.9
+	{"rerun15/heldout/net-*-ll", ColNCCL, BucketAll, 0.08, 0.35},     // 5.0, 29.3
+	{"rerun15/heldout/net-*-simple", ColNCCL, BucketAll, 0.11, 0.18}, // 8.0, 12.4
 }
 
 // h100TwincclBounds are tolerances on our executor's column simulated
@@ -455,8 +507,10 @@ var h100NoLeaderBounds = []poolBound{
 	{"leader/heldout/net-*-simple", ColOurs, BucketAll, 0.11, 0.31}, // 7.7, 25.5
 }
 
-// h100CurrentBounds are tolerances on our executor's column simulated with
-// calib/h100-twinccl.json: fit-ours.sh on rerun/ with LATE=leader/ (stage
+// h100CombinedBounds are tolerances on our executor's column simulated with
+// testdata/hw/h100-twinccl-combined.json, calib/h100-twinccl.json of the
+// kernel that carried every protocol in one interpreter (before
+// 2026-11-27; every recording up to rerun12/): fit-ours.sh on rerun/ with LATE=leader/ (stage
 // 8 fitted LL's host-memory constants on leader/proto/shm-*-ll and its
 // tuner's choices up to 128 KiB, stage 9 SHM Simple's on both starts'
 // proto/), from the H200 pair's calibration with the SHM read leg. The
@@ -467,7 +521,7 @@ var h100NoLeaderBounds = []poolBound{
 // payload into one system call and allocate nothing per message, fitted
 // on rerun5/ (eighth session); the socket recordings before it are in
 // h100GatherBounds and h100NoGatherBounds.
-var h100CurrentBounds = []poolBound{
+var h100CombinedBounds = []poolBound{
 	{"rerun/p2p-*", ColOurs, BucketAll, 0.08, 0.15},                 // 4.1, 9.5
 	{"rerun/proto/p2p-*-ll", ColOurs, BucketAll, 0.08, 0.13},        // 4.7, 7.7
 	{"rerun/proto/p2p-*-ll128", ColOurs, BucketAll, 0.07, 0.20},     // 3.6, 14.2
@@ -545,6 +599,47 @@ var h100CurrentBounds = []poolBound{
 	{"rerun12/heldout/shm-*-ll", ColOurs, BucketAll, 0.06, 0.20},     // 3.0, 14.3
 	{"rerun10/heldout/shm-*-simple", ColOurs, BucketAll, 0.05, 0.19}, // 1.5, 14.0
 	{"rerun12/heldout/shm-*-simple", ColOurs, BucketAll, 0.05, 0.17}, // 1.7, 11.7
+}
+
+// h100PerProtoBounds are tolerances on our executor's column simulated
+// with calib/h100-twinccl.json, the calibration of the interpreter of one
+// protocol (2026-11-27): fit-ours.sh on rerun13/ (proto/, the tuner's
+// choices, and heldout/'s LL and LL128 rows from 12 MiB: LARGE=rerun13),
+// from the calibration of the kernel before. rerun14/ and rerun15/, two
+// more starts, are held out entirely.
+var h100PerProtoBounds = []poolBound{
+	{"rerun13/p2p-*", ColOurs, BucketAll, 0.06, 0.15},                // 2.6, 9.2
+	{"rerun13/shm-*", ColOurs, BucketAll, 0.06, 0.17},                // 2.3, 11.9
+	{"rerun13/proto/p2p-*-ll", ColOurs, BucketAll, 0.07, 0.13},       // 3.2, 7.2
+	{"rerun13/proto/p2p-*-ll128", ColOurs, BucketAll, 0.08, 0.30},    // 5.0, 24.7
+	{"rerun13/proto/p2p-*-simple", ColOurs, BucketAll, 0.06, 0.14},   // 2.9, 9.0
+	{"rerun13/proto/shm-*-ll", ColOurs, BucketAll, 0.07, 0.15},       // 3.3, 10.0
+	{"rerun13/proto/shm-*-simple", ColOurs, BucketAll, 0.05, 0.09},   // 1.3, 3.6
+	{"rerun13/heldout/p2p-*-ll", ColOurs, BucketAll, 0.07, 0.17},     // 3.3, 11.8
+	{"rerun13/heldout/p2p-*-ll128", ColOurs, BucketAll, 0.07, 0.22},  // 3.3, 16.5
+	{"rerun13/heldout/p2p-*-simple", ColOurs, BucketAll, 0.06, 0.14}, // 2.6, 8.3
+	{"rerun13/heldout/shm-*-ll", ColOurs, BucketAll, 0.07, 0.16},     // 3.1, 10.3
+	{"rerun13/heldout/shm-*-simple", ColOurs, BucketAll, 0.05, 0.15}, // 1.9, 9.9
+	{"rerun14/heldout/p2p-*-ll", ColOurs, BucketAll, 0.08, 0.19},     // 4.1, 13.8
+	{"rerun14/heldout/p2p-*-ll128", ColOurs, BucketAll, 0.06, 0.23},  // 2.7, 17.6
+	{"rerun14/heldout/p2p-*-simple", ColOurs, BucketAll, 0.05, 0.14}, // 2.0, 8.6
+	{"rerun14/heldout/shm-*-ll", ColOurs, BucketAll, 0.07, 0.14},     // 3.3, 8.1
+	{"rerun14/heldout/shm-*-simple", ColOurs, BucketAll, 0.05, 0.15}, // 2.0, 9.4
+	{"rerun14/net-*", ColOurs, BucketAll, 0.10, 0.66},                // 6.3, 61.0
+	{"rerun14/proto/net-*-ll", ColOurs, BucketAll, 0.10, 0.65},       // 6.1, 59.7
+	{"rerun14/proto/net-*-simple", ColOurs, BucketAll, 0.10, 0.54},   // 6.1, 48.3
+	{"rerun14/heldout/net-*-ll", ColOurs, BucketAll, 0.14, 0.66},     // 10.1, 60.5
+	{"rerun14/heldout/net-*-simple", ColOurs, BucketAll, 0.10, 0.31}, // 6.3, 25.1
+	{"rerun15/heldout/p2p-*-ll", ColOurs, BucketAll, 0.07, 0.18},     // 3.7, 12.2
+	{"rerun15/heldout/p2p-*-ll128", ColOurs, BucketAll, 0.06, 0.22},  // 2.7, 17.0
+	{"rerun15/heldout/p2p-*-simple", ColOurs, BucketAll, 0.06, 0.14}, // 2.4, 8.9
+	{"rerun15/heldout/shm-*-ll", ColOurs, BucketAll, 0.07, 0.16},     // 3.8, 10.9
+	{"rerun15/heldout/shm-*-simple", ColOurs, BucketAll, 0.05, 0.16}, // 1.6, 10.1
+	{"rerun15/net-*", ColOurs, BucketAll, 0.10, 0.37},                // 7.0, 31.5
+	{"rerun15/proto/net-*-ll", ColOurs, BucketAll, 0.11, 0.21},       // 8.0, 16.0
+	{"rerun15/proto/net-*-simple", ColOurs, BucketAll, 0.11, 0.41},   // 7.9, 35.3
+	{"rerun15/heldout/net-*-ll", ColOurs, BucketAll, 0.09, 0.20},     // 6.0, 14.8
+	{"rerun15/heldout/net-*-simple", ColOurs, BucketAll, 0.07, 0.39}, // 3.9, 33.7
 }
 
 // h100GatherBounds are tolerances on our executor's socket rows of rerun4/,
@@ -639,13 +734,14 @@ type calibBounds struct {
 // row leaves its tolerance. Every file must fall in a pool of each
 // column it has.
 func TestRegressionH100x2(t *testing.T) {
-	checkMachine(t, h100Dir(), 347, []string{"sockets-helpers/", "sockets-helpers/proto/", "sockets-helpers/heldout/", "rerun/", "rerun/proto/", "rerun/heldout/",
+	checkMachine(t, h100Dir(), 491, []string{"sockets-helpers/", "sockets-helpers/proto/", "sockets-helpers/heldout/", "rerun/", "rerun/proto/", "rerun/heldout/",
 		"leader/", "leader/proto/", "leader/heldout/", "rerun2/", "rerun2/proto/", "rerun2/heldout/", "rerun2/diag/", "rerun3/", "rerun3/proto/", "rerun3/heldout/",
 		"rerun4/", "rerun4/proto/", "rerun4/heldout/", "rerun5/", "rerun5/proto/", "rerun5/heldout/", "rerun6/", "rerun6/proto/", "rerun6/heldout/", "rerun7/", "rerun7/proto/", "rerun7/heldout/", "rerun8/", "rerun8/proto/", "rerun8/heldout/", "rerun9/", "rerun9/proto/", "rerun9/heldout/",
 		"rerun10/", "rerun10/proto/", "rerun10/heldout/", "rerun11/", "rerun11/proto/", "rerun11/heldout/",
-		"rerun12/", "rerun12/proto/", "rerun12/heldout/"},
+		"rerun12/", "rerun12/proto/", "rerun12/heldout/", "rerun13/", "rerun13/proto/", "rerun13/heldout/", "rerun14/", "rerun14/proto/", "rerun14/heldout/", "rerun15/", "rerun15/proto/", "rerun15/heldout/"},
 		[]calibBounds{{"", h100Bounds}, {earlyOwnCalib(), h100TwincclBounds}, {eightPackCalib(), h100OursBounds}, {calibFile("h100.json"), h100NCCLBounds},
-			{noLeaderH100Calib(), h100NoLeaderBounds}, {calibFile("h100-twinccl.json"), h100CurrentBounds},
+			{noLeaderH100Calib(), h100NoLeaderBounds}, {combinedH100Calib(), h100CombinedBounds},
+			{calibFile("h100-twinccl.json"), h100PerProtoBounds},
 			{gatherH100Calib(), h100GatherBounds}, {noGatherH100Calib(), h100NoGatherBounds}})
 }
 

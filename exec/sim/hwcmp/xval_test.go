@@ -29,8 +29,11 @@ func calibFile(name string) string {
 
 // twincclCalib is the calibration file of our executor on the H200 pair
 // (testdata/hw/fit-ours.sh on testdata/hw/h200x2/proto, and SHM's
-// host-memory constants on rerun5/).
-func twincclCalib() string { return calibFile("h200-twinccl.json") }
+// host-memory constants on rerun5/) of the kernel that carried every
+// protocol in one interpreter, which every H200 recording was made with:
+// calib/h200-twinccl.json until 2026-11-27, kept as
+// testdata/hw/h200-twinccl-combined.json.
+func twincclCalib() string { return filepath.Join(hwDir(), "..", "h200-twinccl-combined.json") }
 
 // noLeaderCalib is h200-twinccl.json as it was before the kernel's LL
 // senders into host memory had one thread poll their credits
