@@ -15,7 +15,9 @@ import (
 )
 
 // Interp is interp.cu: the interpreter kernel twcInterp, compiled once per
-// datatype and reduction (-DTW_DTYPE=model.Dtype, -DTW_OP=model.RedOp).
+// datatype, reduction and protocol (-DTW_DTYPE=model.Dtype,
+// -DTW_OP=model.RedOp, -DTW_PROTO=model.Protocol; without TW_PROTO one
+// build runs every protocol, as before 2026-11-27).
 //
 //go:embed interp.cu
 var Interp string
