@@ -14,9 +14,9 @@
 #        DIR/p2p-*.json, all Simple: proto/ stops at 8 MiB, and the copy
 #        throughput of large calls needs larger ones; with LARGE=DIR3, LL
 #        and LL128 with the rows from 12 MiB of DIR3/heldout/p2p-*.json,
-#        which are then no longer held out: an 8 MiB call's data still sits
-#        in the GPU's 50 MB L2, and the interpreter of one protocol moved
-#        12-96 MiB calls 11-20% slower than 8 MiB ones extrapolate)
+#        which are then no longer held out: the interpreter of one protocol
+#        moved 12-96 MiB calls 11-20% slower than its 8 MiB ones
+#        extrapolate, for a reason the model does not have)
 #   4    SHM: the host memory, SHM and PCI constants, the fence of a
 #        Simple slice stored into host memory, the cost of a Simple slice
 #        without data (simple.empty_slice_us) and LL's rounds of loads
