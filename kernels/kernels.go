@@ -38,18 +38,30 @@ const OptionsEnv = "TWINCCL_KERNEL_OPTIONS"
 func ExtraOptions() []string { return strings.Fields(os.Getenv(OptionsEnv)) }
 
 // Build names an interpreter build, as run gpu --json records it: the
-// digest of its interp.cu (SourceDigest) and the options OptionsEnv added.
+// digest of its interp.cu (SourceDigest), the largest LL and LL128 block
+// it launches and the options OptionsEnv added.
 type Build struct {
-	Source  string   `json:"source_sha256"`
-	Options []string `json:"options,omitempty"`
+	Source string `json:"source_sha256"`
+	// LineThreads is the largest LL and LL128 block (LineThreads); 0 in
+	// the recordings of the builds before 2026-11-27, which launched at
+	// most Threads.
+	LineThreads int      `json:"line_threads,omitempty"`
+	Options     []string `json:"options,omitempty"`
 }
 
 // Current is the build this process compiles.
-func Current() Build { return Build{Source: SourceDigest(), Options: ExtraOptions()} }
+func Current() Build {
+	return Build{Source: SourceDigest(), LineThreads: LineThreads, Options: ExtraOptions()}
+}
 
-// String is "interp.cu DIGEST [OPTION ...]".
+// String is "interp.cu DIGEST [line_threads=N] [OPTION ...]"; N is left
+// out where it is 0 (a build before 2026-11-27).
 func (b Build) String() string {
-	return strings.TrimSpace("interp.cu " + b.Source + " " + strings.Join(b.Options, " "))
+	s := "interp.cu " + b.Source
+	if b.LineThreads != 0 {
+		s += fmt.Sprintf(" line_threads=%d", b.LineThreads)
+	}
+	return strings.TrimSpace(s + " " + strings.Join(b.Options, " "))
 }
 
 // Validate checks a build read from a file: a hex digest and a few short
@@ -57,6 +69,9 @@ func (b Build) String() string {
 func (b Build) Validate() error {
 	if len(b.Source) == 0 || len(b.Source) > 64 || strings.Trim(b.Source, "0123456789abcdef") != "" {
 		return fmt.Errorf("source_sha256 %.70q is not a hex digest", b.Source)
+	}
+	if b.LineThreads != 0 && (b.LineThreads < 64 || b.LineThreads > 1024 || b.LineThreads%32 != 0) {
+		return fmt.Errorf("line_threads %d is not a block size (64 to 1024 threads, whole warps)", b.LineThreads)
 	}
 	if len(b.Options) > 32 {
 		return fmt.Errorf("%d options, more than 32", len(b.Options))
@@ -73,8 +88,16 @@ func (b Build) Validate() error {
 const (
 	// InterpName is the kernel's (extern "C") name.
 	InterpName = "twcInterp"
-	// Threads is the block size of every launch (TW_NTHREADS).
+	// Threads is the block size of Simple launches and the TW_NTHREADS
+	// the Simple interpreter is compiled with.
 	Threads = 512
+	// LineThreads is the largest block of LL and LL128 launches (sized to
+	// the call: model.LineThreadsFor) and the TW_NTHREADS their
+	// interpreters are compiled with: NCCL's LL128 block. 640 threads
+	// moved LL128 calls of 12-96 MiB 13-16% and LL ones 5-7% faster than
+	// 512 on two H100 (2026-11-27); 102 registers a thread leave LL128
+	// unspilled, LL spills 52 bytes.
+	LineThreads = 640
 	// MaxPeers bounds a lane's receive and send peers (TW_MAXPEERS).
 	MaxPeers = 8
 	// ConnSize is sizeof(TwConn): buf[4] (LL, LL128, Simple written by

@@ -30,8 +30,8 @@
 #   6-7  LL's, then LL128's, per-call constants again on P2P, the block now
 #        sized to the call as the kernel sizes it (line_threads: a thread
 #        per LL line, a warp per four LL128 lines of the largest call, 64 to
-#        512 threads) with the cost of a call's first primitives growing
-#        with it (thread_op_us, from NCCL's 0.7 us per doubling); the copy
+#        640 threads; 512 before 2026-11-27) with the cost of a call's
+#        first primitives growing with it (thread_op_us, from NCCL's 0.7 us per doubling); the copy
 #        constants (stages 1-2) stay. LL's per-call constants serve SHM too:
 #        its held-out SHM pool went from 3.5% to 5.4% median (P2P from 5.8%
 #        to 4.0%), and refitting SHM's host constants after did not bring
@@ -84,15 +84,17 @@ cal() { # STAGE START PARAMS TOPO NODES FITTED... -- HELDOUT...
   echo "stage $stage:"; grep -E '^# .*(fitted|heldout)' "$out.stage$stage.txt" | awk '{printf "  %-36s %-8s %3s %8s %8s\n", $2, $3, $4, $5, $6}'
 }
 # What the start calibration (NCCL's) cannot know of our kernel, and no
-# fit moves: its block size (TW_NTHREADS) and the LL lines a thread loads
-# at once from host memory (TW_LL_HOST_LINES); and NCCL's costs that our
+# fit moves: its block size (TW_NTHREADS of each protocol's build) and
+# the LL lines a thread loads at once from host memory (TW_LL_HOST_LINES); and NCCL's costs that our
 # kernel does not have (its direct primitives, its first call of each
 # primitive kind, its block size per call).
 python3 - "$start" "$out.start.json" <<'EOF'
 import json, sys
 c = json.load(open(sys.argv[1]))
 for p in ("ll", "ll128", "simple"):
-    c[p]["threads"] = 512
+    # kernels.Threads (Simple) and kernels.LineThreads (LL and LL128
+    # blocks, sized to the call up to it; 512 before 2026-11-27)
+    c[p]["threads"] = 512 if p == "simple" else 640
     # NCCL's per-call costs of its primitives (not our kernel's)
     for k in ("first_op_us", "thread_op_us", "direct_us", "rate_threads", "coll_us"):
         c[p].pop(k, None)

@@ -29,9 +29,15 @@ var (
 // (TW_PROTO) compiles the other protocols' paths out, so that the one
 // left has the thread's registers to itself: the kernel that carried all
 // three spilled 252 bytes a thread on sm_90 (2026-11-27).
+// LL and LL128 are compiled for blocks of up to kernels.LineThreads
+// threads (TW_NTHREADS), Simple for kernels.Threads.
 func KernelOptions(dt model.Dtype, op model.RedOp, proto model.Protocol) []string {
+	threads := kernels.Threads
+	if proto != model.ProtoSimple {
+		threads = kernels.LineThreads
+	}
 	opts := []string{fmt.Sprintf("-DTW_DTYPE=%d", int(dt)), fmt.Sprintf("-DTW_OP=%d", int(op)), fmt.Sprintf("-DTW_PROTO=%d", int(proto)),
-		"-std=c++17", "-default-device"}
+		fmt.Sprintf("-DTW_NTHREADS=%d", threads), "-std=c++17", "-default-device"}
 	return append(opts, kernels.ExtraOptions()...)
 }
 

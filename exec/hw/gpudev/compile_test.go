@@ -10,7 +10,8 @@ import (
 )
 
 // TestKernelOptions: every protocol gets an interpreter of its own
-// (-DTW_PROTO), and TWINCCL_KERNEL_OPTIONS come last, so that an A/B can
+// (-DTW_PROTO), LL and LL128 compiled for NCCL's 640-thread block and
+// Simple for 512, and TWINCCL_KERNEL_OPTIONS come last, so that an A/B can
 // override the build's defines (-UTW_PROTO: the one kernel of every
 // protocol).
 func TestKernelOptions(t *testing.T) {
@@ -25,6 +26,13 @@ func TestKernelOptions(t *testing.T) {
 		}
 		if j := slices.Index(opts, "-UTW_PROTO"); j < i || j != len(opts)-2 || opts[len(opts)-1] != "-DTW_LL128_LINES=1" {
 			t.Errorf("%s: options %q: the environment's must come last", p, opts)
+		}
+		threads := kernels.LineThreads
+		if p == model.ProtoSimple {
+			threads = kernels.Threads
+		}
+		if !slices.Contains(opts, fmt.Sprintf("-DTW_NTHREADS=%d", threads)) {
+			t.Errorf("%s: options %q: want blocks of up to %d threads", p, opts, threads)
 		}
 		key := fmt.Sprint(opts[:len(opts)-2])
 		if seen[key] {

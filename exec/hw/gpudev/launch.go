@@ -177,10 +177,11 @@ func (d *Device) Prepare(p *model.Program, trace bool) (*Launch, error) {
 }
 
 // blockThreads sizes the block for the largest call of the lanes: one LL
-// line per thread, four LL128 lines per warp, between 2 and 16 warps;
-// Simple Programs always get 16 (or TWINCCL_SIMPLE_THREADS, a tuning
-// experiment; more than kernels.Threads needs a kernel compiled with a
-// larger TW_NTHREADS through TWINCCL_KERNEL_OPTIONS).
+// line per thread, four LL128 lines per warp, between 2 and 20 warps
+// (kernels.LineThreads); Simple Programs always get 16 (or
+// TWINCCL_SIMPLE_THREADS, a tuning experiment; more than kernels.Threads
+// needs a kernel compiled with a larger TW_NTHREADS through
+// TWINCCL_KERNEL_OPTIONS).
 func blockThreads(p *model.Program, lanes []int) int {
 	if p.Proto == model.ProtoSimple {
 		if v, err := strconv.Atoi(os.Getenv("TWINCCL_SIMPLE_THREADS")); err == nil && v >= 32 && v <= 1024 && v%32 == 0 {
@@ -188,7 +189,7 @@ func blockThreads(p *model.Program, lanes []int) int {
 		}
 		return kernels.Threads
 	}
-	return p.LineThreads(lanes, kernels.Threads)
+	return p.LineThreads(lanes, kernels.LineThreads)
 }
 
 // appendOp writes op in the binary encoding's 32-byte record (TwOp).

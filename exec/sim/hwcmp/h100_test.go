@@ -49,6 +49,11 @@ func eightPackCalib() string { return filepath.Join(h100Dir(), "..", "h100-twinc
 // H100 pair's recordings up to rerun12/.
 func combinedH100Calib() string { return filepath.Join(h100Dir(), "..", "h100-twinccl-combined.json") }
 
+// perProto512H100Calib is h100-twinccl.json of the interpreter of one
+// protocol with LL and LL128 blocks of at most 512 threads (2026-11-27,
+// before they went to 640): the calibration of rerun13/ to rerun15/.
+func perProto512H100Calib() string { return filepath.Join(h100Dir(), "..", "h100-twinccl-512.json") }
+
 // poolBound is a tolerance on the rows of every recording whose name (the
 // path under the directory, without ".json") matches a path.Match pattern,
 // pooled: the median and the maximum absolute error of one column over
@@ -434,6 +439,19 @@ var h100NCCLBounds = []poolBound{
 	{"rerun15/proto/net-*-simple", ColNCCL, BucketAll, 0.09, 0.23},   // 5.5, 17.9
 	{"rerun15/heldout/net-*-ll", ColNCCL, BucketAll, 0.08, 0.35},     // 5.0, 29.3
 	{"rerun15/heldout/net-*-simple", ColNCCL, BucketAll, 0.11, 0.18}, // 8.0, 12.4
+	// rerun16/ (a twentieth start: LL and LL128 blocks of up to 640 threads)
+	{"rerun16/p2p-*", ColNCCL, BucketAll, 0.06, 0.20},                // 2.9, 14.7
+	{"rerun16/shm-*", ColNCCL, BucketAll, 0.05, 0.50},                // 2.0, 44.9
+	{"rerun16/proto/p2p-*-ll", ColNCCL, BucketAll, 0.06, 0.16},       // 2.9, 10.5
+	{"rerun16/proto/p2p-*-ll128", ColNCCL, BucketAll, 0.06, 0.15},    // 2.1, 9.4
+	{"rerun16/proto/p2p-*-simple", ColNCCL, BucketAll, 0.07, 0.14},   // 3.3, 8.9
+	{"rerun16/proto/shm-*-ll", ColNCCL, BucketAll, 0.05, 0.16},       // 2.0, 10.3
+	{"rerun16/proto/shm-*-simple", ColNCCL, BucketAll, 0.07, 0.27},   // 3.1, 21.7
+	{"rerun16/heldout/p2p-*-ll", ColNCCL, BucketAll, 0.07, 0.19},     // 3.2, 14.0
+	{"rerun16/heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.06, 0.16},  // 2.6, 10.5
+	{"rerun16/heldout/p2p-*-simple", ColNCCL, BucketAll, 0.07, 0.15}, // 3.9, 10.0
+	{"rerun16/heldout/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.15},     // 3.0, 9.4
+	{"rerun16/heldout/shm-*-simple", ColNCCL, BucketAll, 0.07, 0.22}, // 3.6, 16.2
 }
 
 // h100TwincclBounds are tolerances on our executor's column simulated
@@ -601,13 +619,15 @@ var h100CombinedBounds = []poolBound{
 	{"rerun12/heldout/shm-*-simple", ColOurs, BucketAll, 0.05, 0.17}, // 1.7, 11.7
 }
 
-// h100PerProtoBounds are tolerances on our executor's column simulated
-// with calib/h100-twinccl.json, the calibration of the interpreter of one
-// protocol (2026-11-27): fit-ours.sh on rerun13/ (proto/, the tuner's
+// h100PerProto512Bounds are tolerances on our executor's column simulated
+// with testdata/hw/h100-twinccl-512.json, the calibration of the
+// interpreter of one protocol with LL and LL128 blocks of at most 512
+// threads (2026-11-27, calib/h100-twinccl.json until they went to 640):
+// fit-ours.sh on rerun13/ (proto/, the tuner's
 // choices, and heldout/'s LL and LL128 rows from 12 MiB: LARGE=rerun13),
 // from the calibration of the kernel before. rerun14/ and rerun15/, two
 // more starts, are held out entirely.
-var h100PerProtoBounds = []poolBound{
+var h100PerProto512Bounds = []poolBound{
 	{"rerun13/p2p-*", ColOurs, BucketAll, 0.06, 0.15},                // 2.6, 9.2
 	{"rerun13/shm-*", ColOurs, BucketAll, 0.06, 0.17},                // 2.3, 11.9
 	{"rerun13/proto/p2p-*-ll", ColOurs, BucketAll, 0.07, 0.13},       // 3.2, 7.2
@@ -640,6 +660,27 @@ var h100PerProtoBounds = []poolBound{
 	{"rerun15/proto/net-*-simple", ColOurs, BucketAll, 0.11, 0.41},   // 7.9, 35.3
 	{"rerun15/heldout/net-*-ll", ColOurs, BucketAll, 0.09, 0.20},     // 6.0, 14.8
 	{"rerun15/heldout/net-*-simple", ColOurs, BucketAll, 0.07, 0.39}, // 3.9, 33.7
+}
+
+// h100CurrentBounds are tolerances on our executor's column simulated
+// with calib/h100-twinccl.json, the calibration of the current build (one
+// interpreter per protocol, LL and LL128 blocks of up to 640 threads):
+// fit-ours.sh on rerun16/ (proto/, the tuner's choices, and heldout/'s LL
+// and LL128 rows from 12 MiB: LARGE=rerun16), from the calibration of the
+// 512-thread build; heldout/'s other rows are held out.
+var h100CurrentBounds = []poolBound{
+	{"rerun16/p2p-*", ColOurs, BucketAll, 0.07, 0.19},                // 3.3, 13.3
+	{"rerun16/shm-*", ColOurs, BucketAll, 0.07, 0.16},                // 3.3, 10.4
+	{"rerun16/proto/p2p-*-ll", ColOurs, BucketAll, 0.08, 0.14},       // 4.1, 8.5
+	{"rerun16/proto/p2p-*-ll128", ColOurs, BucketAll, 0.07, 0.14},    // 3.6, 8.3
+	{"rerun16/proto/p2p-*-simple", ColOurs, BucketAll, 0.06, 0.13},   // 3.0, 7.3
+	{"rerun16/proto/shm-*-ll", ColOurs, BucketAll, 0.07, 0.14},       // 3.3, 8.2
+	{"rerun16/proto/shm-*-simple", ColOurs, BucketAll, 0.05, 0.12},   // 2.0, 6.7
+	{"rerun16/heldout/p2p-*-ll", ColOurs, BucketAll, 0.07, 0.14},     // 3.1, 8.5
+	{"rerun16/heldout/p2p-*-ll128", ColOurs, BucketAll, 0.06, 0.17},  // 2.2, 11.2
+	{"rerun16/heldout/p2p-*-simple", ColOurs, BucketAll, 0.05, 0.13}, // 1.9, 7.4
+	{"rerun16/heldout/shm-*-ll", ColOurs, BucketAll, 0.07, 0.16},     // 3.2, 10.1
+	{"rerun16/heldout/shm-*-simple", ColOurs, BucketAll, 0.06, 0.14}, // 2.4, 8.4
 }
 
 // h100GatherBounds are tolerances on our executor's socket rows of rerun4/,
@@ -734,14 +775,14 @@ type calibBounds struct {
 // row leaves its tolerance. Every file must fall in a pool of each
 // column it has.
 func TestRegressionH100x2(t *testing.T) {
-	checkMachine(t, h100Dir(), 491, []string{"sockets-helpers/", "sockets-helpers/proto/", "sockets-helpers/heldout/", "rerun/", "rerun/proto/", "rerun/heldout/",
+	checkMachine(t, h100Dir(), 551, []string{"sockets-helpers/", "sockets-helpers/proto/", "sockets-helpers/heldout/", "rerun/", "rerun/proto/", "rerun/heldout/",
 		"leader/", "leader/proto/", "leader/heldout/", "rerun2/", "rerun2/proto/", "rerun2/heldout/", "rerun2/diag/", "rerun3/", "rerun3/proto/", "rerun3/heldout/",
 		"rerun4/", "rerun4/proto/", "rerun4/heldout/", "rerun5/", "rerun5/proto/", "rerun5/heldout/", "rerun6/", "rerun6/proto/", "rerun6/heldout/", "rerun7/", "rerun7/proto/", "rerun7/heldout/", "rerun8/", "rerun8/proto/", "rerun8/heldout/", "rerun9/", "rerun9/proto/", "rerun9/heldout/",
 		"rerun10/", "rerun10/proto/", "rerun10/heldout/", "rerun11/", "rerun11/proto/", "rerun11/heldout/",
-		"rerun12/", "rerun12/proto/", "rerun12/heldout/", "rerun13/", "rerun13/proto/", "rerun13/heldout/", "rerun14/", "rerun14/proto/", "rerun14/heldout/", "rerun15/", "rerun15/proto/", "rerun15/heldout/"},
+		"rerun12/", "rerun12/proto/", "rerun12/heldout/", "rerun13/", "rerun13/proto/", "rerun13/heldout/", "rerun14/", "rerun14/proto/", "rerun14/heldout/", "rerun15/", "rerun15/proto/", "rerun15/heldout/", "rerun16/", "rerun16/proto/", "rerun16/heldout/"},
 		[]calibBounds{{"", h100Bounds}, {earlyOwnCalib(), h100TwincclBounds}, {eightPackCalib(), h100OursBounds}, {calibFile("h100.json"), h100NCCLBounds},
 			{noLeaderH100Calib(), h100NoLeaderBounds}, {combinedH100Calib(), h100CombinedBounds},
-			{calibFile("h100-twinccl.json"), h100PerProtoBounds},
+			{perProto512H100Calib(), h100PerProto512Bounds}, {calibFile("h100-twinccl.json"), h100CurrentBounds},
 			{gatherH100Calib(), h100GatherBounds}, {noGatherH100Calib(), h100NoGatherBounds}})
 }
 
