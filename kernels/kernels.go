@@ -94,7 +94,7 @@ const (
 	// LineThreads is the largest block of LL and LL128 launches (sized to
 	// the call: model.LineThreadsFor) and the TW_NTHREADS their
 	// interpreters are compiled with: NCCL's LL128 block. 640 threads
-	// moved LL128 calls of 12-96 MiB 13-16% and LL ones 5-7% faster than
+	// moved LL128 calls of 12-96 MiB 9-16% and LL ones 5-7% faster than
 	// 512 on two H100 (2026-11-27); 102 registers a thread leave LL128
 	// unspilled, LL spills 52 bytes.
 	LineThreads = 640
