@@ -16,6 +16,9 @@
 #      were fitted on its sockets-helpers/ recordings)
 # Held out: DIR/heldout, NETDIR/heldout and the tuner's-choice
 # DIR/shm-*.json and NETDIR/net-*.json.
+# The embedded h100.json's SHM constants were refitted after these stages
+# by testdata/hw/fit-nccl-shm.sh (the PyTorch tables of one channel, and
+# the SHM read leg; 2026-11-27).
 set -eu
 dir=${1:?DIR} out=${2:?OUT.json} name=${3:?NAME} tables=${4:-}
 replay=${REPLAY:-bin/replay}

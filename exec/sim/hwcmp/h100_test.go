@@ -282,14 +282,14 @@ var h100OursBounds = []poolBound{
 // points and the maximum plus 5, when the eighth session refitted the
 // socket constants with payload_send_op_us.
 var h100NCCLBounds = []poolBound{
-	{"proto/shm-*-ll", ColNCCL, BucketAll, 0.05, 0.11},                       // 1.7, 5.3
-	{"proto/shm-*-simple", ColNCCL, BucketAll, 0.07, 0.23},                   // 3.9, 17.2
+	{"proto/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.13},                       // 2.3, 7.9
+	{"proto/shm-*-simple", ColNCCL, BucketAll, 0.07, 0.21},                   // 3.9, 15.7
 	{"proto/net-*-ll", ColNCCL, BucketAll, 0.28, 0.56},                       // 24.6, 51.0
 	{"proto/net-*-simple", ColNCCL, BucketAll, 0.19, 0.34},                   // 15.3, 28.1
-	{"shm-*", ColNCCL, BucketAll, 0.06, 0.37},                                // 2.6, 32.5
+	{"shm-*", ColNCCL, BucketAll, 0.05, 0.38},                                // 1.9, 32.2
 	{"net-*", ColNCCL, BucketAll, 0.22, 0.51},                                // 18.3, 45.3
-	{"heldout/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.15},                     // 2.6, 9.4
-	{"heldout/shm-*-simple", ColNCCL, BucketAll, 0.08, 0.21},                 // 4.5, 16.0
+	{"heldout/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.16},                     // 2.2, 10.2
+	{"heldout/shm-*-simple", ColNCCL, BucketAll, 0.08, 0.16},                 // 4.4, 10.3
 	{"heldout/net-*-ll", ColNCCL, BucketAll, 0.22, 0.33},                     // 18.9, 27.8
 	{"heldout/net-*-simple", ColNCCL, BucketAll, 0.21, 0.33},                 // 17.1, 28.0
 	{"sockets-helpers/proto/net-*-ll", ColNCCL, BucketAll, 0.15, 0.34},       // 11.2, 29.0
@@ -300,27 +300,27 @@ var h100NCCLBounds = []poolBound{
 	// rerun/heldout: heldout/ recorded again on a later start (2026-11-26,
 	// the current executor, with run gpu's loopback probe), no fit used it
 	{"rerun/p2p-*", ColNCCL, BucketAll, 0.06, 0.19},                // 2.5, 13.6
-	{"rerun/shm-*", ColNCCL, BucketAll, 0.06, 0.23},                // 2.7, 17.8
+	{"rerun/shm-*", ColNCCL, BucketAll, 0.06, 0.25},                // 3.0, 19.7
 	{"rerun/proto/p2p-*", ColNCCL, BucketAll, 0.06, 0.16},          // 2.6, 10.5
-	{"rerun/proto/shm-*", ColNCCL, BucketAll, 0.07, 0.27},          // 3.3, 21.3
+	{"rerun/proto/shm-*", ColNCCL, BucketAll, 0.07, 0.25},          // 4.0, 19.3
 	{"rerun/proto/net-*", ColNCCL, BucketAll, 0.09, 0.33},          // 5.3, 27.2
 	{"rerun/heldout/p2p-*-ll", ColNCCL, BucketAll, 0.06, 0.18},     // 2.9, 12.8
 	{"rerun/heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.06, 0.16},  // 2.7, 10.1
 	{"rerun/heldout/p2p-*-simple", ColNCCL, BucketAll, 0.07, 0.15}, // 3.1, 9.1
-	{"rerun/heldout/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.13},     // 2.6, 7.7
-	{"rerun/heldout/shm-*-simple", ColNCCL, BucketAll, 0.08, 0.23}, // 4.1, 17.2
+	{"rerun/heldout/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.17},     // 2.5, 11.1
+	{"rerun/heldout/shm-*-simple", ColNCCL, BucketAll, 0.08, 0.17}, // 4.2, 12.0
 	{"rerun/heldout/net-*-ll", ColNCCL, BucketAll, 0.09, 0.41},     // 5.5, 35.1
 	{"rerun/heldout/net-*-simple", ColNCCL, BucketAll, 0.08, 0.23}, // 4.7, 17.7
 	// leader/: another start of the machine (2026-11-26, fourth session),
 	// never fitted
-	{"leader/shm-*", ColNCCL, BucketAll, 0.06, 0.22},                // 2.3, 16.3
+	{"leader/shm-*", ColNCCL, BucketAll, 0.05, 0.25},                // 1.6, 19.4
 	{"leader/net-*", ColNCCL, BucketAll, 0.09, 0.27},                // 5.8, 21.8
-	{"leader/proto/shm-*-ll", ColNCCL, BucketAll, 0.05, 0.11},       // 1.8, 5.9
-	{"leader/proto/shm-*-simple", ColNCCL, BucketAll, 0.08, 0.26},   // 4.9, 21.0
+	{"leader/proto/shm-*-ll", ColNCCL, BucketAll, 0.05, 0.13},       // 1.4, 7.8
+	{"leader/proto/shm-*-simple", ColNCCL, BucketAll, 0.07, 0.22},   // 3.5, 16.1
 	{"leader/proto/net-*-ll", ColNCCL, BucketAll, 0.12, 0.32},       // 8.3, 26.7
 	{"leader/proto/net-*-simple", ColNCCL, BucketAll, 0.14, 0.23},   // 10.5, 17.9
-	{"leader/heldout/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.22},     // 2.3, 17.0
-	{"leader/heldout/shm-*-simple", ColNCCL, BucketAll, 0.08, 0.22}, // 4.5, 16.2
+	{"leader/heldout/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.23},     // 2.5, 17.4
+	{"leader/heldout/shm-*-simple", ColNCCL, BucketAll, 0.08, 0.17}, // 4.2, 11.3
 	{"leader/heldout/net-*-ll", ColNCCL, BucketAll, 0.10, 0.25},     // 6.7, 19.9
 	{"leader/heldout/net-*-simple", ColNCCL, BucketAll, 0.09, 0.24}, // 5.9, 18.7
 	// rerun2/: the sockets on another start (2026-11-26, seventh session;
@@ -339,8 +339,8 @@ var h100NCCLBounds = []poolBound{
 	{"rerun3/heldout/p2p-*-ll", ColNCCL, BucketAll, 0.07, 0.20},     // 3.7, 14.1
 	{"rerun3/heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.06, 0.15},  // 2.4, 9.2
 	{"rerun3/heldout/p2p-*-simple", ColNCCL, BucketAll, 0.07, 0.14}, // 3.4, 8.9
-	{"rerun3/heldout/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.16},     // 2.9, 10.2
-	{"rerun3/heldout/shm-*-simple", ColNCCL, BucketAll, 0.08, 0.28}, // 4.4, 22.6
+	{"rerun3/heldout/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.15},     // 2.1, 9.2
+	{"rerun3/heldout/shm-*-simple", ColNCCL, BucketAll, 0.08, 0.25}, // 4.9, 20.0
 	// rerun4/ (an eighth start, seventh session), never fitted for NCCL
 	{"rerun4/net-*", ColNCCL, BucketAll, 0.09, 0.25},                // 5.7, 19.1
 	{"rerun4/proto/net-*-ll", ColNCCL, BucketAll, 0.08, 0.23},       // 4.8, 17.1
@@ -393,37 +393,37 @@ var h100NCCLBounds = []poolBound{
 	{"rerun8/heldout/p2p-*-ll", ColNCCL, BucketAll, 0.07, 0.19},      // 3.6, 13.2
 	{"rerun8/heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.06, 0.15},   // 2.6, 9.2
 	{"rerun8/heldout/p2p-*-simple", ColNCCL, BucketAll, 0.07, 0.18},  // 3.3, 13.0
-	{"rerun8/heldout/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.14},      // 2.8, 9.0
-	{"rerun8/heldout/shm-*-simple", ColNCCL, BucketAll, 0.08, 0.21},  // 4.8, 16.0
+	{"rerun8/heldout/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.14},      // 2.4, 8.7
+	{"rerun8/heldout/shm-*-simple", ColNCCL, BucketAll, 0.08, 0.17},  // 4.7, 11.4
 	{"rerun10/heldout/p2p-*-ll", ColNCCL, BucketAll, 0.07, 0.18},     // 3.1, 12.8
 	{"rerun11/heldout/p2p-*-ll", ColNCCL, BucketAll, 0.07, 0.19},     // 3.8, 13.3
 	{"rerun10/heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.06, 0.14},  // 2.7, 9.0
 	{"rerun11/heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.06, 0.16},  // 2.3, 10.7
 	{"rerun10/heldout/p2p-*-simple", ColNCCL, BucketAll, 0.08, 0.14}, // 4.3, 9.0
 	{"rerun11/heldout/p2p-*-simple", ColNCCL, BucketAll, 0.07, 0.15}, // 3.9, 9.5
-	{"rerun10/heldout/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.36},     // 2.1, 30.3
-	{"rerun12/heldout/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.17},     // 2.4, 11.7
-	{"rerun10/heldout/shm-*-simple", ColNCCL, BucketAll, 0.08, 0.22}, // 5.0, 16.3
-	{"rerun12/heldout/shm-*-simple", ColNCCL, BucketAll, 0.08, 0.21}, // 4.2, 15.6
+	{"rerun10/heldout/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.37},     // 2.4, 31.4
+	{"rerun12/heldout/shm-*-ll", ColNCCL, BucketAll, 0.07, 0.17},     // 3.3, 11.2
+	{"rerun10/heldout/shm-*-simple", ColNCCL, BucketAll, 0.08, 0.20}, // 4.9, 14.2
+	{"rerun12/heldout/shm-*-simple", ColNCCL, BucketAll, 0.08, 0.16}, // 4.4, 10.4
 	// rerun13/ (a seventeenth start, tenth session: the interpreter of one
 	// protocol; our calibration's fit) and rerun14/ (an eighteenth)
 	{"rerun13/p2p-*", ColNCCL, BucketAll, 0.06, 0.18},                // 2.9, 12.5
-	{"rerun13/shm-*", ColNCCL, BucketAll, 0.05, 0.20},                // 1.9, 14.7
+	{"rerun13/shm-*", ColNCCL, BucketAll, 0.06, 0.24},                // 2.1, 18.7
 	{"rerun13/proto/p2p-*-ll", ColNCCL, BucketAll, 0.06, 0.16},       // 2.1, 10.6
 	{"rerun13/proto/p2p-*-ll128", ColNCCL, BucketAll, 0.06, 0.15},    // 2.7, 9.2
 	{"rerun13/proto/p2p-*-simple", ColNCCL, BucketAll, 0.06, 0.14},   // 3.0, 8.3
-	{"rerun13/proto/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.10},       // 2.1, 4.9
-	{"rerun13/proto/shm-*-simple", ColNCCL, BucketAll, 0.07, 0.27},   // 4.0, 21.1
+	{"rerun13/proto/shm-*-ll", ColNCCL, BucketAll, 0.05, 0.11},       // 1.7, 5.4
+	{"rerun13/proto/shm-*-simple", ColNCCL, BucketAll, 0.07, 0.22},   // 3.3, 16.2
 	{"rerun13/heldout/p2p-*-ll", ColNCCL, BucketAll, 0.06, 0.20},     // 2.6, 14.9
 	{"rerun13/heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.06, 0.15},  // 2.1, 9.8
 	{"rerun13/heldout/p2p-*-simple", ColNCCL, BucketAll, 0.07, 0.15}, // 3.1, 9.6
-	{"rerun13/heldout/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.17},     // 2.5, 11.4
-	{"rerun13/heldout/shm-*-simple", ColNCCL, BucketAll, 0.08, 0.22}, // 4.2, 16.7
+	{"rerun13/heldout/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.18},     // 2.8, 12.1
+	{"rerun13/heldout/shm-*-simple", ColNCCL, BucketAll, 0.08, 0.20}, // 4.4, 14.2
 	{"rerun14/heldout/p2p-*-ll", ColNCCL, BucketAll, 0.08, 0.19},     // 4.6, 13.7
 	{"rerun14/heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.06, 0.16},  // 2.4, 10.8
 	{"rerun14/heldout/p2p-*-simple", ColNCCL, BucketAll, 0.07, 0.15}, // 4.0, 9.8
-	{"rerun14/heldout/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.16},     // 2.6, 10.7
-	{"rerun14/heldout/shm-*-simple", ColNCCL, BucketAll, 0.07, 0.24}, // 3.8, 18.4
+	{"rerun14/heldout/shm-*-ll", ColNCCL, BucketAll, 0.05, 0.16},     // 2.0, 10.4
+	{"rerun14/heldout/shm-*-simple", ColNCCL, BucketAll, 0.08, 0.16}, // 4.2, 10.1
 	{"rerun14/net-*", ColNCCL, BucketAll, 0.07, 0.22},                // 3.9, 16.6
 	{"rerun14/proto/net-*-ll", ColNCCL, BucketAll, 0.08, 0.23},       // 5.0, 18.0
 	{"rerun14/proto/net-*-simple", ColNCCL, BucketAll, 0.08, 0.21},   // 4.3, 15.9
@@ -432,8 +432,8 @@ var h100NCCLBounds = []poolBound{
 	{"rerun15/heldout/p2p-*-ll", ColNCCL, BucketAll, 0.07, 0.20},     // 3.6, 14.2
 	{"rerun15/heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.06, 0.16},  // 2.4, 10.7
 	{"rerun15/heldout/p2p-*-simple", ColNCCL, BucketAll, 0.07, 0.15}, // 3.8, 9.3
-	{"rerun15/heldout/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.20},     // 2.4, 14.5
-	{"rerun15/heldout/shm-*-simple", ColNCCL, BucketAll, 0.08, 0.24}, // 4.2, 18.5
+	{"rerun15/heldout/shm-*-ll", ColNCCL, BucketAll, 0.07, 0.20},     // 3.1, 15.0
+	{"rerun15/heldout/shm-*-simple", ColNCCL, BucketAll, 0.08, 0.17}, // 4.3, 11.9
 	{"rerun15/net-*", ColNCCL, BucketAll, 0.09, 0.38},                // 5.4, 32.7
 	{"rerun15/proto/net-*-ll", ColNCCL, BucketAll, 0.09, 0.22},       // 5.9, 16.2
 	{"rerun15/proto/net-*-simple", ColNCCL, BucketAll, 0.09, 0.23},   // 5.5, 17.9
@@ -441,17 +441,17 @@ var h100NCCLBounds = []poolBound{
 	{"rerun15/heldout/net-*-simple", ColNCCL, BucketAll, 0.11, 0.18}, // 8.0, 12.4
 	// rerun16/ (a twentieth start: LL and LL128 blocks of up to 640 threads)
 	{"rerun16/p2p-*", ColNCCL, BucketAll, 0.06, 0.20},                // 2.9, 14.7
-	{"rerun16/shm-*", ColNCCL, BucketAll, 0.05, 0.50},                // 2.0, 44.9
+	{"rerun16/shm-*", ColNCCL, BucketAll, 0.06, 0.51},                // 2.2, 45.1
 	{"rerun16/proto/p2p-*-ll", ColNCCL, BucketAll, 0.06, 0.16},       // 2.9, 10.5
 	{"rerun16/proto/p2p-*-ll128", ColNCCL, BucketAll, 0.06, 0.15},    // 2.1, 9.4
 	{"rerun16/proto/p2p-*-simple", ColNCCL, BucketAll, 0.07, 0.14},   // 3.3, 8.9
-	{"rerun16/proto/shm-*-ll", ColNCCL, BucketAll, 0.05, 0.16},       // 2.0, 10.3
-	{"rerun16/proto/shm-*-simple", ColNCCL, BucketAll, 0.07, 0.27},   // 3.1, 21.7
+	{"rerun16/proto/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.16},       // 2.5, 10.8
+	{"rerun16/proto/shm-*-simple", ColNCCL, BucketAll, 0.06, 0.23},   // 3.0, 17.1
 	{"rerun16/heldout/p2p-*-ll", ColNCCL, BucketAll, 0.07, 0.19},     // 3.2, 14.0
 	{"rerun16/heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.06, 0.16},  // 2.6, 10.5
 	{"rerun16/heldout/p2p-*-simple", ColNCCL, BucketAll, 0.07, 0.15}, // 3.9, 10.0
-	{"rerun16/heldout/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.15},     // 3.0, 9.4
-	{"rerun16/heldout/shm-*-simple", ColNCCL, BucketAll, 0.07, 0.22}, // 3.6, 16.2
+	{"rerun16/heldout/shm-*-ll", ColNCCL, BucketAll, 0.05, 0.14},     // 1.9, 8.1
+	{"rerun16/heldout/shm-*-simple", ColNCCL, BucketAll, 0.08, 0.17}, // 4.3, 11.5
 }
 
 // h100TwincclBounds are tolerances on our executor's column simulated
