@@ -68,7 +68,7 @@
 #                      h100x2/rerun5 it came out at 1.0 and 1.5 us, and the
 #                      held-out LL medians of h100x2/rerun6-9 rose by 1.4-2.3
 #                      points under the first, by at most 0.1 under the second.
-# testdata/hw/socket-errors.py gives each start's median and maximum |err|
+# testdata/hw/start-errors.py gives each start's median and maximum |err|
 # per protocol under a calibration, as the closing notes report them.
 # (each then merged into the file: its net_socket block, its source text
 # extended; the fit reports stay those of the last full fit). The

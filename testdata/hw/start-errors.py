@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+"""Median and maximum |err| of the simulation over the recordings of each
+start named, per protocol, as the closing notes report them. Run from the
+repo root after `make build`:
+
+    python3 testdata/hw/start-errors.py [--transport net|p2p|shm] [--max-bytes B] COLUMN CALIB START...
+
+--transport net (the default) takes every socket recording of a start
+(net-*.json, proto/net-*.json, heldout/net-*.json), simulated on its
+machine's topo-1gpu.xml with two nodes; p2p and shm take its recordings at
+the held-out sizes (heldout/p2p-*.json, heldout/shm-*.json) on the
+machine's topo.xml. --max-bytes leaves out rows larger than B bytes (e.g.
+2097152 where a fit took a start's rows from 12 MiB, as fit-ours.sh's
+LARGE does). COLUMN is nccl (NCCL's column) or ours (our executor's);
+CALIB a calibration file or embedded:NAME.json, which simulates that
+column (ours: --calib-ours); a START is a directory under testdata/hw
+(e.g. h100x2/rerun12). Every row counts, disturbed ones too (the
+regression tests leave out rows whose mean exceeds their best repetition
+by 25%).
+"""
+import argparse
+import glob
+import json
+import statistics
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+
+def main():
+    ap = argparse.ArgumentParser(usage=__doc__)
+    ap.add_argument("--transport", choices=("net", "p2p", "shm"), default="net")
+    ap.add_argument("--max-bytes", type=int, default=0)
+    ap.add_argument("column", choices=("nccl", "ours"))
+    ap.add_argument("calib")
+    ap.add_argument("starts", nargs="+")
+    a = ap.parse_args()
+    flag = "--calib" if a.column == "nccl" else "--calib-ours"
+    subs = ("", "proto/", "heldout/") if a.transport == "net" else ("heldout/",)
+    jobs = []
+    for s in a.starts:
+        files = [f for sub in subs for f in sorted(glob.glob("testdata/hw/%s/%s%s-*.json" % (s, sub, a.transport)))]
+        if not files:
+            sys.exit("start-errors.py: no %s recordings under testdata/hw/%s" % (a.transport, s))
+        jobs += [(s, f) for f in files]
+
+    def compare(job):
+        s, f = job
+        machine = "testdata/hw/%s" % s.split("/")[0]
+        args = ["bin/replay", "compare", f, "--json", "-", flag, a.calib]
+        if a.transport == "net":
+            args += ["--topo", machine + "/topo-1gpu.xml", "--nodes", "2"]
+        else:
+            args += ["--topo", machine + "/topo.xml"]
+        r = subprocess.run(args, capture_output=True, text=True)
+        if r.returncode:
+            sys.exit("%s: %s" % (f, r.stderr.strip()))
+        return s, json.loads(r.stdout)["calls"]
+
+    errs = {}
+    for s, calls in ThreadPoolExecutor(4).map(compare, jobs):
+        for c in calls:
+            if a.max_bytes and c["bytes"] > a.max_bytes:
+                continue
+            e = c["nccl_err"] if a.column == "nccl" else c["err"]
+            if e is not None:
+                errs.setdefault((s, c["proto"]), []).append(abs(e) * 100)
+    for (s, proto), v in sorted(errs.items()):
+        print("%-16s %-4s %-7s rows %3d  median %5.1f%%  max %5.1f%%" % (s, a.transport, proto, len(v), statistics.median(v), max(v)))
+
+
+if __name__ == "__main__":
+    main()
