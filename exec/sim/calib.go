@@ -176,8 +176,10 @@ type ProtoCalib struct {
 	// NCCL always does. 0 reads as 1.
 	HostRoundLines int `json:"host_round_lines,omitempty"`
 	// Threads is the block size of the executor the calibration describes
-	// when it is fixed (twinccl's kernel: TW_NTHREADS, 512); 0 takes the
-	// Program's, NCCL's per call, and 512 where the Program has none.
+	// when it is fixed (twinccl's kernel: TW_NTHREADS, 512 for Simple; its
+	// LL and LL128 blocks go up to 640 since 2026-11-27, with LineThreads);
+	// 0 takes the Program's, NCCL's per call, and 512 where the Program
+	// has none.
 	Threads int `json:"threads,omitempty"`
 	// LineThreads says the executor sizes an LL or LL128 block to the
 	// call, as twinccl's kernel does (model.LineThreadsFor): one
