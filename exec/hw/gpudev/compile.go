@@ -23,22 +23,38 @@ var (
 	kernelFn = map[kernelKey]*cuda.Function{}
 )
 
+// maxThreads is the block size the interpreter of proto is compiled for
+// (TW_NTHREADS) and the largest one its launches use: kernels.LineThreads
+// for LL and LL128, whose blocks are sized to the call, kernels.Threads
+// for Simple.
+func maxThreads(proto model.Protocol) int {
+	if proto == model.ProtoSimple {
+		return kernels.Threads
+	}
+	return kernels.LineThreads
+}
+
 // KernelOptions are the NVRTC options of the interpreter for dt, op and
 // proto, followed by any in TWINCCL_KERNEL_OPTIONS (space-separated; for
 // tuning experiments, e.g. "-DTW_UNROLL=8"). One interpreter per protocol
 // (TW_PROTO) compiles the other protocols' paths out, so that the one
 // left has the thread's registers to itself: the kernel that carried all
-// three spilled 252 bytes a thread on sm_90 (2026-11-27).
-// LL and LL128 are compiled for blocks of up to kernels.LineThreads
-// threads (TW_NTHREADS), Simple for kernels.Threads.
+// three spilled 252 bytes a thread on sm_90 (2026-11-27). Each is compiled
+// for blocks of up to maxThreads(proto).
 func KernelOptions(dt model.Dtype, op model.RedOp, proto model.Protocol) []string {
-	threads := kernels.Threads
-	if proto != model.ProtoSimple {
-		threads = kernels.LineThreads
-	}
 	opts := []string{fmt.Sprintf("-DTW_DTYPE=%d", int(dt)), fmt.Sprintf("-DTW_OP=%d", int(op)), fmt.Sprintf("-DTW_PROTO=%d", int(proto)),
-		fmt.Sprintf("-DTW_NTHREADS=%d", threads), "-std=c++17", "-default-device"}
+		fmt.Sprintf("-DTW_NTHREADS=%d", maxThreads(proto)), "-std=c++17", "-default-device"}
 	return append(opts, kernels.ExtraOptions()...)
+}
+
+// compileInterp compiles the interpreter for dt, op and proto for arch
+// with NVRTC, through the on-disk cache.
+func compileInterp(dt model.Dtype, op model.RedOp, proto model.Protocol, arch int) (*cuda.Image, error) {
+	img, err := cuda.Compile(kernels.Interp, "interp.cu", KernelOptions(dt, op, proto), arch)
+	if err != nil {
+		return nil, fmt.Errorf("compile the %s/%s/%s interpreter for sm_%d: %w", dt, op, proto, arch, err)
+	}
+	return img, nil
 }
 
 // kernelFor returns the interpreter for dt, op and proto on ctx,
@@ -55,9 +71,9 @@ func kernelFor(ctx *cuda.Context, dt model.Dtype, op model.RedOp, proto model.Pr
 	if err != nil {
 		return nil, err
 	}
-	img, err := cuda.Compile(kernels.Interp, "interp.cu", KernelOptions(dt, op, proto), arch)
+	img, err := compileInterp(dt, op, proto, arch)
 	if err != nil {
-		return nil, fmt.Errorf("compile the %s/%s/%s interpreter for sm_%d: %w", dt, op, proto, arch, err)
+		return nil, err
 	}
 	mod, err := ctx.LoadModule(img.Data)
 	if err != nil {
@@ -84,10 +100,10 @@ func Precompile(arch int) error {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					if _, err := cuda.Compile(kernels.Interp, "interp.cu", KernelOptions(dt, op, proto), arch); err != nil {
+					if _, err := compileInterp(dt, op, proto, arch); err != nil {
 						mu.Lock()
 						if first == nil {
-							first = fmt.Errorf("compile the %s/%s/%s interpreter for sm_%d: %w", dt, op, proto, arch, err)
+							first = err
 						}
 						mu.Unlock()
 					}

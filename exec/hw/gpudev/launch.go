@@ -177,19 +177,19 @@ func (d *Device) Prepare(p *model.Program, trace bool) (*Launch, error) {
 }
 
 // blockThreads sizes the block for the largest call of the lanes: one LL
-// line per thread, four LL128 lines per warp, between 2 and 20 warps
-// (kernels.LineThreads); Simple Programs always get 16 (or
-// TWINCCL_SIMPLE_THREADS, a tuning experiment; more than kernels.Threads
-// needs a kernel compiled with a larger TW_NTHREADS through
-// TWINCCL_KERNEL_OPTIONS).
+// line per thread, four LL128 lines per warp, between 2 warps and the
+// block the interpreter is compiled for (maxThreads); Simple Programs
+// always get the whole of it (or TWINCCL_SIMPLE_THREADS, a tuning
+// experiment; more needs a kernel compiled with a larger TW_NTHREADS
+// through TWINCCL_KERNEL_OPTIONS).
 func blockThreads(p *model.Program, lanes []int) int {
 	if p.Proto == model.ProtoSimple {
 		if v, err := strconv.Atoi(os.Getenv("TWINCCL_SIMPLE_THREADS")); err == nil && v >= 32 && v <= 1024 && v%32 == 0 {
 			return v
 		}
-		return kernels.Threads
+		return maxThreads(p.Proto)
 	}
-	return p.LineThreads(lanes, kernels.LineThreads)
+	return p.LineThreads(lanes, maxThreads(p.Proto))
 }
 
 // appendOp writes op in the binary encoding's 32-byte record (TwOp).
