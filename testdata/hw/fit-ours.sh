@@ -31,11 +31,11 @@
 #        sized to the call as the kernel sizes it (line_threads: a thread
 #        per LL line, a warp per four LL128 lines of the largest call, 64 to
 #        640 threads; 512 before 2026-11-27) with the cost of a call's
-#        first primitives growing with it (thread_op_us, from NCCL's 0.7 us per doubling); the copy
-#        constants (stages 1-2) stay. LL's per-call constants serve SHM too:
-#        its held-out SHM pool went from 3.5% to 5.4% median (P2P from 5.8%
-#        to 4.0%), and refitting SHM's host constants after did not bring
-#        it back.
+#        first primitives growing with it (thread_op_us, from NCCL's
+#        0.7 us per doubling); the copy constants (stages 1-2) stay. LL's
+#        per-call constants serve SHM too: its held-out SHM pool went from
+#        3.5% to 5.4% median (P2P from 5.8% to 4.0%), and refitting SHM's
+#        host constants after did not bring it back.
 #   8    (with LATE=DIR2, recordings of the current kernel: its LL
 #        senders into host memory have one thread poll the credits,
 #        2026-11-26 fifth session: testdata/hw/h200x2/rerun5; rerun4 was
@@ -85,9 +85,10 @@ cal() { # STAGE START PARAMS TOPO NODES FITTED... -- HELDOUT...
 }
 # What the start calibration (NCCL's) cannot know of our kernel, and no
 # fit moves: its block size (TW_NTHREADS of each protocol's build) and
-# the LL lines a thread loads at once from host memory (TW_LL_HOST_LINES); and NCCL's costs that our
-# kernel does not have (its direct primitives, its first call of each
-# primitive kind, its block size per call).
+# the LL lines a thread loads at once from host memory
+# (TW_LL_HOST_LINES); and NCCL's costs that our kernel does not have
+# (its direct primitives, its first call of each primitive kind, its
+# block size per call).
 python3 - "$start" "$out.start.json" <<'EOF'
 import json, sys
 c = json.load(open(sys.argv[1]))
