@@ -53,11 +53,14 @@ calibration's socket costs are scaled to that host, by the probes' mean
 latency (net_socket.host_latency_us and host_exp).
 
 The two columns are simulated with the constants fitted to each: NCCL's with
---calib (default: the embedded NCCL calibration, h200.json), our executor's
-with --calib-ours (default: the embedded calibration of our kernels that goes
-with --calib's, h200-twinccl.json for h200.json and h100-twinccl.json for
-h100.json; --calib's own constants when --calib is a file or one of ours).
-Give --calib-ours the same value as --calib to simulate both with one.
+--calib (default: the embedded NCCL calibration measured on the GPUs the
+recording names, h100.json for H100 and h200.json for H200, else h200.json;
+run gpu names them in its --json file, and a call trace takes those of the
+--json file of the same run beside it), our executor's with --calib-ours
+(default: the embedded calibration of our kernels that goes with --calib's,
+h200-twinccl.json for h200.json and h100-twinccl.json for h100.json;
+--calib's own constants when --calib is a file or one of ours). Give
+--calib-ours the same value as --calib to simulate both with one.
 
 It prints a table per call, per (op, size, protocol) where calls repeat, and
 the median and maximum absolute error and the median signed error (bias:
@@ -95,7 +98,7 @@ func runCompare(args []string, stdout, stderr io.Writer) error {
 	nodes := fs.Int("nodes", 1, "the run spanned `N` hosts, each like the topology FILE (e.g. one GPU per host over sockets)")
 	env := envFlags{}
 	fs.Var(env, "env", "NCCL_* setting `KEY=VALUE` the run was recorded under (repeatable; wins over the environment)")
-	calibPath := fs.String("calib", "", calibFlagHelp)
+	calibPath := fs.String("calib", "", calibFlagHelp+"; by default the one measured on the GPUs the recording names")
 	oursPath := fs.String("calib-ours", "", "calibration `FILE.json` (or embedded:NAME.json) of our executor's column (default: the embedded one of our kernels that goes with --calib's)")
 	jsonOut := fs.String("json", "", "write the comparison as JSON to `OUT` (- for stdout)")
 	svgOut := fs.String("svg", "", "write a busbw-vs-size plot to `OUT.svg`")
@@ -156,7 +159,7 @@ func runCompare(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	calib, calibName, err := loadCompareCalib(*calibPath, root, file)
+	calib, calibName, err := loadCompareCalib(*calibPath, root, file, in.GPUs)
 	if err != nil {
 		return err
 	}
@@ -240,9 +243,14 @@ func readTopologyRoot(path string) (*model.Element, string, error) {
 	return root, path, nil
 }
 
-// loadCompareCalib reads --calib or the embedded calibration for the
-// topology's GPUs.
-func loadCompareCalib(path string, root *model.Element, file string) (*sim.Calib, string, error) {
+// loadCompareCalib reads --calib, else the embedded calibration measured
+// on the GPUs the recording names (gpus: sim.CalibNameForGPUs), else the
+// embedded one for the topology's GPUs.
+func loadCompareCalib(path string, root *model.Element, file string, gpus []string) (*sim.Calib, string, error) {
+	if name := sim.CalibNameForGPUs(gpus); path == "" && name != "" {
+		c, err := sim.LoadCalib(sim.EmbeddedPrefix + name)
+		return c, sim.EmbeddedPrefix + name, err
+	}
 	cl, err := model.LoadCluster(root, file, model.LoadOptions{Nodes: 1, Params: model.DefaultParams()})
 	if err != nil {
 		return nil, "", err

@@ -298,3 +298,67 @@ func TestOursCalibDefault(t *testing.T) {
 		}
 	}
 }
+
+// TestCompareCalibByGPU: without --calib a recording is simulated with the
+// embedded calibration measured on the GPUs it names (a trace: those of
+// the --json file of the same run beside it), else the default; --calib
+// wins.
+func TestCompareCalibByGPU(t *testing.T) {
+	hw := filepath.Join("..", "..", "testdata", "hw")
+	h100 := filepath.Join(hw, "h100x2")
+	calibOf := func(args ...string) string {
+		t.Helper()
+		out := filepath.Join(t.TempDir(), "c.json")
+		var so, se bytes.Buffer
+		if err := runCompare(append(args, "--json", out), &so, &se); err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, se.String())
+		}
+		var doc compareJSON
+		data, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(data, &doc); err != nil {
+			t.Fatal(err)
+		}
+		return doc.Calib
+	}
+	topo := filepath.Join(h100, "topo.xml")
+	// A trace alone names no GPUs; beside its --json file it takes theirs.
+	dir := t.TempDir()
+	trace := filepath.Join(dir, "p2p-allreduce.parquet")
+	copyFile(t, filepath.Join(h100, "rerun16", "p2p-allreduce.parquet"), trace)
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		want  string
+		setup func()
+	}{
+		{"H100 json", []string{filepath.Join(h100, "proto", "p2p-allreduce-ll.json"), "--topo", topo}, "embedded:h100.json", nil},
+		{"H200 json", []string{filepath.Join(hw, "h200x2", "proto", "p2p-allreduce-ll.json"), "--topo", filepath.Join(hw, "h200x2", "topo.xml")}, "embedded:h200.json", nil},
+		{"--calib wins", []string{filepath.Join(h100, "proto", "p2p-allreduce-ll.json"), "--topo", topo, "--calib", "embedded:h200.json"}, "embedded:h200.json", nil},
+		{"trace alone", []string{trace, "--topo", topo}, "embedded:" + sim.DefaultCalibName, nil},
+		{"trace beside its json", []string{trace, "--topo", topo}, "embedded:h100.json", func() {
+			copyFile(t, filepath.Join(h100, "rerun16", "p2p-allreduce.json"), filepath.Join(dir, "p2p-allreduce.json"))
+		}},
+	} {
+		if tc.setup != nil {
+			tc.setup()
+		}
+		if got := calibOf(tc.args...); !strings.HasPrefix(got, tc.want+" ") && got != tc.want {
+			t.Errorf("%s: calibration %q, want %s", tc.name, got, tc.want)
+		}
+	}
+}
+
+// copyFile copies the file at from to to.
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	data, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}

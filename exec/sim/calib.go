@@ -755,6 +755,38 @@ func DefaultCalib(sm int) (*Calib, error) {
 	return LoadCalib(EmbeddedPrefix + DefaultCalibName)
 }
 
+// gpuCalibs maps a GPU model, as its name contains it ("NVIDIA H100 80GB
+// HBM3"), to the embedded calibration of NCCL measured on a pair of
+// them: the GPUs share sm90, but not their hosts (sockets, host memory)
+// nor their memory, whose constants differ.
+var gpuCalibs = []struct{ model, name string }{
+	{"H100", "h100.json"},
+	{"H200", "h200.json"},
+}
+
+// CalibNameForGPUs is the embedded calibration (a name of
+// EmbeddedCalibNames) measured on the GPUs a recording names (run gpu's
+// "gpus": one description per rank, e.g. "rank 0: GPU 0 NVIDIA H100 80GB
+// HBM3 (sm_90, ...)"), or "" when they name none of the measured models
+// or more than one.
+func CalibNameForGPUs(gpus []string) string {
+	name := ""
+	for _, g := range gpus {
+		found := ""
+		for _, m := range gpuCalibs {
+			if strings.Contains(g, m.model) {
+				found = m.name
+				break
+			}
+		}
+		if found == "" || name != "" && found != name {
+			return ""
+		}
+		name = found
+	}
+	return name
+}
+
 // ParseCalib reads a JSON calibration file; name is used in errors.
 func ParseCalib(r io.Reader, name string) (*Calib, error) {
 	dec := json.NewDecoder(r)

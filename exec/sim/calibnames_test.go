@@ -64,3 +64,30 @@ func TestEmbeddedCalibs(t *testing.T) {
 		t.Errorf("unknown embedded calibration: %v, want an error naming it and the known ones", err)
 	}
 }
+
+// TestCalibNameForGPUs: a recording's GPUs pick the embedded calibration
+// measured on their model, which must be one built in; GPUs of no
+// measured model, of two models, or none pick nothing.
+func TestCalibNameForGPUs(t *testing.T) {
+	h100 := "rank 0: vm GPU 0 NVIDIA H100 80GB HBM3 (sm_90, 0000:00:06.0)"
+	h200 := "rank 1: vm GPU 1 NVIDIA H200 (sm_90, 0000:00:07.0)"
+	for _, tc := range []struct {
+		gpus []string
+		want string
+	}{
+		{[]string{h100, strings.Replace(h100, "rank 0", "rank 1", 1)}, "h100.json"},
+		{[]string{h200}, "h200.json"},
+		{[]string{h100, h200}, ""},
+		{[]string{h100, "rank 1: GPU 1 NVIDIA B200 (sm_100)"}, ""},
+		{[]string{"rank 0: GPU 0 NVIDIA A100-SXM4-80GB (sm_80)"}, ""},
+		{nil, ""},
+	} {
+		got := CalibNameForGPUs(tc.gpus)
+		if got != tc.want {
+			t.Errorf("CalibNameForGPUs(%q) = %q, want %q", tc.gpus, got, tc.want)
+		}
+		if got != "" && !slices.Contains(EmbeddedCalibNames(), got) {
+			t.Errorf("CalibNameForGPUs(%q) = %q, which is not built in", tc.gpus, got)
+		}
+	}
+}

@@ -110,6 +110,11 @@ type Input struct {
 	// records it: interp.cu's digest and the options it was compiled
 	// with); "" when the file does not say.
 	Kernel string
+	// GPUs describes the ranks' GPUs as the recording names them (run
+	// gpu's "gpus", one per rank: "rank 0: GPU 0 NVIDIA H100 80GB HBM3
+	// (sm_90, ...)"; a trace takes those of the --json file of the same
+	// run beside it); nil when it does not say.
+	GPUs []string
 	// HostLatencyUs is the mean one-way latency of the loopback TCP
 	// probes of a JSON file (net_probe: run gpu probes the host before
 	// and after a split-host sweep, in the header, and since 2026-11-26's
@@ -156,6 +161,7 @@ type gpuReport struct {
 	Collective  string            `json:"collective"`
 	NCCLVersion string            `json:"nccl_version"`
 	NCCLEnv     map[string]string `json:"nccl_env"`
+	GPUs        []string          `json:"gpus"`
 	Graph       *bool             `json:"cuda_graph"`
 	Kernel      *kernels.Build    `json:"kernel"`
 	NetProbe    []netProbe        `json:"net_probe"`
@@ -229,6 +235,10 @@ func ReadJSON(r io.Reader, name string) (*Input, error) {
 	if err := checkNCCLEnv(rep.NCCLEnv); err != nil {
 		return nil, fmt.Errorf("%s: nccl_env: %w", name, err)
 	}
+	if len(rep.GPUs) > rep.NRanks {
+		return nil, fmt.Errorf("%s: gpus: %d GPUs for %d ranks", name, len(rep.GPUs), rep.NRanks)
+	}
+	in.GPUs = rep.GPUs
 	if len(rep.NCCLEnv) > 0 {
 		in.NCCLEnv = rep.NCCLEnv
 	}
@@ -351,6 +361,26 @@ func traceEnv(path string, meta map[string]string) (env map[string]string, from 
 		return nil, "", nil
 	}
 	return in.NCCLEnv, side, nil
+}
+
+// sideGPUs is the GPUs named by the --json file of the same run beside the
+// trace at path (X.parquet: X.json), or nil when there is none or it does
+// not read: they only pick a default calibration.
+func sideGPUs(path string) []string {
+	side := strings.TrimSuffix(path, ".parquet") + ".json"
+	if side == path {
+		return nil
+	}
+	f, err := os.Open(side)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	in, err := ReadJSON(f, side)
+	if err != nil {
+		return nil
+	}
+	return in.GPUs
 }
 
 // maxReps bounds the repetitions of a JSON row.
@@ -486,6 +516,7 @@ func ReadTrace(path string) (*Input, error) {
 	if in.NCCLEnv, in.EnvFrom, err = traceEnv(path, r.Info().Metadata); err != nil {
 		return nil, err
 	}
+	in.GPUs = sideGPUs(path)
 	for _, k := range keys {
 		rows := byKey[k]
 		sort.Slice(rows, func(i, j int) bool { return rows[i].Rank < rows[j].Rank })
