@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -96,5 +97,41 @@ func TestTraceSinkWritesSettings(t *testing.T) {
 		if err := json.Unmarshal([]byte(md[traces.MetaNCCLEnv]), &env); err != nil || env["NCCL_NET"] != "Socket" || env["NCCL_SOCKET_IFNAME"] != "lo" {
 			t.Errorf("metadata %v: settings %v, %v", md, env, err)
 		}
+	}
+}
+
+// TestRowPasses: a row of several passes (--passes) holds every pass's
+// repetitions in order, its time is their mean and its best their
+// minimum, its wrong elements the passes' sum, its bandwidths and ratio
+// follow the new times; and a pass the host held slow moves the
+// repetitions' median, which replay compare takes, by nothing.
+func TestRowPasses(t *testing.T) {
+	const bus = 1.0 // AllReduce on two ranks: 2(n-1)/n
+	row := gpuRow{Bytes: 1 << 20, RepsUs: []float64{10, 10, 10, 10, 10}, NCCLRepsUs: []float64{8, 8, 8, 8, 8}, Wrong: 1}
+	row.derive(bus, true)
+	slow := gpuRow{Bytes: 1 << 20, RepsUs: []float64{25, 25, 25, 25, 25}, NCCLRepsUs: []float64{8, 8, 8, 8, 8}, Wrong: 2, NCCLWrong: 3}
+	again := gpuRow{Bytes: 1 << 20, RepsUs: []float64{9, 10, 11, 10, 10}, NCCLRepsUs: []float64{8, 9, 8, 8, 7}}
+	row.addPass(slow)
+	row.addPass(again)
+	row.derive(bus, true)
+	if len(row.RepsUs) != 15 || row.RepsUs[5] != 25 || row.RepsUs[10] != 9 || len(row.NCCLRepsUs) != 15 {
+		t.Fatalf("reps %v / %v: want the three passes in order", row.RepsUs, row.NCCLRepsUs)
+	}
+	if math.Abs(row.TimeUs-15) > 1e-9 || row.BestUs != 9 || row.NCCLBest != 7 {
+		t.Errorf("time %g best %g NCCL best %g, want 15, 9 and 7", row.TimeUs, row.BestUs, row.NCCLBest)
+	}
+	if row.Wrong != 3 || row.NCCLWrong != 3 {
+		t.Errorf("wrong %d / %d, want the passes' sums 3 / 3", row.Wrong, row.NCCLWrong)
+	}
+	if want := float64(1<<20) / 15 / 1e3; math.Abs(row.AlgBW-want) > 1e-9 || math.Abs(row.BusBW-want*bus) > 1e-9 {
+		t.Errorf("algbw %g busbw %g, want %g", row.AlgBW, row.BusBW, want)
+	}
+	if want := row.NCCLTime / row.TimeUs; math.Abs(row.Ratio-want) > 1e-12 || math.Abs(row.NCCLTime-8) > 1e-9 {
+		t.Errorf("ratio %g (NCCL %g us), want %g", row.Ratio, row.NCCLTime, want)
+	}
+	med := append([]float64(nil), row.RepsUs...)
+	slices.Sort(med)
+	if med[len(med)/2] != 10 {
+		t.Errorf("median %g of %v, want 10: the slow pass moved it", med[len(med)/2], row.RepsUs)
 	}
 }

@@ -30,9 +30,13 @@ import (
 	"github.com/twinccl/twinccl/search"
 )
 
-// gpuReps is the number of timed repetitions per size (nccl-tests and
-// shared/baselines/h200x2-nvswitch use 5); a row's time is their mean.
+// gpuReps is the number of timed repetitions per size and pass
+// (nccl-tests and shared/baselines/h200x2-nvswitch use 5); a row's time
+// is their mean.
 const gpuReps = 5
+
+// maxPasses bounds --passes.
+const maxPasses = 100
 
 // gpuOpts are the flags of run gpu.
 type gpuOpts struct {
@@ -42,6 +46,7 @@ type gpuOpts struct {
 	channels           int
 	minB, maxB, factor int64
 	iters, warmup      int
+	passes             int
 	graph, check       int
 	root               int
 	topo               string
@@ -71,6 +76,7 @@ func gpuFlags(o *gpuOpts, minS, maxS *string) *flag.FlagSet {
 	fs.Int64Var(&o.factor, "f", 2, "size multiplication `factor`")
 	fs.IntVar(&o.iters, "n", 0, "calls per timed loop (0: 50, or 10 from 64 MiB on)")
 	fs.IntVar(&o.warmup, "w", 5, "eager warm-up calls per size before timing")
+	fs.IntVar(&o.passes, "passes", 1, "sweep the sizes `N` times, timing every size anew in each pass: a row holds the repetitions of every pass, so that a host disturbance lasting through one size's repetitions moves at most one pass of them")
 	fs.IntVar(&o.graph, "G", 1, "1: time CUDA-graph-captured loops; 0: eager loops of launches")
 	fs.IntVar(&o.check, "c", 0, "1: check every size's result once (the #wrong column; any wrong element makes the exit status non-zero)")
 	fs.StringVar(&o.dtype, "dtype", "float", "datatype: int8, uint8, int32, uint32, int64, uint64, half, float, double, bfloat16")
@@ -89,9 +95,9 @@ func gpuFlags(o *gpuOpts, minS, maxS *string) *flag.FlagSet {
 
 func gpuUsage(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprintf(w, `Usage: run gpu [-np N] [--op OP] [-b MIN] [-e MAX] [-f F] [-n ITERS] [-w WARMUP]
-               [-G 1|0] [-c 1] [--dtype T] [--redop R] [--algo A] [--proto P]
-               [--channels C] [--topo FILE.xml] [--baseline nccl] [--json OUT]
-               [--trace OUT.parquet]
+               [-G 1|0] [-c 1] [--passes N] [--dtype T] [--redop R] [--algo A]
+               [--proto P] [--channels C] [--topo FILE.xml] [--baseline nccl]
+               [--json OUT] [--trace OUT.parquet]
 
 An nccl-tests-like sweep on GPUs, one process per GPU. With -np N it starts
 N rank processes on this host (this binary again); otherwise it is one rank
@@ -121,6 +127,11 @@ each); -G 0 times 5 eager loops of ITERS launches. A row's time is the mean
 per call over the repetitions, each repetition's slowest rank; --json also
 records every repetition (reps_us, nccl_reps_us). busbw uses nccl-tests'
 factors (AllReduce 2(n-1)/n, AllGather, ReduceScatter and AlltoAll (n-1)/n).
+--passes N sweeps the sizes N times and gives each row the 5N repetitions
+of every pass (a line per pass says how far it got; the table follows the
+last): a busy spell of a shared host, which can hold one size's five
+back-to-back repetitions 1.5-2.5x slow over sockets, then moves only one
+pass of them, and the median that "replay compare" takes stays put.
 
 --op alltoall runs GPU-initiated networking's all-to-all example instead
 of a Program: one kernel per rank reads a signal, meets the others at a GIN
@@ -190,6 +201,8 @@ func parseGPUArgs(e *env, args []string) (gpuOpts, error) {
 		return bad("-np must not be negative")
 	case o.iters < 0 || o.warmup < 0:
 		return bad("-n and -w must not be negative")
+	case o.passes < 1 || o.passes > maxPasses:
+		return bad("--passes must be from 1 to %d", maxPasses)
 	case o.graph != 0 && o.graph != 1:
 		return bad("-G must be 0 or 1")
 	case o.check != 0 && o.check != 1:
@@ -378,6 +391,7 @@ type gpuJob struct {
 	t0, t1  *cuda.Event
 	stopDog chan struct{}
 	sink    *traceSink // nil without --trace
+	pass    int        // the sweep's pass (--passes), from 0
 	gin     *gin.Comm  // --op alltoall only
 }
 
@@ -775,7 +789,7 @@ func (j *gpuJob) sweep() error {
 		return err
 	}
 	kernel := kernels.Current()
-	rep := gpuReport{NRanks: j.n, Collective: j.o.coll.String(), Graph: j.o.graph == 1, Repetitions: gpuReps, Topology: topo, GPUs: gpus,
+	rep := gpuReport{NRanks: j.n, Collective: j.o.coll.String(), Graph: j.o.graph == 1, Repetitions: gpuReps * j.o.passes, Topology: topo, GPUs: gpus,
 		Kernel: &kernel}
 	if j.lib != nil {
 		rep.NCCLVersion = j.lib.VersionString()
@@ -808,22 +822,47 @@ func (j *gpuJob) sweep() error {
 	if err := sweepProbe(); err != nil {
 		return err
 	}
+	sizes := j.o.sizes()
+	rows := make([]gpuRow, len(sizes))
+	for j.pass = 0; j.pass < j.o.passes; j.pass++ {
+		started := time.Now()
+		for i, size := range sizes {
+			// Probe the host before a size in the first pass only: the
+			// row keeps that probe.
+			var rowProbe *netprobe.Result
+			if j.pass == 0 {
+				if rowProbe, err = probe(); err != nil {
+					return err
+				}
+			}
+			row, err := j.runSize(size)
+			if err != nil {
+				return err
+			}
+			if j.pass == 0 {
+				row.NetProbe = rowProbe
+				rows[i] = row
+			} else {
+				rows[i].addPass(row)
+			}
+			rows[i].derive(busFactor(j.o.coll, j.n), j.nc != nil)
+			if j.rank == 0 && j.o.passes == 1 {
+				printGPURow(j.e.stdout, rows[i], j.lib != nil, j.o.check == 1)
+			}
+		}
+		if j.rank == 0 && j.o.passes > 1 {
+			fmt.Fprintf(j.e.stdout, "# pass %d of %d: %d sizes in %.1f s\n", j.pass+1, j.o.passes, len(sizes), time.Since(started).Seconds())
+		}
+	}
 	var wrong int64
-	for _, size := range j.o.sizes() {
-		rowProbe, err := probe()
-		if err != nil {
-			return err
-		}
-		row, err := j.runSize(size)
-		if err != nil {
-			return err
-		}
-		row.NetProbe = rowProbe
+	for _, row := range rows {
 		wrong += row.Wrong
-		if j.rank == 0 {
+		if j.rank == 0 && j.o.passes > 1 {
 			printGPURow(j.e.stdout, row, j.lib != nil, j.o.check == 1)
-			rep.Rows = append(rep.Rows, row)
 		}
+	}
+	if j.rank == 0 {
+		rep.Rows = rows
 	}
 	if err := sweepProbe(); err != nil {
 		return err
@@ -977,8 +1016,12 @@ func (j *gpuJob) header(rep gpuReport) {
 	if j.o.itersAuto {
 		iters = "50 calls per loop, 10 from 64 MiB"
 	}
-	fmt.Fprintf(w, "# twinccl gpu: %d ranks, %s, %s %s, %s (%s), %d repetitions (mean), %d warm-up calls\n",
-		j.n, j.o.coll, j.o.dt, j.o.rop, mode, iters, gpuReps, j.o.warmup)
+	reps := fmt.Sprintf("%d repetitions (mean)", gpuReps)
+	if j.o.passes > 1 {
+		reps = fmt.Sprintf("%d passes of %d repetitions (mean of all)", j.o.passes, gpuReps)
+	}
+	fmt.Fprintf(w, "# twinccl gpu: %d ranks, %s, %s %s, %s (%s), %s, %d warm-up calls\n",
+		j.n, j.o.coll, j.o.dt, j.o.rop, mode, iters, reps, j.o.warmup)
 	for _, g := range rep.GPUs {
 		fmt.Fprintf(w, "#   %s\n", g)
 	}
@@ -1176,30 +1219,50 @@ func (j *gpuJob) gatherRow(row gpuRow, ours, theirs timing, size int64) (gpuRow,
 			}
 		}
 	}
-	bus := busFactor(o.coll, j.n)
 	row.RepsUs = repsUs(v[:gpuReps])
-	row.TimeUs, row.BestUs = meanBest(row.RepsUs)
 	row.Wrong = v[gpuReps]
-	if row.TimeUs > 0 {
-		row.AlgBW = float64(row.Bytes) / row.TimeUs / 1e3
-		row.BusBW = row.AlgBW * bus
-	}
 	if j.nc != nil {
 		row.NCCLRepsUs = repsUs(v[per : per+gpuReps])
-		row.NCCLTime, row.NCCLBest = meanBest(row.NCCLRepsUs)
 		row.NCCLWrong = v[per+gpuReps]
-		if row.NCCLTime > 0 {
-			row.NCCLAlgBW = float64(row.Bytes) / row.NCCLTime / 1e3
-			row.NCCLBusBW = row.NCCLAlgBW * bus
-		}
-		if row.TimeUs > 0 {
-			row.Ratio = row.NCCLTime / row.TimeUs
-		}
 		if row.NCCLWrong > 0 && j.rank == 0 {
 			fmt.Fprintf(j.e.stderr, "run gpu: warning: NCCL's result has %d wrong elements at %d bytes\n", row.NCCLWrong, row.Bytes)
 		}
 	}
+	row.derive(busFactor(o.coll, j.n), j.nc != nil)
 	return row, nil
+}
+
+// addPass adds the repetitions and wrong elements of another pass's row
+// of the same size (--passes); derive then recomputes the times.
+func (r *gpuRow) addPass(next gpuRow) {
+	r.RepsUs = append(r.RepsUs, next.RepsUs...)
+	r.NCCLRepsUs = append(r.NCCLRepsUs, next.NCCLRepsUs...)
+	r.Wrong += next.Wrong
+	r.NCCLWrong += next.NCCLWrong
+}
+
+// derive sets a row's mean and best time, bandwidths (bus: nccl-tests'
+// factor of the collective) and, with NCCL's column (baseline), the ratio
+// from its repetitions.
+func (r *gpuRow) derive(bus float64, baseline bool) {
+	r.TimeUs, r.BestUs = meanBest(r.RepsUs)
+	r.AlgBW, r.BusBW = 0, 0
+	if r.TimeUs > 0 {
+		r.AlgBW = float64(r.Bytes) / r.TimeUs / 1e3
+		r.BusBW = r.AlgBW * bus
+	}
+	if !baseline {
+		return
+	}
+	r.NCCLTime, r.NCCLBest = meanBest(r.NCCLRepsUs)
+	r.NCCLAlgBW, r.NCCLBusBW, r.Ratio = 0, 0, 0
+	if r.NCCLTime > 0 {
+		r.NCCLAlgBW = float64(r.Bytes) / r.NCCLTime / 1e3
+		r.NCCLBusBW = r.NCCLAlgBW * bus
+	}
+	if r.TimeUs > 0 {
+		r.Ratio = r.NCCLTime / r.TimeUs
+	}
 }
 
 // fillInput writes this rank's check pattern into the input buffer
@@ -1267,7 +1330,7 @@ func (j *gpuJob) runOurs(p *model.Program, size int64, inB, outB uint64) (timing
 	if err != nil {
 		return t, fmt.Errorf("%d bytes: %w", size, err)
 	}
-	if j.sink != nil {
+	if j.sink != nil && j.pass == 0 {
 		if err := j.traceOnce(p, size); err != nil {
 			return t, err
 		}

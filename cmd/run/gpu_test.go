@@ -48,6 +48,8 @@ func TestGPUUsageErrors(t *testing.T) {
 		{[]string{"--nosuchflag"}, "see run gpu -h"},
 		{[]string{"extra"}, "unexpected arguments"},
 		{[]string{"--timeout", "0s"}, "--timeout must be positive"},
+		{[]string{"--passes", "0"}, "--passes must be from 1 to 100"},
+		{[]string{"--passes", "101"}, "--passes must be from 1 to 100"},
 		// No -np and no job variables.
 		{nil, "no job"},
 	}
@@ -73,7 +75,7 @@ func TestGPUHelp(t *testing.T) {
 	if rc := run([]string{"gpu", "-h"}, &out, &errb); rc != 0 {
 		t.Fatalf("exit %d: %s", rc, errb.String())
 	}
-	for _, want := range []string{"-np", "-G", "--baseline nccl", "-json", "CUDA graph", "busbw"} {
+	for _, want := range []string{"-np", "-G", "--baseline nccl", "-json", "CUDA graph", "busbw", "--passes N"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("help lacks %q:\n%s", want, out.String())
 		}

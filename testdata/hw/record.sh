@@ -5,7 +5,7 @@
 # group by group, then packs them into one tarball, since a device call
 # returns few files. Run from the repo root after `make build`.
 #
-#   DIR=OUT [TAR=FILE.tgz] [PROTOS="ll simple"] [FLAT=1] [DRY=1] [NP=4] bash testdata/hw/record.sh GROUP...
+#   DIR=OUT [TAR=FILE.tgz] [PROTOS="ll simple"] [PASSES=N] [FLAT=1] [DRY=1] [NP=4] bash testdata/hw/record.sh GROUP...
 #
 # GROUP is KIND:LINK. LINK: p2p (NVLink), shm (NCCL_P2P_DISABLE=1), net
 # (split hosts over loopback sockets: one process per rank; always two
@@ -20,12 +20,14 @@
 # net runs AllReduce, AllGather and Broadcast when a protocol is forced
 # (our net proxy carries no LL128), the five ops otherwise; shm and net
 # carry no LL128. PROTOS narrows the protocols of proto and heldout
-# groups. proto and heldout files go to OUT/proto and OUT/heldout (FLAT=1:
+# groups. PASSES is run gpu's --passes (default: 3 for net groups, whose
+# sockets a busy spell of the shared host held 1.5-2.5x slow through
+# whole rows, 1 for the others). proto and heldout files go to OUT/proto and OUT/heldout (FLAT=1:
 # OUT itself), the others to OUT. DRY=1 prints the commands instead of
 # running them.
 #
 # Each group prints its device time; the machine's nvidia-smi goes to
-# OUT/nvidia-smi.txt and NCCL's topology dump, written during the first
+# OUT/nvidia-smi.txt, its lscpu to OUT/lscpu.txt, and NCCL's topology dump, written during the first
 # group unless it is a net one, to OUT/topo.xml (unless one is there). Device time on the H200 pair (2026-11-26): proto:p2p 37 s, heldout:p2p
 # 49 s, proto:shm 25 s, heldout:shm 36 s, tuner:p2p 23 s, tuner:shm 16 s,
 # proto:net 19 s, heldout:net 46 s, tuner:net 45 s (H100 pair, 2026-11-25:
@@ -70,12 +72,14 @@ if [ -z "${DRY:-}" ]; then
   # group, unless there is one already; a split-host group's would hold
   # one GPU).
   { nvidia-smi; nvidia-smi topo -m; } 2>&1 | sed 's/\x1b\[[0-9;]*m//g' > "$DIR/nvidia-smi.txt"
+  lscpu > "$DIR/lscpu.txt" 2>&1 || true
   [ -e "$DIR/topo.xml" ] || [ "${1#*:}" = net ] || export NCCL_TOPO_DUMP_FILE=$DIR/topo.xml
 fi
 for group in "$@"; do
   started=$(date +%s)
   kind=${group%%:*} link=${group#*:}
   env=(); [ "$link" = shm ] && env=(NCCL_P2P_DISABLE=1)
+  passes=${PASSES:-1}; [ "$link" = net ] && passes=${PASSES:-3}
   case $link in p2p | shm | net) ;; *) echo "unknown link in $group (p2p, shm, net)" >&2; exit 2 ;; esac
   protos=${PROTOS:-ll ll128 simple}
   [ "$link" = p2p ] || protos=${protos//ll128/}
@@ -84,7 +88,7 @@ for group in "$@"; do
     max=256M; [ "$link" = shm ] && max=64M; [ "$link" = net ] && max=32M
     mkdir -p "$DIR"
     for op in $OPS5; do
-      run "$link" "$DIR/$link-$op" "${env[@]}" -- --op "$op" -b 8 -e $max -f 4 -c 1 --baseline nccl \
+      run "$link" "$DIR/$link-$op" "${env[@]}" -- --op "$op" -b 8 -e $max -f 4 -c 1 --passes "$passes" --baseline nccl \
         --json "$DIR/$link-$op.json" --trace "$DIR/$link-$op.parquet"
       if [ "$link" = net ] && [ -x bin/replay ] && [ -z "${DRY:-}" ]; then
         bin/replay trace merge -o "$DIR/$link-$op.parquet" "$DIR/$link-$op.rank0.parquet" "$DIR/$link-$op.rank1.parquet" &&
@@ -104,7 +108,7 @@ for group in "$@"; do
         sizes=(-b 48 -e $e -f 8)
       fi
       trace=(); [ "$kind$link" = protop2p ] && trace=(--trace "$out/$link-$op-$p.parquet")
-      run "$link" "$out/$link-$op-$p" "${env[@]}" -- --op "$op" --proto "$p" "${sizes[@]}" -c 1 --baseline nccl \
+      run "$link" "$out/$link-$op-$p" "${env[@]}" -- --op "$op" --proto "$p" "${sizes[@]}" -c 1 --passes "$passes" --baseline nccl \
         --json "$out/$link-$op-$p.json" "${trace[@]}"
     done; done ;;
   *) echo "unknown kind in $group (tuner, proto, heldout)" >&2; exit 2 ;;
