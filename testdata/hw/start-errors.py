@@ -3,7 +3,7 @@
 start named, per protocol, as the closing notes report them. Run from the
 repo root after `make build`:
 
-    python3 testdata/hw/start-errors.py [--transport net|p2p|shm] [--max-bytes B] COLUMN CALIB START...
+    python3 testdata/hw/start-errors.py [--transport net|p2p|shm] [--max-bytes B] [--undisturbed] COLUMN CALIB START...
 
 --transport net (the default) takes every socket recording of a start
 (net-*.json, proto/net-*.json, heldout/net-*.json), simulated on its
@@ -14,9 +14,12 @@ machine's topo.xml. --max-bytes leaves out rows larger than B bytes (e.g.
 LARGE does). COLUMN is nccl (NCCL's column) or ours (our executor's);
 CALIB a calibration file or embedded:NAME.json, which simulates that
 column (ours: --calib-ours); a START is a directory under testdata/hw
-(e.g. h100x2/rerun12). Every row counts, disturbed ones too (the
-regression tests leave out rows whose mean exceeds their best repetition
-by 25%).
+(e.g. h100x2/rerun12). Every row counts, disturbed ones too, unless
+--undisturbed leaves out, as the regression tests do, the rows whose
+measured time (the median of their repetitions) exceeds their best
+repetition by 25%; it also prints how many it left out and the median
+spread of the repetitions ((max-min)/median), a measure of how much the
+host disturbed the start.
 """
 import argparse
 import glob
@@ -31,6 +34,7 @@ def main():
     ap = argparse.ArgumentParser(usage=__doc__)
     ap.add_argument("--transport", choices=("net", "p2p", "shm"), default="net")
     ap.add_argument("--max-bytes", type=int, default=0)
+    ap.add_argument("--undisturbed", action="store_true")
     ap.add_argument("column", choices=("nccl", "ours"))
     ap.add_argument("calib")
     ap.add_argument("starts", nargs="+")
@@ -55,18 +59,31 @@ def main():
         r = subprocess.run(args, capture_output=True, text=True)
         if r.returncode:
             sys.exit("%s: %s" % (f, r.stderr.strip()))
-        return s, json.loads(r.stdout)["calls"]
+        with open(f) as fh:
+            reps = {row["bytes"]: row.get(reps_key) for row in json.load(fh)["rows"]}
+        return s, json.loads(r.stdout)["calls"], reps
 
-    errs = {}
-    for s, calls in ThreadPoolExecutor(4).map(compare, jobs):
+    reps_key = "nccl_reps_us" if a.column == "nccl" else "reps_us"
+    errs, left, spread = {}, {}, {}
+    for s, calls, reps in ThreadPoolExecutor(4).map(compare, jobs):
         for c in calls:
             if a.max_bytes and c["bytes"] > a.max_bytes:
                 continue
+            rr = reps.get(c["bytes"])
+            if rr and len(rr) > 1:
+                spread.setdefault((s, c["proto"]), []).append((max(rr) - min(rr)) / statistics.median(rr) * 100)
+                if a.undisturbed and statistics.median(rr) > 1.25 * min(rr):
+                    left[(s, c["proto"])] = left.get((s, c["proto"]), 0) + 1
+                    continue
             e = c["nccl_err"] if a.column == "nccl" else c["err"]
             if e is not None:
                 errs.setdefault((s, c["proto"]), []).append(abs(e) * 100)
     for (s, proto), v in sorted(errs.items()):
-        print("%-16s %-4s %-7s rows %3d  median %5.1f%%  max %5.1f%%" % (s, a.transport, proto, len(v), statistics.median(v), max(v)))
+        line = "%-16s %-4s %-7s rows %3d  median %5.1f%%  max %5.1f%%" % (s, a.transport, proto, len(v), statistics.median(v), max(v))
+        if a.undisturbed:
+            sp = spread.get((s, proto))
+            line += "  disturbed %3d  rep spread %s" % (left.get((s, proto), 0), "%5.1f%%" % statistics.median(sp) if sp else "   - ")
+        print(line)
 
 
 if __name__ == "__main__":
