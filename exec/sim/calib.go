@@ -52,7 +52,9 @@ import (
 //     coll_us per protocol (a collective's own per-call cost), and
 //     line_threads per protocol (an LL or LL128 block sized to the call,
 //     as twinccl's kernel sizes them), and net_socket.recv_post_us (the
-//     part of a socket receive an idle proxy does before its message).
+//     part of a socket receive an idle proxy does before its message), and
+//     net_socket.post_fence_us (twinccl's fence before it publishes an LL
+//     step to its socket proxy).
 //
 // Since the simulator predicts measured rows as the back-to-back loops
 // they were timed with (Simulator.Loop, loop.go), the embedded files are
@@ -414,6 +416,17 @@ type SocketCalib struct {
 	// sends the slice (NCCL's proxy does so when the buffer is in host
 	// memory), per wire byte, on top of ProxyGBps. 0: no such cost.
 	FlagCheckGBps float64 `json:"flag_check_GBps,omitempty"`
+	// PostFenceUs is paid by every LL or LL128 slice with data that a
+	// lane sends through a socket connection, after its lines and before
+	// the slice reaches the send proxy: twinccl's kernel publishes such a
+	// step as a Simple one, with a fifo entry, a system-scope fence that
+	// waits for its writes across PCIe, and the tail its proxy waits for.
+	// In its kernel traces (testdata/hw/h100x2/rerun18) an LL send of 8 B
+	// to 8 KiB over sockets takes 3.0-4.0 us, over SHM 1.3. NCCL's LL
+	// senders publish nothing (its proxy reads the flags:
+	// FlagCheckGBps); a Simple slice's fence is in SimpleUs. Not scaled
+	// by the host (ForHost): the fence is the GPU's and PCIe's. 0: none.
+	PostFenceUs float64 `json:"post_fence_us,omitempty"`
 }
 
 // proxyGBps is ProxyGBps with its default.
@@ -726,6 +739,7 @@ func (c *Calib) Validate() error {
 		{"net_socket.flag_check_GBps", c.NetSocket.FlagCheckGBps}, {"net_socket.payload_op_us", c.NetSocket.PayloadOpUs},
 		{"net_socket.payload_send_op_us", c.NetSocket.PayloadSendOpUs},
 		{"net_socket.simple_us", c.NetSocket.SimpleUs}, {"net_socket.host_latency_us", c.NetSocket.HostLatencyUs},
+		{"net_socket.post_fence_us", c.NetSocket.PostFenceUs},
 		{"net_socket.host_exp", c.NetSocket.HostExp},
 		{"net_socket.inline_bytes", float64(c.NetSocket.InlineBytes)}} {
 		if err := bad(k.name, k.v, 0, 1e6); err != nil {

@@ -32,6 +32,9 @@ type fitUse struct {
 	// socketFlags says LL or LL128 rows cross a socket proxy (its flag
 	// check can be fitted)
 	socketFlags bool
+	// socketFence says LL or LL128 rows of our executor (a table naming
+	// its kernel) cross a socket proxy (net_socket.post_fence_us)
+	socketFence bool
 	// socketSimple says Simple rows cross a socket proxy (its Simple
 	// latency, net_socket.simple_us)
 	socketSimple bool
@@ -244,6 +247,10 @@ func fitParams(u fitUse) []FitParam {
 			ps = append(ps, FitParam{Name: "net_socket.simple_us", Floor: 1, Lo: 0, Hi: 1000,
 				get: func(c *Calib) float64 { return c.NetSocket.SimpleUs }, set: func(c *Calib, v float64) { c.NetSocket.SimpleUs = v }})
 		}
+		if u.socketFence {
+			ps = append(ps, FitParam{Name: "net_socket.post_fence_us", Floor: 0.01, Lo: 0, Hi: 100,
+				get: func(c *Calib) float64 { return c.NetSocket.PostFenceUs }, set: func(c *Calib, v float64) { c.NetSocket.PostFenceUs = v }})
+		}
 		if u.socketFlags {
 			// Unset (no cost), it starts at ten times the proxy's copy rate.
 			ps = append(ps, FitParam{Name: "net_socket.flag_check_GBps", Floor: 0, Lo: 0.1, Hi: 1000,
@@ -339,6 +346,10 @@ type FitTable struct {
 	// (Table.HostLatencyUs): the rows are simulated under
 	// Calib.ForHost(HostLatencyUs).
 	HostLatencyUs float64
+	// Ours says the rows are our executor's (Table.Kernel names its
+	// build): they may fit constants of its kernel alone
+	// (net_socket.post_fence_us).
+	Ours bool
 }
 
 // NewFitTable prepares a Table for fitting: res is the search result under
@@ -347,7 +358,7 @@ func NewFitTable(t *Table, res *search.Result) FitTable {
 	// SearchTable, which made res, has checked the settings.
 	st, _ := SettingsFromEnv(t.Lookup)
 	return FitTable{Name: t.Name, Res: res, Settings: st, Harness: t.Harness, Rows: t.Rows, Loop: DefaultLoopCalls, Eager: t.Eager,
-		HostLatencyUs: t.HostLatencyUs}
+		HostLatencyUs: t.HostLatencyUs, Ours: t.Kernel != ""}
 }
 
 // simulator builds the table's simulator with calibration c.
@@ -621,6 +632,7 @@ func usage(tables []FitTable, c *Calib) (fitUse, error) {
 					u.noGDR = u.noGDR || !rt.gdr
 					u.socket = u.socket || rt.proxyCopies > 0
 					u.socketFlags = u.socketFlags || (rt.proxyCopies > 0 && p.Proto != model.ProtoSimple)
+					u.socketFence = u.socketFence || (rt.proxyCopies > 0 && p.Proto != model.ProtoSimple && ft.Ours)
 					u.socketSimple = u.socketSimple || (rt.proxyCopies > 0 && p.Proto == model.ProtoSimple)
 					u.socketHost = u.socketHost || (rt.proxyCopies > 0 && ft.HostLatencyUs > 0 && c.NetSocket.HostLatencyUs > 0)
 				}

@@ -330,3 +330,46 @@ func TestCalibForHost(t *testing.T) {
 		t.Errorf("1 MiB: %.2f us on a host four times slower to answer, %.2f on the reference host: want about twice", slow, ref)
 	}
 }
+
+// TestSocketPostFence: post_fence_us delays an LL slice sent through a
+// socket proxy by the fence before the proxy sees it (one slice on an
+// isolated Broadcast's path: once), and a Simple slice not at all; it is
+// fitted on our executor's LL rows over sockets (a table naming its
+// kernel) and on no others: NCCL's LL senders post no fence.
+func TestSocketPostFence(t *testing.T) {
+	const fence = 50.0 // us, far above every other cost
+	run := func(proto model.Protocol, bytes int64, f float64) float64 {
+		c := socketCalib(t, 1, 1, 10)
+		c.NetSocket.PostFenceUs = f
+		return socketRowUs(t, c, proto, bytes, 0)
+	}
+	if d := run(model.ProtoLL, 48, fence) - run(model.ProtoLL, 48, 0); math.Abs(d-fence) > 0.02*fence {
+		t.Errorf("LL 48 B: post_fence_us %g adds %.2f us, want %g (one slice)", fence, d, fence)
+	}
+	if a, b := run(model.ProtoSimple, 64, fence), run(model.ProtoSimple, 64, 0); a != b {
+		t.Errorf("Simple 64 B: %.2f us with post_fence_us, %.2f without: want equal", a, b)
+	}
+	tb, res := loadTable(t, "net-socket")
+	base, err := DefaultCalib(90)
+	if err != nil {
+		t.Fatal(err)
+	}
+	table := func(proto model.Protocol, kernel string) FitTable {
+		return NewFitTable(&Table{Name: "t.tsv", Env: tb.Env, Kernel: kernel, Rows: []Measurement{{Coll: model.CollBroadcast,
+			Bytes: 1 << 20, MeanUs: 1, Line: 1, Recorded: &Recorded{Algo: model.AlgoRing, Proto: proto}}}}, res)
+	}
+	const ours = "interp.cu a6a13e53b6fb520e line_threads=640"
+	for _, tc := range []struct {
+		name string
+		ft   FitTable
+		want bool
+	}{
+		{"our LL", table(model.ProtoLL, ours), true},
+		{"NCCL's LL", table(model.ProtoLL, ""), false},
+		{"our Simple", table(model.ProtoSimple, ours), false},
+	} {
+		if got := fitsParam(t, base, "net_socket.post_fence_us", tc.ft); got != tc.want {
+			t.Errorf("%s over sockets: post_fence_us fitted %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

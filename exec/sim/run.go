@@ -84,8 +84,9 @@ type actor struct {
 	// fenced says the current slice has paid its remote fence
 	fenced bool
 	// hostSend says some send connection is a SHM one, its buffer in host
-	// memory (HostFenceUs)
-	hostSend bool
+	// memory (HostFenceUs); proxySend that one goes through a socket
+	// proxy (SocketCalib.PostFenceUs)
+	hostSend, proxySend bool
 	// kind is the current call's primitive; recvs and sends say whether
 	// it receives and sends
 	kind         model.PrimKind
@@ -321,8 +322,9 @@ type runner struct {
 	// remoteLoad is the cost of a load from a peer's memory (read mode)
 	remoteLoad float64
 	// hostFence is the fence of a Simple slice that stores into a SHM
-	// connection's host memory (HostFenceUs)
-	hostFence Time
+	// connection's host memory (HostFenceUs); postFence that of an LL or
+	// LL128 slice sent through a socket proxy (SocketCalib.PostFenceUs)
+	hostFence, postFence Time
 	// fence is the remote fence of a slice that stores into a peer's
 	// memory; read says Simple P2P steps run in read mode
 	fence Time
@@ -592,6 +594,8 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 				x.payloadSendOp = x.c.NetSocket.PayloadSendOpUs * psPerUs
 				if x.proto == model.ProtoSimple {
 					x.proxySimple = usToPs(x.c.NetSocket.SimpleUs)
+				} else {
+					x.postFence = usToPs(x.c.NetSocket.PostFenceUs)
 				}
 				x.proxyPs = 1 / (x.c.NetSocket.proxyGBps() * 1e-3)
 				if g := x.c.NetSocket.FlagCheckGBps; g > 0 && x.proto != model.ProtoSimple {
@@ -679,6 +683,7 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 			x.sc[c].sender = int32(i)
 			if x.sc[c].proxyFrom >= 0 {
 				x.sc[c].proxyFrom = l.Rank
+				a.proxySend = true
 			}
 			switch rt := x.rt[c]; {
 			case rt.hostSend:
@@ -1380,7 +1385,8 @@ func (r *Result) LinkBytesByName() map[string]float64 {
 // fenceOf is the fence a slice of actor a pays after its stores and
 // before it posts: the remote fence when it stores into a peer GPU's
 // memory, the host fence when it stores into a SHM connection's host
-// memory, the longer when both.
+// memory, the post fence when it sends through a socket proxy, the
+// longest of those that apply.
 func (x *runner) fenceOf(a *actor) Time {
 	var f Time
 	if a.remote {
@@ -1388,6 +1394,9 @@ func (x *runner) fenceOf(a *actor) Time {
 	}
 	if a.hostSend {
 		f = max(f, x.hostFence)
+	}
+	if a.proxySend {
+		f = max(f, x.postFence)
 	}
 	return f
 }

@@ -68,6 +68,18 @@
 #                      h100x2/rerun5 it came out at 1.0 and 1.5 us, and the
 #                      held-out LL medians of h100x2/rerun6-9 rose by 1.4-2.3
 #                      points under the first, by at most 0.1 under the second.
+#   h100-twinccl.json (eleventh session, post_fence_us: our kernel's fence
+#   before it publishes an LL step to its proxy; fitted on our LL rows
+#   only), on the starts of the current build with three passes a socket
+#   row, LOSS=abs:
+#                      LOSS=abs SET='post_fence_us=1.5' bash testdata/hw/fit-sockets.sh \
+#                        <(git show 9a91d21:exec/sim/calib/h100-twinccl.json) OUT.json ours \
+#                        h100x2/rerun18 h100x2/rerun19 -- h100x2/rerun20 h100x2/rerun17
+#                      h100.json the same session, LOSS=abs across eight starts:
+#                      LOSS=abs bash testdata/hw/fit-sockets.sh <(git show a7e2acb:exec/sim/calib/h100.json) \
+#                        OUT.json nccl h100x2/leader h200x2/rerun4 h200x2/rerun3 h100x2/rerun5 h100x2/rerun7 \
+#                        h100x2/rerun9 h100x2/rerun11 h100x2/rerun14 -- h100x2/rerun6 h100x2/rerun8 \
+#                        h100x2/rerun10 h100x2/rerun12 h100x2/rerun15 h100x2/rerun17
 # testdata/hw/start-errors.py gives each start's median and maximum |err|
 # per protocol under a calibration, as the closing notes report them.
 # (each then merged into the file: its net_socket block, its source text
@@ -106,6 +118,6 @@ for kv in sys.argv[4].split():
 json.dump(c, open(sys.argv[2], "w"), indent=2)
 EOF
 ${REPLAY:-bin/replay} calibrate --nodes 2 --start "$out.start.json" --column "$col" \
-  --params '^net_socket\.(proxy_GBps|latency_us|send_op_us|recv_op_us|recv_post_us|flag_check_GBps|payload_op_us|payload_send_op_us|simple_us|host_exp)$' \
+  --params '^net_socket\.(proxy_GBps|latency_us|send_op_us|recv_op_us|recv_post_us|flag_check_GBps|payload_op_us|payload_send_op_us|simple_us|host_exp|post_fence_us)$' \
   --max-evals "${EVALS:-2500}" --loss "${LOSS:-squares}" --out "$out" "${fit[@]}" "${held[@]}" > "$out.txt"
 grep -E '^# median' "$out.txt"

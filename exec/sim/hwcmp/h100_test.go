@@ -475,6 +475,17 @@ var h100NCCLBounds = []poolBound{
 	{"rerun18/proto/net-*-simple", ColNCCL, BucketAll, 0.06, 0.15},   // 2.2, 9.2
 	{"rerun18/heldout/net-*-ll", ColNCCL, BucketAll, 0.08, 0.18},     // 4.2, 12.7
 	{"rerun18/heldout/net-*-simple", ColNCCL, BucketAll, 0.08, 0.17}, // 4.6, 11.6
+	// rerun19/ and rerun20/ (socket groups only, three passes a row)
+	{"rerun19/net-*", ColNCCL, BucketAll, 0.07, 0.25},                // 3.6, 20.0
+	{"rerun19/proto/net-*-ll", ColNCCL, BucketAll, 0.07, 0.13},       // 3.7, 7.2
+	{"rerun19/proto/net-*-simple", ColNCCL, BucketAll, 0.06, 0.20},   // 2.5, 14.4
+	{"rerun19/heldout/net-*-ll", ColNCCL, BucketAll, 0.05, 0.12},     // 1.5, 7.0
+	{"rerun19/heldout/net-*-simple", ColNCCL, BucketAll, 0.07, 0.29}, // 4.0, 23.2
+	{"rerun20/net-*", ColNCCL, BucketAll, 0.07, 0.25},                // 4.0, 19.9
+	{"rerun20/proto/net-*-ll", ColNCCL, BucketAll, 0.07, 0.43},       // 3.6, 37.7
+	{"rerun20/proto/net-*-simple", ColNCCL, BucketAll, 0.06, 0.18},   // 2.8, 12.7
+	{"rerun20/heldout/net-*-ll", ColNCCL, BucketAll, 0.07, 0.15},     // 4.0, 9.2
+	{"rerun20/heldout/net-*-simple", ColNCCL, BucketAll, 0.08, 0.18}, // 4.7, 12.6
 }
 
 // h100TwincclBounds are tolerances on our executor's column simulated
@@ -713,11 +724,11 @@ var h100CurrentBounds = []poolBound{
 	{"rerun17/heldout/p2p-*-simple", ColOurs, BucketAll, 0.05, 0.14}, // 1.7, 8.3
 	{"rerun17/heldout/shm-*-ll", ColOurs, BucketAll, 0.08, 0.14},     // 4.3, 8.9
 	{"rerun17/heldout/shm-*-simple", ColOurs, BucketAll, 0.05, 0.17}, // 2.0, 11.6
-	{"rerun17/net-*", ColOurs, BucketAll, 0.15, 0.41},                // 11.2, 35.4
-	{"rerun17/proto/net-*-ll", ColOurs, BucketAll, 0.13, 0.29},       // 9.3, 23.7
-	{"rerun17/proto/net-*-simple", ColOurs, BucketAll, 0.17, 0.27},   // 13.9, 21.4
-	{"rerun17/heldout/net-*-ll", ColOurs, BucketAll, 0.23, 0.61},     // 19.5, 56.0
-	{"rerun17/heldout/net-*-simple", ColOurs, BucketAll, 0.10, 0.29}, // 6.3, 23.3
+	{"rerun17/net-*", ColOurs, BucketAll, 0.14, 0.40},                // 10.7, 35.0
+	{"rerun17/proto/net-*-ll", ColOurs, BucketAll, 0.12, 0.29},       // 8.9, 23.3
+	{"rerun17/proto/net-*-simple", ColOurs, BucketAll, 0.16, 0.30},   // 12.7, 24.3
+	{"rerun17/heldout/net-*-ll", ColOurs, BucketAll, 0.23, 0.61},     // 19.1, 55.8
+	{"rerun17/heldout/net-*-simple", ColOurs, BucketAll, 0.10, 0.29}, // 6.3, 23.1
 	// rerun18/ (a twenty-second, recorded after every fit: its socket rows
 	// hold three passes of five repetitions, --passes 3)
 	{"rerun18/heldout/p2p-*-ll", ColOurs, BucketAll, 0.07, 0.15},     // 3.2, 9.3
@@ -725,11 +736,24 @@ var h100CurrentBounds = []poolBound{
 	{"rerun18/heldout/p2p-*-simple", ColOurs, BucketAll, 0.05, 0.13}, // 2.0, 7.5
 	{"rerun18/heldout/shm-*-ll", ColOurs, BucketAll, 0.07, 0.15},     // 3.7, 9.5
 	{"rerun18/heldout/shm-*-simple", ColOurs, BucketAll, 0.05, 0.14}, // 2.0, 8.1
-	{"rerun18/net-*", ColOurs, BucketAll, 0.09, 0.35},                // 5.7, 29.7
-	{"rerun18/proto/net-*-ll", ColOurs, BucketAll, 0.14, 0.28},       // 10.6, 22.9
-	{"rerun18/proto/net-*-simple", ColOurs, BucketAll, 0.08, 0.35},   // 4.7, 30.0
-	{"rerun18/heldout/net-*-ll", ColOurs, BucketAll, 0.10, 0.27},     // 7.0, 21.4
-	{"rerun18/heldout/net-*-simple", ColOurs, BucketAll, 0.07, 0.20}, // 4.0, 14.3
+	{"rerun18/net-*", ColOurs, BucketAll, 0.08, 0.30},                // 4.7, 24.6
+	{"rerun18/proto/net-*-ll", ColOurs, BucketAll, 0.14, 0.27},       // 10.4, 21.6
+	{"rerun18/proto/net-*-simple", ColOurs, BucketAll, 0.06, 0.30},   // 2.7, 24.6
+	{"rerun18/heldout/net-*-ll", ColOurs, BucketAll, 0.10, 0.22},     // 6.8, 16.1
+	{"rerun18/heldout/net-*-simple", ColOurs, BucketAll, 0.08, 0.21}, // 4.5, 15.1
+	// rerun19/ and rerun20/ (twenty-third and twenty-fourth starts: socket
+	// groups only, three passes a row); the calibration's net_socket is
+	// fitted on rerun18/ and rerun19/
+	{"rerun19/net-*", ColOurs, BucketAll, 0.08, 0.37},                // 4.6, 31.2
+	{"rerun19/proto/net-*-ll", ColOurs, BucketAll, 0.07, 0.18},       // 3.3, 13.0
+	{"rerun19/proto/net-*-simple", ColOurs, BucketAll, 0.10, 0.46},   // 6.3, 40.8
+	{"rerun19/heldout/net-*-ll", ColOurs, BucketAll, 0.11, 0.38},     // 7.1, 32.7
+	{"rerun19/heldout/net-*-simple", ColOurs, BucketAll, 0.06, 0.18}, // 2.8, 12.8
+	{"rerun20/net-*", ColOurs, BucketAll, 0.08, 0.42},                // 4.4, 36.1
+	{"rerun20/proto/net-*-ll", ColOurs, BucketAll, 0.10, 0.31},       // 6.2, 25.5
+	{"rerun20/proto/net-*-simple", ColOurs, BucketAll, 0.06, 0.19},   // 2.6, 13.7
+	{"rerun20/heldout/net-*-ll", ColOurs, BucketAll, 0.12, 0.30},     // 8.6, 24.6
+	{"rerun20/heldout/net-*-simple", ColOurs, BucketAll, 0.08, 0.29}, // 4.6, 23.1
 }
 
 // h100GatherBounds are tolerances on our executor's socket rows of rerun4/,
@@ -824,12 +848,13 @@ type calibBounds struct {
 // row leaves its tolerance. Every file must fall in a pool of each
 // column it has.
 func TestRegressionH100x2(t *testing.T) {
-	checkMachine(t, h100Dir(), 635, []string{"sockets-helpers/", "sockets-helpers/proto/", "sockets-helpers/heldout/", "rerun/", "rerun/proto/", "rerun/heldout/",
+	checkMachine(t, h100Dir(), 669, []string{"sockets-helpers/", "sockets-helpers/proto/", "sockets-helpers/heldout/", "rerun/", "rerun/proto/", "rerun/heldout/",
 		"leader/", "leader/proto/", "leader/heldout/", "rerun2/", "rerun2/proto/", "rerun2/heldout/", "rerun2/diag/", "rerun3/", "rerun3/proto/", "rerun3/heldout/",
 		"rerun4/", "rerun4/proto/", "rerun4/heldout/", "rerun5/", "rerun5/proto/", "rerun5/heldout/", "rerun6/", "rerun6/proto/", "rerun6/heldout/", "rerun7/", "rerun7/proto/", "rerun7/heldout/", "rerun8/", "rerun8/proto/", "rerun8/heldout/", "rerun9/", "rerun9/proto/", "rerun9/heldout/",
 		"rerun10/", "rerun10/proto/", "rerun10/heldout/", "rerun11/", "rerun11/proto/", "rerun11/heldout/",
 		"rerun12/", "rerun12/proto/", "rerun12/heldout/", "rerun13/", "rerun13/proto/", "rerun13/heldout/", "rerun14/", "rerun14/proto/", "rerun14/heldout/", "rerun15/", "rerun15/proto/", "rerun15/heldout/", "rerun16/", "rerun16/proto/", "rerun16/heldout/",
-		"rerun17/", "rerun17/proto/", "rerun17/heldout/", "rerun18/", "rerun18/proto/", "rerun18/heldout/"},
+		"rerun17/", "rerun17/proto/", "rerun17/heldout/", "rerun18/", "rerun18/proto/", "rerun18/heldout/",
+		"rerun19/", "rerun19/proto/", "rerun19/heldout/", "rerun20/", "rerun20/proto/", "rerun20/heldout/"},
 		[]calibBounds{{"", h100Bounds}, {earlyOwnCalib(), h100TwincclBounds}, {eightPackCalib(), h100OursBounds}, {calibFile("h100.json"), h100NCCLBounds},
 			{noLeaderH100Calib(), h100NoLeaderBounds}, {combinedH100Calib(), h100CombinedBounds},
 			{perProto512H100Calib(), h100PerProto512Bounds}, {calibFile("h100-twinccl.json"), h100CurrentBounds},
