@@ -20,9 +20,11 @@
 # net runs AllReduce, AllGather and Broadcast when a protocol is forced
 # (our net proxy carries no LL128), the five ops otherwise; shm and net
 # carry no LL128. PROTOS narrows the protocols of proto and heldout
-# groups. PASSES is run gpu's --passes (default: 3 for net groups, whose
-# sockets a busy spell of the shared host held 1.5-2.5x slow through
-# whole rows, 1 for the others). proto and heldout files go to OUT/proto and OUT/heldout (FLAT=1:
+# groups. PASSES is run gpu's --passes (default 3: a busy spell of the
+# shared host held whole socket rows 1.5-2.5x slow, and one P2P row of
+# 2026-11-27 repeated at 8.5-15.2 us; the net groups take 2-2.5x as long,
+# 2026-11-27: heldout:net 118-125 s, proto:net 34-38 s, tuner:net
+# 116-137 s on the H100 pair). proto and heldout files go to OUT/proto and OUT/heldout (FLAT=1:
 # OUT itself), the others to OUT. DRY=1 prints the commands instead of
 # running them.
 #
@@ -79,7 +81,7 @@ for group in "$@"; do
   started=$(date +%s)
   kind=${group%%:*} link=${group#*:}
   env=(); [ "$link" = shm ] && env=(NCCL_P2P_DISABLE=1)
-  passes=${PASSES:-1}; [ "$link" = net ] && passes=${PASSES:-3}
+  passes=${PASSES:-3}
   case $link in p2p | shm | net) ;; *) echo "unknown link in $group (p2p, shm, net)" >&2; exit 2 ;; esac
   protos=${PROTOS:-ll ll128 simple}
   [ "$link" = p2p ] || protos=${protos//ll128/}

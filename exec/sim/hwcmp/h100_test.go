@@ -282,210 +282,216 @@ var h100OursBounds = []poolBound{
 // points and the maximum plus 5, when the eighth session refitted the
 // socket constants with payload_send_op_us.
 var h100NCCLBounds = []poolBound{
-	{"proto/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.13},                       // 2.3, 7.9
-	{"proto/shm-*-simple", ColNCCL, BucketAll, 0.07, 0.21},                   // 3.9, 15.7
-	{"proto/net-*-ll", ColNCCL, BucketAll, 0.28, 0.56},                       // 24.6, 51.0
-	{"proto/net-*-simple", ColNCCL, BucketAll, 0.19, 0.34},                   // 15.3, 28.1
-	{"shm-*", ColNCCL, BucketAll, 0.05, 0.38},                                // 1.9, 32.2
-	{"net-*", ColNCCL, BucketAll, 0.22, 0.51},                                // 18.3, 45.3
-	{"heldout/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.16},                     // 2.2, 10.2
-	{"heldout/shm-*-simple", ColNCCL, BucketAll, 0.08, 0.16},                 // 4.4, 10.3
-	{"heldout/net-*-ll", ColNCCL, BucketAll, 0.22, 0.33},                     // 18.9, 27.8
-	{"heldout/net-*-simple", ColNCCL, BucketAll, 0.21, 0.33},                 // 17.1, 28.0
-	{"sockets-helpers/proto/net-*-ll", ColNCCL, BucketAll, 0.15, 0.34},       // 11.2, 29.0
-	{"sockets-helpers/proto/net-*-simple", ColNCCL, BucketAll, 0.08, 0.22},   // 4.3, 16.6
-	{"sockets-helpers/net-*", ColNCCL, BucketAll, 0.10, 0.33},                // 6.5, 27.2
-	{"sockets-helpers/heldout/net-*-ll", ColNCCL, BucketAll, 0.14, 0.31},     // 10.9, 25.4
-	{"sockets-helpers/heldout/net-*-simple", ColNCCL, BucketAll, 0.12, 0.32}, // 8.5, 26.6
+	{"proto/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.13},                       // 2.9, 7.6
+	{"proto/shm-*-simple", ColNCCL, BucketAll, 0.07, 0.21},                   // 3.9, 15.5
+	{"proto/net-*-ll", ColNCCL, BucketAll, 0.26, 0.55},                       // 22.8, 49.8
+	{"proto/net-*-simple", ColNCCL, BucketAll, 0.19, 0.33},                   // 15.5, 27.9
+	{"shm-*", ColNCCL, BucketAll, 0.06, 0.38},                                // 2.3, 32.7
+	{"net-*", ColNCCL, BucketAll, 0.20, 0.50},                                // 16.6, 44.1
+	{"heldout/shm-*-ll", ColNCCL, BucketAll, 0.05, 0.15},                     // 2.0, 9.9
+	{"heldout/shm-*-simple", ColNCCL, BucketAll, 0.08, 0.16},                 // 4.4, 10.1
+	{"heldout/net-*-ll", ColNCCL, BucketAll, 0.20, 0.31},                     // 16.2, 25.5
+	{"heldout/net-*-simple", ColNCCL, BucketAll, 0.20, 0.35},                 // 17.0, 29.6
+	{"sockets-helpers/proto/net-*-ll", ColNCCL, BucketAll, 0.14, 0.33},       // 10.2, 27.2
+	{"sockets-helpers/proto/net-*-simple", ColNCCL, BucketAll, 0.10, 0.21},   // 6.5, 15.3
+	{"sockets-helpers/net-*", ColNCCL, BucketAll, 0.09, 0.33},                // 5.6, 27.4
+	{"sockets-helpers/heldout/net-*-ll", ColNCCL, BucketAll, 0.13, 0.30},     // 9.5, 24.3
+	{"sockets-helpers/heldout/net-*-simple", ColNCCL, BucketAll, 0.15, 0.32}, // 11.1, 26.8
 	// rerun/heldout: heldout/ recorded again on a later start (2026-11-26,
 	// the current executor, with run gpu's loopback probe), no fit used it
-	{"rerun/p2p-*", ColNCCL, BucketAll, 0.06, 0.19},                // 2.5, 13.6
-	{"rerun/shm-*", ColNCCL, BucketAll, 0.06, 0.25},                // 3.0, 19.7
-	{"rerun/proto/p2p-*", ColNCCL, BucketAll, 0.06, 0.16},          // 2.6, 10.5
-	{"rerun/proto/shm-*", ColNCCL, BucketAll, 0.07, 0.25},          // 4.0, 19.3
-	{"rerun/proto/net-*", ColNCCL, BucketAll, 0.09, 0.33},          // 5.3, 27.2
-	{"rerun/heldout/p2p-*-ll", ColNCCL, BucketAll, 0.06, 0.18},     // 2.9, 12.8
+	{"rerun/p2p-*", ColNCCL, BucketAll, 0.08, 0.15},                // 4.3, 9.2
+	{"rerun/shm-*", ColNCCL, BucketAll, 0.06, 0.24},                // 3.0, 18.1
+	{"rerun/proto/p2p-*", ColNCCL, BucketAll, 0.06, 0.20},          // 3.0, 15.0
+	{"rerun/proto/shm-*", ColNCCL, BucketAll, 0.08, 0.23},          // 4.4, 17.7
+	{"rerun/proto/net-*", ColNCCL, BucketAll, 0.08, 0.32},          // 5.0, 26.1
+	{"rerun/heldout/p2p-*-ll", ColNCCL, BucketAll, 0.08, 0.15},     // 4.1, 9.9
 	{"rerun/heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.06, 0.16},  // 2.7, 10.1
-	{"rerun/heldout/p2p-*-simple", ColNCCL, BucketAll, 0.07, 0.15}, // 3.1, 9.1
-	{"rerun/heldout/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.17},     // 2.5, 11.1
-	{"rerun/heldout/shm-*-simple", ColNCCL, BucketAll, 0.08, 0.17}, // 4.2, 12.0
-	{"rerun/heldout/net-*-ll", ColNCCL, BucketAll, 0.13, 0.44},     // 9.5, 38.6
-	{"rerun/heldout/net-*-simple", ColNCCL, BucketAll, 0.08, 0.23}, // 4.7, 17.7
+	{"rerun/heldout/p2p-*-simple", ColNCCL, BucketAll, 0.07, 0.15}, // 3.3, 9.1
+	{"rerun/heldout/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.16},     // 2.6, 10.4
+	{"rerun/heldout/shm-*-simple", ColNCCL, BucketAll, 0.07, 0.16}, // 3.8, 10.7
+	{"rerun/heldout/net-*-ll", ColNCCL, BucketAll, 0.13, 0.44},     // 9.3, 38.9
+	{"rerun/heldout/net-*-simple", ColNCCL, BucketAll, 0.07, 0.28}, // 3.8, 22.8
 	// leader/: another start of the machine (2026-11-26, fourth session),
 	// never fitted
-	{"leader/shm-*", ColNCCL, BucketAll, 0.05, 0.25},                // 1.6, 19.4
-	{"leader/net-*", ColNCCL, BucketAll, 0.09, 0.27},                // 5.8, 21.8
-	{"leader/proto/shm-*-ll", ColNCCL, BucketAll, 0.05, 0.13},       // 1.4, 7.8
-	{"leader/proto/shm-*-simple", ColNCCL, BucketAll, 0.07, 0.22},   // 3.5, 16.1
-	{"leader/proto/net-*-ll", ColNCCL, BucketAll, 0.12, 0.32},       // 8.3, 26.7
-	{"leader/proto/net-*-simple", ColNCCL, BucketAll, 0.14, 0.23},   // 10.5, 17.9
-	{"leader/heldout/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.23},     // 2.5, 17.4
-	{"leader/heldout/shm-*-simple", ColNCCL, BucketAll, 0.08, 0.17}, // 4.2, 11.3
-	{"leader/heldout/net-*-ll", ColNCCL, BucketAll, 0.10, 0.25},     // 6.7, 19.9
-	{"leader/heldout/net-*-simple", ColNCCL, BucketAll, 0.09, 0.24}, // 5.9, 18.7
+	{"leader/shm-*", ColNCCL, BucketAll, 0.06, 0.23},                // 2.4, 17.1
+	{"leader/net-*", ColNCCL, BucketAll, 0.09, 0.30},                // 6.0, 24.6
+	{"leader/proto/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.14},       // 2.1, 8.4
+	{"leader/proto/shm-*-simple", ColNCCL, BucketAll, 0.07, 0.21},   // 3.2, 15.9
+	{"leader/proto/net-*-ll", ColNCCL, BucketAll, 0.11, 0.30},       // 8.0, 24.1
+	{"leader/proto/net-*-simple", ColNCCL, BucketAll, 0.07, 0.26},   // 4.0, 20.6
+	{"leader/heldout/shm-*-ll", ColNCCL, BucketAll, 0.07, 0.24},     // 3.1, 18.6
+	{"leader/heldout/shm-*-simple", ColNCCL, BucketAll, 0.08, 0.17}, // 4.2, 11.2
+	{"leader/heldout/net-*-ll", ColNCCL, BucketAll, 0.09, 0.25},     // 6.0, 19.9
+	{"leader/heldout/net-*-simple", ColNCCL, BucketAll, 0.09, 0.22}, // 5.8, 16.3
 	// rerun2/: the sockets on another start (2026-11-26, seventh session;
 	// a probe before every size), never fitted
-	{"rerun2/net-*", ColNCCL, BucketAll, 0.08, 0.71},                // 4.6, 65.7
-	{"rerun2/proto/net-*-ll", ColNCCL, BucketAll, 0.08, 0.26},       // 4.2, 20.3
-	{"rerun2/proto/net-*-simple", ColNCCL, BucketAll, 0.10, 0.22},   // 6.8, 16.3
-	{"rerun2/heldout/net-*-ll", ColNCCL, BucketAll, 0.10, 0.30},     // 6.5, 24.7
-	{"rerun2/heldout/net-*-simple", ColNCCL, BucketAll, 0.10, 0.29}, // 7.0, 23.6
+	{"rerun2/net-*", ColNCCL, BucketAll, 0.08, 0.71},                // 4.5, 65.2
+	{"rerun2/proto/net-*-ll", ColNCCL, BucketAll, 0.11, 0.29},       // 7.6, 23.3
+	{"rerun2/proto/net-*-simple", ColNCCL, BucketAll, 0.12, 0.25},   // 8.1, 19.4
+	{"rerun2/heldout/net-*-ll", ColNCCL, BucketAll, 0.09, 0.33},     // 5.4, 27.5
+	{"rerun2/heldout/net-*-simple", ColNCCL, BucketAll, 0.10, 0.33}, // 6.5, 27.2
 	// rerun3/: a seventh start (2026-11-26, seventh session), never fitted
-	{"rerun3/net-*", ColNCCL, BucketAll, 0.09, 0.32},                // 6.0, 26.6
-	{"rerun3/proto/net-*-ll", ColNCCL, BucketAll, 0.07, 0.27},       // 3.7, 21.9
-	{"rerun3/proto/net-*-simple", ColNCCL, BucketAll, 0.08, 0.25},   // 4.2, 20.0
-	{"rerun3/heldout/net-*-ll", ColNCCL, BucketAll, 0.11, 0.24},     // 7.4, 18.1
-	{"rerun3/heldout/net-*-simple", ColNCCL, BucketAll, 0.09, 0.21}, // 5.1, 15.3
-	{"rerun3/heldout/p2p-*-ll", ColNCCL, BucketAll, 0.07, 0.20},     // 3.7, 14.1
+	{"rerun3/net-*", ColNCCL, BucketAll, 0.09, 0.35},                // 5.5, 29.6
+	{"rerun3/proto/net-*-ll", ColNCCL, BucketAll, 0.09, 0.26},       // 5.8, 20.3
+	{"rerun3/proto/net-*-simple", ColNCCL, BucketAll, 0.10, 0.27},   // 6.4, 21.2
+	{"rerun3/heldout/net-*-ll", ColNCCL, BucketAll, 0.10, 0.23},     // 7.0, 17.8
+	{"rerun3/heldout/net-*-simple", ColNCCL, BucketAll, 0.09, 0.18}, // 5.9, 12.7
+	{"rerun3/heldout/p2p-*-ll", ColNCCL, BucketAll, 0.07, 0.17},     // 3.1, 12.0
 	{"rerun3/heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.06, 0.15},  // 2.4, 9.2
-	{"rerun3/heldout/p2p-*-simple", ColNCCL, BucketAll, 0.07, 0.14}, // 3.4, 8.9
-	{"rerun3/heldout/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.15},     // 2.1, 9.2
-	{"rerun3/heldout/shm-*-simple", ColNCCL, BucketAll, 0.08, 0.25}, // 4.9, 20.0
+	{"rerun3/heldout/p2p-*-simple", ColNCCL, BucketAll, 0.07, 0.15}, // 3.4, 9.2
+	{"rerun3/heldout/shm-*-ll", ColNCCL, BucketAll, 0.05, 0.14},     // 2.0, 9.0
+	{"rerun3/heldout/shm-*-simple", ColNCCL, BucketAll, 0.08, 0.26}, // 4.9, 20.9
 	// rerun4/ (an eighth start, seventh session), never fitted for NCCL
-	{"rerun4/net-*", ColNCCL, BucketAll, 0.09, 0.25},                // 5.7, 19.1
-	{"rerun4/proto/net-*-ll", ColNCCL, BucketAll, 0.08, 0.23},       // 4.8, 17.1
-	{"rerun4/proto/net-*-simple", ColNCCL, BucketAll, 0.11, 0.28},   // 7.7, 22.6
-	{"rerun4/heldout/net-*-ll", ColNCCL, BucketAll, 0.12, 0.26},     // 8.7, 20.3
-	{"rerun4/heldout/net-*-simple", ColNCCL, BucketAll, 0.11, 0.34}, // 7.4, 28.5
+	{"rerun4/net-*", ColNCCL, BucketAll, 0.09, 0.27},                // 5.2, 22.0
+	{"rerun4/proto/net-*-ll", ColNCCL, BucketAll, 0.08, 0.24},       // 4.4, 18.6
+	{"rerun4/proto/net-*-simple", ColNCCL, BucketAll, 0.09, 0.30},   // 5.7, 24.3
+	{"rerun4/heldout/net-*-ll", ColNCCL, BucketAll, 0.12, 0.28},     // 8.9, 22.4
+	{"rerun4/heldout/net-*-simple", ColNCCL, BucketAll, 0.14, 0.36}, // 10.1, 30.1
 	// rerun5/, rerun6/, rerun7/ (ninth to eleventh starts, eighth session);
 	// NCCL's socket constants are fitted on rerun5/ and rerun7/ since the
 	// ninth session
-	{"rerun5/net-*", ColNCCL, BucketAll, 0.09, 0.27},                 // 5.3, 21.4
-	{"rerun5/proto/net-*-ll", ColNCCL, BucketAll, 0.07, 0.14},        // 3.4, 8.9
-	{"rerun5/proto/net-*-simple", ColNCCL, BucketAll, 0.07, 0.18},    // 3.8, 12.5
-	{"rerun5/heldout/net-*-ll", ColNCCL, BucketAll, 0.10, 0.21},      // 6.5, 15.9
-	{"rerun5/heldout/net-*-simple", ColNCCL, BucketAll, 0.10, 0.23},  // 6.4, 17.7
-	{"rerun6/net-*", ColNCCL, BucketAll, 0.07, 0.27},                 // 4.0, 21.9
-	{"rerun6/proto/net-*-ll", ColNCCL, BucketAll, 0.08, 0.17},        // 4.8, 11.7
-	{"rerun6/proto/net-*-simple", ColNCCL, BucketAll, 0.09, 0.25},    // 5.2, 19.5
-	{"rerun6/heldout/net-*-ll", ColNCCL, BucketAll, 0.10, 0.22},      // 6.2, 16.1
-	{"rerun6/heldout/net-*-simple", ColNCCL, BucketAll, 0.10, 0.18},  // 6.2, 12.8
-	{"rerun7/net-*", ColNCCL, BucketAll, 0.09, 0.29},                 // 5.8, 23.4
-	{"rerun7/proto/net-*-ll", ColNCCL, BucketAll, 0.10, 0.27},        // 6.8, 21.5
-	{"rerun7/proto/net-*-simple", ColNCCL, BucketAll, 0.07, 0.20},    // 4.0, 14.8
-	{"rerun7/heldout/net-*-ll", ColNCCL, BucketAll, 0.09, 0.33},      // 5.9, 27.8
-	{"rerun7/heldout/net-*-simple", ColNCCL, BucketAll, 0.07, 0.21},  // 3.5, 15.9
-	{"rerun8/net-*", ColNCCL, BucketAll, 0.08, 0.49},                 // 4.7, 43.9
-	{"rerun8/proto/net-*-ll", ColNCCL, BucketAll, 0.07, 0.16},        // 3.3, 10.9
-	{"rerun8/proto/net-*-simple", ColNCCL, BucketAll, 0.06, 0.30},    // 3.0, 24.3
-	{"rerun8/heldout/net-*-ll", ColNCCL, BucketAll, 0.07, 0.20},      // 3.8, 14.2
-	{"rerun8/heldout/net-*-simple", ColNCCL, BucketAll, 0.07, 0.22},  // 3.5, 16.5
-	{"rerun9/net-*", ColNCCL, BucketAll, 0.08, 0.24},                 // 5.0, 18.3
-	{"rerun9/proto/net-*-ll", ColNCCL, BucketAll, 0.10, 0.22},        // 6.5, 16.9
-	{"rerun9/proto/net-*-simple", ColNCCL, BucketAll, 0.10, 0.19},    // 6.7, 13.2
-	{"rerun9/heldout/net-*-ll", ColNCCL, BucketAll, 0.07, 0.28},      // 3.7, 23.0
-	{"rerun9/heldout/net-*-simple", ColNCCL, BucketAll, 0.07, 0.20},  // 3.7, 14.5
-	{"rerun10/net-*", ColNCCL, BucketAll, 0.09, 0.31},                // 5.5, 25.4
-	{"rerun11/net-*", ColNCCL, BucketAll, 0.08, 0.35},                // 4.1, 29.4
-	{"rerun12/net-*", ColNCCL, BucketAll, 0.08, 0.36},                // 4.4, 30.1
-	{"rerun10/proto/net-*-ll", ColNCCL, BucketAll, 0.12, 0.32},       // 8.5, 26.6
-	{"rerun11/proto/net-*-ll", ColNCCL, BucketAll, 0.07, 0.20},       // 3.5, 15.0
-	{"rerun12/proto/net-*-ll", ColNCCL, BucketAll, 0.07, 0.15},       // 3.4, 9.2
-	{"rerun10/proto/net-*-simple", ColNCCL, BucketAll, 0.07, 0.19},   // 3.1, 13.6
-	{"rerun11/proto/net-*-simple", ColNCCL, BucketAll, 0.09, 0.23},   // 5.8, 17.1
-	{"rerun12/proto/net-*-simple", ColNCCL, BucketAll, 0.08, 0.18},   // 4.4, 12.8
-	{"rerun10/heldout/net-*-ll", ColNCCL, BucketAll, 0.11, 0.32},     // 7.6, 26.1
-	{"rerun11/heldout/net-*-ll", ColNCCL, BucketAll, 0.09, 0.32},     // 5.6, 26.2
-	{"rerun12/heldout/net-*-ll", ColNCCL, BucketAll, 0.10, 0.27},     // 6.4, 21.1
-	{"rerun10/heldout/net-*-simple", ColNCCL, BucketAll, 0.10, 0.32}, // 6.4, 26.7
-	{"rerun11/heldout/net-*-simple", ColNCCL, BucketAll, 0.13, 0.26}, // 10.0, 20.4
-	{"rerun12/heldout/net-*-simple", ColNCCL, BucketAll, 0.10, 0.28}, // 6.1, 23.0
-	{"rerun8/heldout/p2p-*-ll", ColNCCL, BucketAll, 0.07, 0.19},      // 3.6, 13.2
+	{"rerun5/net-*", ColNCCL, BucketAll, 0.08, 0.29},                 // 4.5, 23.1
+	{"rerun5/proto/net-*-ll", ColNCCL, BucketAll, 0.06, 0.16},        // 2.2, 10.1
+	{"rerun5/proto/net-*-simple", ColNCCL, BucketAll, 0.07, 0.20},    // 4.0, 14.4
+	{"rerun5/heldout/net-*-ll", ColNCCL, BucketAll, 0.09, 0.24},      // 5.4, 18.5
+	{"rerun5/heldout/net-*-simple", ColNCCL, BucketAll, 0.08, 0.22},  // 4.4, 16.8
+	{"rerun6/net-*", ColNCCL, BucketAll, 0.08, 0.27},                 // 4.2, 21.8
+	{"rerun6/proto/net-*-ll", ColNCCL, BucketAll, 0.07, 0.16},        // 3.7, 10.9
+	{"rerun6/proto/net-*-simple", ColNCCL, BucketAll, 0.09, 0.24},    // 5.4, 19.0
+	{"rerun6/heldout/net-*-ll", ColNCCL, BucketAll, 0.09, 0.22},      // 5.3, 16.1
+	{"rerun6/heldout/net-*-simple", ColNCCL, BucketAll, 0.06, 0.18},  // 3.0, 12.7
+	{"rerun7/net-*", ColNCCL, BucketAll, 0.09, 0.29},                 // 5.2, 23.5
+	{"rerun7/proto/net-*-ll", ColNCCL, BucketAll, 0.09, 0.26},        // 5.1, 20.6
+	{"rerun7/proto/net-*-simple", ColNCCL, BucketAll, 0.07, 0.22},    // 3.2, 16.9
+	{"rerun7/heldout/net-*-ll", ColNCCL, BucketAll, 0.09, 0.31},      // 5.9, 25.9
+	{"rerun7/heldout/net-*-simple", ColNCCL, BucketAll, 0.06, 0.22},  // 2.7, 16.3
+	{"rerun8/net-*", ColNCCL, BucketAll, 0.08, 0.48},                 // 5.0, 42.5
+	{"rerun8/proto/net-*-ll", ColNCCL, BucketAll, 0.07, 0.15},        // 3.7, 10.0
+	{"rerun8/proto/net-*-simple", ColNCCL, BucketAll, 0.08, 0.26},    // 4.8, 20.5
+	{"rerun8/heldout/net-*-ll", ColNCCL, BucketAll, 0.07, 0.21},      // 3.5, 15.8
+	{"rerun8/heldout/net-*-simple", ColNCCL, BucketAll, 0.07, 0.17},  // 3.1, 11.7
+	{"rerun9/net-*", ColNCCL, BucketAll, 0.09, 0.25},                 // 5.9, 19.1
+	{"rerun9/proto/net-*-ll", ColNCCL, BucketAll, 0.09, 0.23},        // 5.6, 17.7
+	{"rerun9/proto/net-*-simple", ColNCCL, BucketAll, 0.07, 0.20},    // 3.4, 14.4
+	{"rerun9/heldout/net-*-ll", ColNCCL, BucketAll, 0.07, 0.30},      // 3.2, 24.3
+	{"rerun9/heldout/net-*-simple", ColNCCL, BucketAll, 0.08, 0.22},  // 4.5, 16.3
+	{"rerun10/net-*", ColNCCL, BucketAll, 0.09, 0.32},                // 5.6, 26.6
+	{"rerun11/net-*", ColNCCL, BucketAll, 0.08, 0.35},                // 4.7, 29.7
+	{"rerun12/net-*", ColNCCL, BucketAll, 0.08, 0.37},                // 4.4, 31.7
+	{"rerun10/proto/net-*-ll", ColNCCL, BucketAll, 0.12, 0.31},       // 8.2, 25.9
+	{"rerun11/proto/net-*-ll", ColNCCL, BucketAll, 0.07, 0.21},       // 3.9, 15.9
+	{"rerun12/proto/net-*-ll", ColNCCL, BucketAll, 0.07, 0.14},       // 3.2, 8.9
+	{"rerun10/proto/net-*-simple", ColNCCL, BucketAll, 0.09, 0.15},   // 5.4, 9.6
+	{"rerun11/proto/net-*-simple", ColNCCL, BucketAll, 0.07, 0.19},   // 3.4, 13.9
+	{"rerun12/proto/net-*-simple", ColNCCL, BucketAll, 0.08, 0.21},   // 4.7, 15.4
+	{"rerun10/heldout/net-*-ll", ColNCCL, BucketAll, 0.10, 0.27},     // 6.9, 21.8
+	{"rerun11/heldout/net-*-ll", ColNCCL, BucketAll, 0.09, 0.32},     // 5.1, 26.5
+	{"rerun12/heldout/net-*-ll", ColNCCL, BucketAll, 0.09, 0.27},     // 6.0, 21.1
+	{"rerun10/heldout/net-*-simple", ColNCCL, BucketAll, 0.08, 0.33}, // 4.4, 27.8
+	{"rerun11/heldout/net-*-simple", ColNCCL, BucketAll, 0.09, 0.20}, // 5.6, 14.5
+	{"rerun12/heldout/net-*-simple", ColNCCL, BucketAll, 0.08, 0.33}, // 4.9, 27.9
+	{"rerun8/heldout/p2p-*-ll", ColNCCL, BucketAll, 0.07, 0.17},      // 3.5, 11.5
 	{"rerun8/heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.06, 0.15},   // 2.6, 9.2
-	{"rerun8/heldout/p2p-*-simple", ColNCCL, BucketAll, 0.07, 0.18},  // 3.3, 13.0
-	{"rerun8/heldout/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.14},      // 2.4, 8.7
-	{"rerun8/heldout/shm-*-simple", ColNCCL, BucketAll, 0.08, 0.17},  // 4.7, 11.4
-	{"rerun10/heldout/p2p-*-ll", ColNCCL, BucketAll, 0.07, 0.18},     // 3.1, 12.8
-	{"rerun11/heldout/p2p-*-ll", ColNCCL, BucketAll, 0.07, 0.19},     // 3.8, 13.3
+	{"rerun8/heldout/p2p-*-simple", ColNCCL, BucketAll, 0.06, 0.18},  // 2.5, 12.8
+	{"rerun8/heldout/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.14},      // 2.5, 8.3
+	{"rerun8/heldout/shm-*-simple", ColNCCL, BucketAll, 0.08, 0.17},  // 4.5, 11.3
+	{"rerun10/heldout/p2p-*-ll", ColNCCL, BucketAll, 0.06, 0.17},     // 2.9, 11.6
+	{"rerun11/heldout/p2p-*-ll", ColNCCL, BucketAll, 0.07, 0.16},     // 3.3, 10.4
 	{"rerun10/heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.06, 0.14},  // 2.7, 9.0
 	{"rerun11/heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.06, 0.16},  // 2.3, 10.7
-	{"rerun10/heldout/p2p-*-simple", ColNCCL, BucketAll, 0.08, 0.14}, // 4.3, 9.0
-	{"rerun11/heldout/p2p-*-simple", ColNCCL, BucketAll, 0.07, 0.15}, // 3.9, 9.5
-	{"rerun10/heldout/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.37},     // 2.4, 31.4
-	{"rerun12/heldout/shm-*-ll", ColNCCL, BucketAll, 0.07, 0.17},     // 3.3, 11.2
+	{"rerun10/heldout/p2p-*-simple", ColNCCL, BucketAll, 0.07, 0.15}, // 3.1, 9.1
+	{"rerun11/heldout/p2p-*-simple", ColNCCL, BucketAll, 0.07, 0.15}, // 3.3, 9.2
+	{"rerun10/heldout/shm-*-ll", ColNCCL, BucketAll, 0.07, 0.37},     // 3.6, 31.5
+	{"rerun12/heldout/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.18},     // 2.8, 12.1
 	{"rerun10/heldout/shm-*-simple", ColNCCL, BucketAll, 0.08, 0.20}, // 4.9, 14.2
-	{"rerun12/heldout/shm-*-simple", ColNCCL, BucketAll, 0.08, 0.16}, // 4.4, 10.4
+	{"rerun12/heldout/shm-*-simple", ColNCCL, BucketAll, 0.08, 0.15}, // 4.2, 9.6
 	// rerun13/ (a seventeenth start, tenth session: the interpreter of one
 	// protocol; our calibration's fit) and rerun14/ (an eighteenth)
-	{"rerun13/p2p-*", ColNCCL, BucketAll, 0.06, 0.18},                // 2.9, 12.5
-	{"rerun13/shm-*", ColNCCL, BucketAll, 0.06, 0.24},                // 2.1, 18.7
-	{"rerun13/proto/p2p-*-ll", ColNCCL, BucketAll, 0.06, 0.16},       // 2.1, 10.6
+	{"rerun13/p2p-*", ColNCCL, BucketAll, 0.07, 0.15},                // 3.3, 9.4
+	{"rerun13/shm-*", ColNCCL, BucketAll, 0.06, 0.22},                // 2.7, 16.4
+	{"rerun13/proto/p2p-*-ll", ColNCCL, BucketAll, 0.07, 0.14},       // 3.4, 8.2
 	{"rerun13/proto/p2p-*-ll128", ColNCCL, BucketAll, 0.06, 0.15},    // 2.7, 9.2
-	{"rerun13/proto/p2p-*-simple", ColNCCL, BucketAll, 0.06, 0.14},   // 3.0, 8.3
-	{"rerun13/proto/shm-*-ll", ColNCCL, BucketAll, 0.05, 0.11},       // 1.7, 5.4
-	{"rerun13/proto/shm-*-simple", ColNCCL, BucketAll, 0.07, 0.22},   // 3.3, 16.2
-	{"rerun13/heldout/p2p-*-ll", ColNCCL, BucketAll, 0.06, 0.20},     // 2.6, 14.9
+	{"rerun13/proto/p2p-*-simple", ColNCCL, BucketAll, 0.06, 0.12},   // 2.2, 6.4
+	{"rerun13/proto/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.11},       // 2.2, 5.9
+	{"rerun13/proto/shm-*-simple", ColNCCL, BucketAll, 0.07, 0.19},   // 3.1, 14.0
+	{"rerun13/heldout/p2p-*-ll", ColNCCL, BucketAll, 0.06, 0.17},     // 2.8, 11.4
 	{"rerun13/heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.06, 0.15},  // 2.1, 9.8
-	{"rerun13/heldout/p2p-*-simple", ColNCCL, BucketAll, 0.07, 0.15}, // 3.1, 9.6
-	{"rerun13/heldout/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.18},     // 2.8, 12.1
-	{"rerun13/heldout/shm-*-simple", ColNCCL, BucketAll, 0.08, 0.20}, // 4.4, 14.2
-	{"rerun14/heldout/p2p-*-ll", ColNCCL, BucketAll, 0.08, 0.19},     // 4.6, 13.7
+	{"rerun13/heldout/p2p-*-simple", ColNCCL, BucketAll, 0.07, 0.15}, // 3.2, 9.7
+	{"rerun13/heldout/shm-*-ll", ColNCCL, BucketAll, 0.07, 0.17},     // 3.7, 12.0
+	{"rerun13/heldout/shm-*-simple", ColNCCL, BucketAll, 0.08, 0.20}, // 4.4, 14.1
+	{"rerun14/heldout/p2p-*-ll", ColNCCL, BucketAll, 0.07, 0.18},     // 3.4, 12.4
 	{"rerun14/heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.06, 0.16},  // 2.4, 10.8
-	{"rerun14/heldout/p2p-*-simple", ColNCCL, BucketAll, 0.07, 0.15}, // 4.0, 9.8
-	{"rerun14/heldout/shm-*-ll", ColNCCL, BucketAll, 0.05, 0.16},     // 2.0, 10.4
-	{"rerun14/heldout/shm-*-simple", ColNCCL, BucketAll, 0.08, 0.16}, // 4.2, 10.1
-	{"rerun14/net-*", ColNCCL, BucketAll, 0.07, 0.22},                // 3.9, 16.6
-	{"rerun14/proto/net-*-ll", ColNCCL, BucketAll, 0.08, 0.23},       // 5.0, 18.0
-	{"rerun14/proto/net-*-simple", ColNCCL, BucketAll, 0.08, 0.21},   // 4.3, 15.9
-	{"rerun14/heldout/net-*-ll", ColNCCL, BucketAll, 0.08, 0.20},     // 4.6, 14.6
-	{"rerun14/heldout/net-*-simple", ColNCCL, BucketAll, 0.08, 0.22}, // 4.4, 16.7
-	{"rerun15/heldout/p2p-*-ll", ColNCCL, BucketAll, 0.07, 0.20},     // 3.6, 14.2
+	{"rerun14/heldout/p2p-*-simple", ColNCCL, BucketAll, 0.06, 0.15}, // 2.7, 9.4
+	{"rerun14/heldout/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.16},     // 2.6, 10.4
+	{"rerun14/heldout/shm-*-simple", ColNCCL, BucketAll, 0.08, 0.15}, // 4.3, 9.6
+	{"rerun14/net-*", ColNCCL, BucketAll, 0.08, 0.22},                // 4.7, 16.5
+	{"rerun14/proto/net-*-ll", ColNCCL, BucketAll, 0.08, 0.23},       // 4.3, 17.3
+	{"rerun14/proto/net-*-simple", ColNCCL, BucketAll, 0.09, 0.19},   // 5.1, 13.1
+	{"rerun14/heldout/net-*-ll", ColNCCL, BucketAll, 0.07, 0.20},     // 3.3, 14.5
+	{"rerun14/heldout/net-*-simple", ColNCCL, BucketAll, 0.07, 0.18}, // 3.9, 12.6
+	{"rerun15/heldout/p2p-*-ll", ColNCCL, BucketAll, 0.07, 0.17},     // 3.3, 11.7
 	{"rerun15/heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.06, 0.16},  // 2.4, 10.7
-	{"rerun15/heldout/p2p-*-simple", ColNCCL, BucketAll, 0.07, 0.15}, // 3.8, 9.3
-	{"rerun15/heldout/shm-*-ll", ColNCCL, BucketAll, 0.07, 0.20},     // 3.1, 15.0
-	{"rerun15/heldout/shm-*-simple", ColNCCL, BucketAll, 0.08, 0.17}, // 4.3, 11.9
-	{"rerun15/net-*", ColNCCL, BucketAll, 0.09, 0.38},                // 5.4, 32.7
-	{"rerun15/proto/net-*-ll", ColNCCL, BucketAll, 0.09, 0.22},       // 5.9, 16.2
-	{"rerun15/proto/net-*-simple", ColNCCL, BucketAll, 0.09, 0.23},   // 5.5, 17.9
-	{"rerun15/heldout/net-*-ll", ColNCCL, BucketAll, 0.08, 0.35},     // 5.0, 29.3
-	{"rerun15/heldout/net-*-simple", ColNCCL, BucketAll, 0.11, 0.18}, // 8.0, 12.4
+	{"rerun15/heldout/p2p-*-simple", ColNCCL, BucketAll, 0.06, 0.14}, // 2.1, 8.6
+	{"rerun15/heldout/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.22},     // 2.8, 16.3
+	{"rerun15/heldout/shm-*-simple", ColNCCL, BucketAll, 0.08, 0.16}, // 4.2, 10.6
+	{"rerun15/net-*", ColNCCL, BucketAll, 0.09, 0.36},                // 5.4, 30.6
+	{"rerun15/proto/net-*-ll", ColNCCL, BucketAll, 0.09, 0.23},       // 5.5, 17.3
+	{"rerun15/proto/net-*-simple", ColNCCL, BucketAll, 0.07, 0.20},   // 3.6, 14.2
+	{"rerun15/heldout/net-*-ll", ColNCCL, BucketAll, 0.08, 0.32},     // 4.7, 27.0
+	{"rerun15/heldout/net-*-simple", ColNCCL, BucketAll, 0.09, 0.21}, // 5.6, 15.7
 	// rerun16/ (a twentieth start: LL and LL128 blocks of up to 640 threads)
-	{"rerun16/p2p-*", ColNCCL, BucketAll, 0.06, 0.20},                // 2.9, 14.7
-	{"rerun16/shm-*", ColNCCL, BucketAll, 0.06, 0.51},                // 2.2, 45.1
-	{"rerun16/proto/p2p-*-ll", ColNCCL, BucketAll, 0.06, 0.16},       // 2.9, 10.5
+	{"rerun16/p2p-*", ColNCCL, BucketAll, 0.06, 0.16},                // 2.9, 10.5
+	{"rerun16/shm-*", ColNCCL, BucketAll, 0.07, 0.51},                // 3.1, 45.1
+	{"rerun16/proto/p2p-*-ll", ColNCCL, BucketAll, 0.07, 0.14},       // 3.1, 8.9
 	{"rerun16/proto/p2p-*-ll128", ColNCCL, BucketAll, 0.06, 0.15},    // 2.1, 9.4
-	{"rerun16/proto/p2p-*-simple", ColNCCL, BucketAll, 0.07, 0.14},   // 3.3, 8.9
-	{"rerun16/proto/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.16},       // 2.5, 10.8
-	{"rerun16/proto/shm-*-simple", ColNCCL, BucketAll, 0.06, 0.23},   // 3.0, 17.1
-	{"rerun16/heldout/p2p-*-ll", ColNCCL, BucketAll, 0.07, 0.19},     // 3.2, 14.0
+	{"rerun16/proto/p2p-*-simple", ColNCCL, BucketAll, 0.05, 0.13},   // 1.9, 7.2
+	{"rerun16/proto/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.18},       // 2.9, 12.2
+	{"rerun16/proto/shm-*-simple", ColNCCL, BucketAll, 0.06, 0.20},   // 2.8, 15.0
+	{"rerun16/heldout/p2p-*-ll", ColNCCL, BucketAll, 0.06, 0.16},     // 2.9, 10.4
 	{"rerun16/heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.06, 0.16},  // 2.6, 10.5
-	{"rerun16/heldout/p2p-*-simple", ColNCCL, BucketAll, 0.07, 0.15}, // 3.9, 10.0
-	{"rerun16/heldout/shm-*-ll", ColNCCL, BucketAll, 0.05, 0.14},     // 1.9, 8.1
-	{"rerun16/heldout/shm-*-simple", ColNCCL, BucketAll, 0.08, 0.17}, // 4.3, 11.5
+	{"rerun16/heldout/p2p-*-simple", ColNCCL, BucketAll, 0.06, 0.15}, // 3.0, 9.7
+	{"rerun16/heldout/shm-*-ll", ColNCCL, BucketAll, 0.05, 0.13},     // 1.6, 7.9
+	{"rerun16/heldout/shm-*-simple", ColNCCL, BucketAll, 0.08, 0.16}, // 4.1, 10.7
 	// rerun17/ (a twenty-first start, eleventh session, a busy host) and
 	// rerun18/ (a twenty-second: three passes a socket row), recorded after
 	// every fit of this calibration
-	{"rerun17/heldout/p2p-*-ll", ColNCCL, BucketAll, 0.09, 0.20},     // 5.1, 14.1
+	{"rerun17/heldout/p2p-*-ll", ColNCCL, BucketAll, 0.07, 0.21},     // 3.5, 15.9
 	{"rerun17/heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.06, 0.22},  // 2.6, 16.6
-	{"rerun17/heldout/p2p-*-simple", ColNCCL, BucketAll, 0.07, 0.15}, // 3.7, 9.7
-	{"rerun17/heldout/shm-*-ll", ColNCCL, BucketAll, 0.07, 0.17},     // 3.2, 11.2
-	{"rerun17/heldout/shm-*-simple", ColNCCL, BucketAll, 0.07, 0.17}, // 3.2, 11.8
-	{"rerun17/net-*", ColNCCL, BucketAll, 0.14, 0.53},                // 10.9, 47.6
-	{"rerun17/proto/net-*-ll", ColNCCL, BucketAll, 0.08, 0.21},       // 5.0, 15.6
-	{"rerun17/proto/net-*-simple", ColNCCL, BucketAll, 0.09, 0.56},   // 5.4, 50.9
-	{"rerun17/heldout/net-*-ll", ColNCCL, BucketAll, 0.17, 0.46},     // 13.9, 41.0
-	{"rerun17/heldout/net-*-simple", ColNCCL, BucketAll, 0.12, 0.20}, // 8.1, 14.3
-	{"rerun18/heldout/p2p-*-ll", ColNCCL, BucketAll, 0.07, 0.18},     // 3.4, 12.6
+	{"rerun17/heldout/p2p-*-simple", ColNCCL, BucketAll, 0.07, 0.14}, // 3.1, 8.8
+	{"rerun17/heldout/shm-*-ll", ColNCCL, BucketAll, 0.07, 0.18},     // 3.4, 12.4
+	{"rerun17/heldout/shm-*-simple", ColNCCL, BucketAll, 0.06, 0.17}, // 3.0, 11.2
+	{"rerun17/net-*", ColNCCL, BucketAll, 0.14, 0.53},                // 10.9, 47.2
+	{"rerun17/proto/net-*-ll", ColNCCL, BucketAll, 0.08, 0.21},       // 5.0, 15.4
+	{"rerun17/proto/net-*-simple", ColNCCL, BucketAll, 0.12, 0.57},   // 8.8, 51.6
+	{"rerun17/heldout/net-*-ll", ColNCCL, BucketAll, 0.17, 0.46},     // 13.9, 40.7
+	{"rerun17/heldout/net-*-simple", ColNCCL, BucketAll, 0.11, 0.21}, // 7.8, 15.4
+	{"rerun18/heldout/p2p-*-ll", ColNCCL, BucketAll, 0.07, 0.17},     // 3.2, 11.2
 	{"rerun18/heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.06, 0.16},  // 2.6, 11.0
-	{"rerun18/heldout/p2p-*-simple", ColNCCL, BucketAll, 0.07, 0.16}, // 3.7, 10.1
-	{"rerun18/heldout/shm-*-ll", ColNCCL, BucketAll, 0.05, 0.15},     // 1.7, 9.4
-	{"rerun18/heldout/shm-*-simple", ColNCCL, BucketAll, 0.09, 0.17}, // 5.1, 11.5
-	{"rerun18/net-*", ColNCCL, BucketAll, 0.07, 0.18},                // 3.6, 12.5
-	{"rerun18/proto/net-*-ll", ColNCCL, BucketAll, 0.08, 0.24},       // 4.7, 18.7
-	{"rerun18/proto/net-*-simple", ColNCCL, BucketAll, 0.06, 0.15},   // 2.2, 9.2
-	{"rerun18/heldout/net-*-ll", ColNCCL, BucketAll, 0.08, 0.18},     // 4.2, 12.7
-	{"rerun18/heldout/net-*-simple", ColNCCL, BucketAll, 0.08, 0.17}, // 4.6, 11.6
+	{"rerun18/heldout/p2p-*-simple", ColNCCL, BucketAll, 0.06, 0.15}, // 3.0, 9.4
+	{"rerun18/heldout/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.14},     // 2.2, 8.7
+	{"rerun18/heldout/shm-*-simple", ColNCCL, BucketAll, 0.08, 0.16}, // 4.5, 10.2
+	{"rerun18/net-*", ColNCCL, BucketAll, 0.07, 0.18},                // 3.2, 12.7
+	{"rerun18/proto/net-*-ll", ColNCCL, BucketAll, 0.08, 0.24},       // 4.5, 18.3
+	{"rerun18/proto/net-*-simple", ColNCCL, BucketAll, 0.06, 0.15},   // 2.4, 9.1
+	{"rerun18/heldout/net-*-ll", ColNCCL, BucketAll, 0.08, 0.18},     // 4.9, 12.7
+	{"rerun18/heldout/net-*-simple", ColNCCL, BucketAll, 0.09, 0.20}, // 5.3, 14.4
 	// rerun19/ and rerun20/ (socket groups only, three passes a row)
-	{"rerun19/net-*", ColNCCL, BucketAll, 0.07, 0.25},                // 3.6, 20.0
-	{"rerun19/proto/net-*-ll", ColNCCL, BucketAll, 0.07, 0.13},       // 3.7, 7.2
-	{"rerun19/proto/net-*-simple", ColNCCL, BucketAll, 0.06, 0.20},   // 2.5, 14.4
+	{"rerun19/net-*", ColNCCL, BucketAll, 0.07, 0.26},                // 3.6, 20.6
+	{"rerun19/proto/net-*-ll", ColNCCL, BucketAll, 0.08, 0.13},       // 4.1, 7.5
+	{"rerun19/proto/net-*-simple", ColNCCL, BucketAll, 0.07, 0.20},   // 3.8, 14.5
 	{"rerun19/heldout/net-*-ll", ColNCCL, BucketAll, 0.05, 0.12},     // 1.5, 7.0
-	{"rerun19/heldout/net-*-simple", ColNCCL, BucketAll, 0.07, 0.29}, // 4.0, 23.2
-	{"rerun20/net-*", ColNCCL, BucketAll, 0.07, 0.25},                // 4.0, 19.9
-	{"rerun20/proto/net-*-ll", ColNCCL, BucketAll, 0.07, 0.43},       // 3.6, 37.7
-	{"rerun20/proto/net-*-simple", ColNCCL, BucketAll, 0.06, 0.18},   // 2.8, 12.7
-	{"rerun20/heldout/net-*-ll", ColNCCL, BucketAll, 0.07, 0.15},     // 4.0, 9.2
-	{"rerun20/heldout/net-*-simple", ColNCCL, BucketAll, 0.08, 0.18}, // 4.7, 12.6
+	{"rerun19/heldout/net-*-simple", ColNCCL, BucketAll, 0.06, 0.29}, // 2.8, 23.2
+	{"rerun20/net-*", ColNCCL, BucketAll, 0.08, 0.26},                // 4.2, 20.2
+	{"rerun20/proto/net-*-ll", ColNCCL, BucketAll, 0.07, 0.43},       // 3.7, 37.7
+	{"rerun20/proto/net-*-simple", ColNCCL, BucketAll, 0.07, 0.18},   // 4.0, 12.8
+	{"rerun20/heldout/net-*-ll", ColNCCL, BucketAll, 0.07, 0.15},     // 4.0, 9.4
+	{"rerun20/heldout/net-*-simple", ColNCCL, BucketAll, 0.07, 0.18}, // 3.9, 12.6
+	// rerun21/ (P2P and SHM, three passes a row, after every fit)
+	{"rerun21/heldout/p2p-*-ll", ColNCCL, BucketAll, 0.06, 0.16},     // 2.9, 10.3
+	{"rerun21/heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.06, 0.15},  // 2.3, 10.0
+	{"rerun21/heldout/p2p-*-simple", ColNCCL, BucketAll, 0.06, 0.15}, // 3.0, 9.4
+	{"rerun21/heldout/shm-*-ll", ColNCCL, BucketAll, 0.07, 0.17},     // 3.1, 11.9
+	{"rerun21/heldout/shm-*-simple", ColNCCL, BucketAll, 0.07, 0.15}, // 3.7, 10.0
 }
 
 // h100TwincclBounds are tolerances on our executor's column simulated
@@ -754,6 +760,13 @@ var h100CurrentBounds = []poolBound{
 	{"rerun20/proto/net-*-simple", ColOurs, BucketAll, 0.06, 0.19},   // 2.6, 13.7
 	{"rerun20/heldout/net-*-ll", ColOurs, BucketAll, 0.12, 0.30},     // 8.6, 24.6
 	{"rerun20/heldout/net-*-simple", ColOurs, BucketAll, 0.08, 0.29}, // 4.6, 23.1
+	// rerun21/ (a twenty-fifth start: held-out sizes over P2P and SHM, three
+	// passes a row, after every fit)
+	{"rerun21/heldout/p2p-*-ll", ColOurs, BucketAll, 0.07, 0.15},     // 3.7, 9.1
+	{"rerun21/heldout/p2p-*-ll128", ColOurs, BucketAll, 0.05, 0.17},  // 2.0, 11.1
+	{"rerun21/heldout/p2p-*-simple", ColOurs, BucketAll, 0.06, 0.14}, // 2.3, 8.1
+	{"rerun21/heldout/shm-*-ll", ColOurs, BucketAll, 0.07, 0.16},     // 3.5, 10.4
+	{"rerun21/heldout/shm-*-simple", ColOurs, BucketAll, 0.06, 0.18}, // 2.2, 12.5
 }
 
 // h100GatherBounds are tolerances on our executor's socket rows of rerun4/,
@@ -848,13 +861,13 @@ type calibBounds struct {
 // row leaves its tolerance. Every file must fall in a pool of each
 // column it has.
 func TestRegressionH100x2(t *testing.T) {
-	checkMachine(t, h100Dir(), 669, []string{"sockets-helpers/", "sockets-helpers/proto/", "sockets-helpers/heldout/", "rerun/", "rerun/proto/", "rerun/heldout/",
+	checkMachine(t, h100Dir(), 694, []string{"sockets-helpers/", "sockets-helpers/proto/", "sockets-helpers/heldout/", "rerun/", "rerun/proto/", "rerun/heldout/",
 		"leader/", "leader/proto/", "leader/heldout/", "rerun2/", "rerun2/proto/", "rerun2/heldout/", "rerun2/diag/", "rerun3/", "rerun3/proto/", "rerun3/heldout/",
 		"rerun4/", "rerun4/proto/", "rerun4/heldout/", "rerun5/", "rerun5/proto/", "rerun5/heldout/", "rerun6/", "rerun6/proto/", "rerun6/heldout/", "rerun7/", "rerun7/proto/", "rerun7/heldout/", "rerun8/", "rerun8/proto/", "rerun8/heldout/", "rerun9/", "rerun9/proto/", "rerun9/heldout/",
 		"rerun10/", "rerun10/proto/", "rerun10/heldout/", "rerun11/", "rerun11/proto/", "rerun11/heldout/",
 		"rerun12/", "rerun12/proto/", "rerun12/heldout/", "rerun13/", "rerun13/proto/", "rerun13/heldout/", "rerun14/", "rerun14/proto/", "rerun14/heldout/", "rerun15/", "rerun15/proto/", "rerun15/heldout/", "rerun16/", "rerun16/proto/", "rerun16/heldout/",
 		"rerun17/", "rerun17/proto/", "rerun17/heldout/", "rerun18/", "rerun18/proto/", "rerun18/heldout/",
-		"rerun19/", "rerun19/proto/", "rerun19/heldout/", "rerun20/", "rerun20/proto/", "rerun20/heldout/"},
+		"rerun19/", "rerun19/proto/", "rerun19/heldout/", "rerun20/", "rerun20/proto/", "rerun20/heldout/", "rerun21/heldout/"},
 		[]calibBounds{{"", h100Bounds}, {earlyOwnCalib(), h100TwincclBounds}, {eightPackCalib(), h100OursBounds}, {calibFile("h100.json"), h100NCCLBounds},
 			{noLeaderH100Calib(), h100NoLeaderBounds}, {combinedH100Calib(), h100CombinedBounds},
 			{perProto512H100Calib(), h100PerProto512Bounds}, {calibFile("h100-twinccl.json"), h100CurrentBounds},
