@@ -163,20 +163,7 @@ func TestCompareRecordedSettings(t *testing.T) {
 	h100 := filepath.Join("..", "..", "testdata", "hw", "h100x2")
 	run := func(args ...string) compareJSON {
 		t.Helper()
-		out := filepath.Join(t.TempDir(), "c.json")
-		var so, se bytes.Buffer
-		if err := runCompare(append(args, "--json", out), &so, &se); err != nil {
-			t.Fatalf("%v: %v\n%s", args, err, se.String())
-		}
-		var doc compareJSON
-		data, err := os.ReadFile(out)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := json.Unmarshal(data, &doc); err != nil {
-			t.Fatal(err)
-		}
-		return doc
+		return runCompareJSON(t, args...)
 	}
 	doc := run(filepath.Join(h100, "proto", "p2p-allreduce-ll.json"), "--topo", filepath.Join(h100, "topo.xml"))
 	if !strings.Contains(doc.Settings, "NCCL_PROTO=LL") {
@@ -308,20 +295,7 @@ func TestCompareCalibByGPU(t *testing.T) {
 	h100 := filepath.Join(hw, "h100x2")
 	calibOf := func(args ...string) string {
 		t.Helper()
-		out := filepath.Join(t.TempDir(), "c.json")
-		var so, se bytes.Buffer
-		if err := runCompare(append(args, "--json", out), &so, &se); err != nil {
-			t.Fatalf("%v: %v\n%s", args, err, se.String())
-		}
-		var doc compareJSON
-		data, err := os.ReadFile(out)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := json.Unmarshal(data, &doc); err != nil {
-			t.Fatal(err)
-		}
-		return doc.Calib
+		return runCompareJSON(t, args...).Calib
 	}
 	topo := filepath.Join(h100, "topo.xml")
 	// A trace alone names no GPUs; beside its --json file it takes theirs.
@@ -349,6 +323,26 @@ func TestCompareCalibByGPU(t *testing.T) {
 			t.Errorf("%s: calibration %q, want %s", tc.name, got, tc.want)
 		}
 	}
+}
+
+// runCompareJSON runs replay compare with args and returns the document its
+// --json wrote.
+func runCompareJSON(t *testing.T, args ...string) compareJSON {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "c.json")
+	var so, se bytes.Buffer
+	if err := runCompare(append(args, "--json", out), &so, &se); err != nil {
+		t.Fatalf("%v: %v\n%s", args, err, se.String())
+	}
+	var doc compareJSON
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	return doc
 }
 
 // copyFile copies the file at from to to.
