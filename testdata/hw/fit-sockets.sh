@@ -75,6 +75,7 @@
 #                      LOSS=abs SET='post_fence_us=1.5' bash testdata/hw/fit-sockets.sh \
 #                        <(git show 9a91d21:exec/sim/calib/h100-twinccl.json) OUT.json ours \
 #                        h100x2/rerun18 h100x2/rerun19 -- h100x2/rerun20 h100x2/rerun17
+#                      (h200-twinccl.json the same from its own 0d1b464 file)
 #                      h100.json the same session, LOSS=abs across eight starts:
 #                      LOSS=abs bash testdata/hw/fit-sockets.sh <(git show a7e2acb:exec/sim/calib/h100.json) \
 #                        OUT.json nccl h100x2/leader h200x2/rerun4 h200x2/rerun3 h100x2/rerun5 h100x2/rerun7 \
