@@ -841,11 +841,11 @@ func (j *gpuJob) sweep() error {
 			}
 			if j.pass == 0 {
 				row.NetProbe = rowProbe
-				rows[i] = row
+				rows[i] = row // gatherRow derived its times
 			} else {
 				rows[i].addPass(row)
+				rows[i].derive(busFactor(j.o.coll, j.n), j.nc != nil)
 			}
-			rows[i].derive(busFactor(j.o.coll, j.n), j.nc != nil)
 			if j.rank == 0 && j.o.passes == 1 {
 				printGPURow(j.e.stdout, rows[i], j.lib != nil, j.o.check == 1)
 			}

@@ -329,9 +329,10 @@ func checkNCCLEnv(env map[string]string) error {
 }
 
 // traceEnv is the NCCL_* settings of the trace at path: its metadata's
-// (traces.MetaNCCLEnv), else the nccl_env of the --json file of the same
-// run beside it (from names that file), else none (nil, "").
-func traceEnv(path string, meta map[string]string) (env map[string]string, from string, err error) {
+// (traces.MetaNCCLEnv), else the nccl_env of side, the --json file of the
+// same run beside it (sideJSON: from names that file; sideErr, why it did
+// not read, fails only a trace that needs it), else none (nil, "").
+func traceEnv(path string, meta map[string]string, side *Input, sideName string, sideErr error) (env map[string]string, from string, err error) {
 	if v, ok := meta[traces.MetaNCCLEnv]; ok {
 		if err := json.Unmarshal([]byte(v), &env); err != nil {
 			return nil, "", fmt.Errorf("%s: metadata %s: %w", path, traces.MetaNCCLEnv, err)
@@ -344,43 +345,30 @@ func traceEnv(path string, meta map[string]string) (env map[string]string, from 
 		}
 		return env, "", nil
 	}
-	side := strings.TrimSuffix(path, ".parquet") + ".json"
-	if side == path {
+	if sideErr != nil {
+		return nil, "", fmt.Errorf("%s: the settings of the same run: %w", path, sideErr)
+	}
+	if side == nil || side.NCCLEnv == nil {
 		return nil, "", nil
 	}
-	f, err := os.Open(side)
-	if err != nil {
-		return nil, "", nil // no such file: no settings
-	}
-	defer f.Close()
-	in, err := ReadJSON(f, side)
-	if err != nil {
-		return nil, "", fmt.Errorf("%s: the settings of the same run: %w", path, err)
-	}
-	if in.NCCLEnv == nil {
-		return nil, "", nil
-	}
-	return in.NCCLEnv, side, nil
+	return side.NCCLEnv, sideName, nil
 }
 
-// sideGPUs is the GPUs named by the --json file of the same run beside the
-// trace at path (X.parquet: X.json), or nil when there is none or it does
-// not read: they only pick a default calibration.
-func sideGPUs(path string) []string {
+// sideJSON reads the --json file of the same run beside the trace at path
+// (X.parquet: X.json), and returns it with its name; nil and "" when there
+// is no such file, and the error when it does not read.
+func sideJSON(path string) (*Input, string, error) {
 	side := strings.TrimSuffix(path, ".parquet") + ".json"
 	if side == path {
-		return nil
+		return nil, "", nil
 	}
 	f, err := os.Open(side)
 	if err != nil {
-		return nil
+		return nil, "", nil // no such file
 	}
 	defer f.Close()
 	in, err := ReadJSON(f, side)
-	if err != nil {
-		return nil
-	}
-	return in.GPUs
+	return in, side, err
 }
 
 // maxReps bounds the repetitions of a JSON row.
@@ -513,10 +501,16 @@ func ReadTrace(path string) (*Input, error) {
 		return keys[i].comm < keys[j].comm || keys[i].comm == keys[j].comm && keys[i].seq < keys[j].seq
 	})
 	in := &Input{Path: path, Kind: KindTrace}
-	if in.NCCLEnv, in.EnvFrom, err = traceEnv(path, r.Info().Metadata); err != nil {
+	// The --json file beside the trace gives the settings its metadata
+	// lacks and the GPUs (which only pick a default calibration: a file
+	// that does not read leaves them unknown).
+	side, sideName, sideErr := sideJSON(path)
+	if in.NCCLEnv, in.EnvFrom, err = traceEnv(path, r.Info().Metadata, side, sideName, sideErr); err != nil {
 		return nil, err
 	}
-	in.GPUs = sideGPUs(path)
+	if side != nil {
+		in.GPUs = side.GPUs
+	}
 	for _, k := range keys {
 		rows := byKey[k]
 		sort.Slice(rows, func(i, j int) bool { return rows[i].Rank < rows[j].Rank })
