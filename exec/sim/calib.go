@@ -367,6 +367,16 @@ type SocketCalib struct {
 	// by its throughput) does not. 0: the whole operation follows the
 	// message's arrival.
 	RecvPostUs float64 `json:"recv_post_us,omitempty"`
+	// RecvConnUs is the part of RecvOpUs, at its end, that holds the
+	// operation's connection but not its proxy: the proxy serves its
+	// other connections meanwhile (a polling proxy completes a receive
+	// over several passes of its loop, one connection's messages in
+	// order). Two channels' receives then overlap that part. On the
+	// H100 pair, our executor's one-way calls of two channels and one
+	// message each (24-32 KiB Broadcast and Reduce) took 15-20 us a call
+	// where proxies serving whole operations one at a time made them
+	// 20-24. At most RecvOpUs. 0: the whole operation holds the proxy.
+	RecvConnUs float64 `json:"recv_conn_us,omitempty"`
 	// PayloadOpUs is the further time a message holds each of its two
 	// proxies when its payload travels apart from its header: more than
 	// InlineBytes on the wire. NCCL's plugin sends a payload of up to
@@ -427,6 +437,33 @@ type SocketCalib struct {
 	// FlagCheckGBps); a Simple slice's fence is in SimpleUs. Not scaled
 	// by the host (ForHost): the fence is the GPU's and PCIe's. 0: none.
 	PostFenceUs float64 `json:"post_fence_us,omitempty"`
+	// DuplexCost multiplies the copy time per byte (ProxyGBps) of an LL
+	// or LL128 slice on the proxy of a rank that has both sent and
+	// received slices through sockets in the run: the host's TCP stack
+	// then carries both directions, and each runs slower than alone. On
+	// the H100 pair's loopback a probe's two directions at once move 0.7
+	// times what one moves alone, and our executor's two-rank 12 MiB LL
+	// AllGather (both ways) took 2.1 times as long per byte and
+	// direction as its Broadcast (one way), where proxies that serve
+	// both directions one operation at a time gave 1.75 (NCCL's took
+	// 1.7-1.9, and its fit leaves both factors at 1). SimpleDuplexCost
+	// is the same for Simple slices (ours took 1.55 times as long). Not
+	// scaled by the host (ForHost): ratios. 0 or 1: none.
+	DuplexCost       float64 `json:"duplex_cost,omitempty"`
+	SimpleDuplexCost float64 `json:"simple_duplex_cost,omitempty"`
+}
+
+// duplexCost is the DuplexCost or SimpleDuplexCost of protocol p, with
+// their default.
+func (sc *SocketCalib) duplexCost(p model.Protocol) float64 {
+	d := sc.DuplexCost
+	if p == model.ProtoSimple {
+		d = sc.SimpleDuplexCost
+	}
+	if d <= 0 {
+		return 1
+	}
+	return d
 }
 
 // proxyGBps is ProxyGBps with its default.
@@ -457,6 +494,7 @@ func (c *Calib) ForHost(latencyUs float64) *Calib {
 	ns.SendOpUs *= f
 	ns.RecvOpUs *= f
 	ns.RecvPostUs *= f
+	ns.RecvConnUs *= f
 	ns.PayloadOpUs *= f
 	ns.PayloadSendOpUs *= f
 	ns.SimpleUs *= f
@@ -735,11 +773,12 @@ func (c *Calib) Validate() error {
 	}{{"host_mem_GBps", c.HostMemGBps}, {"shm_latency_us", c.SHMLatencyUs},
 		{"net_socket.proxy_GBps", c.NetSocket.ProxyGBps}, {"net_socket.latency_us", c.NetSocket.LatencyUs},
 		{"net_socket.send_op_us", c.NetSocket.SendOpUs}, {"net_socket.recv_op_us", c.NetSocket.RecvOpUs},
-		{"net_socket.recv_post_us", c.NetSocket.RecvPostUs},
+		{"net_socket.recv_post_us", c.NetSocket.RecvPostUs}, {"net_socket.recv_conn_us", c.NetSocket.RecvConnUs},
 		{"net_socket.flag_check_GBps", c.NetSocket.FlagCheckGBps}, {"net_socket.payload_op_us", c.NetSocket.PayloadOpUs},
 		{"net_socket.payload_send_op_us", c.NetSocket.PayloadSendOpUs},
 		{"net_socket.simple_us", c.NetSocket.SimpleUs}, {"net_socket.host_latency_us", c.NetSocket.HostLatencyUs},
-		{"net_socket.post_fence_us", c.NetSocket.PostFenceUs},
+		{"net_socket.post_fence_us", c.NetSocket.PostFenceUs}, {"net_socket.duplex_cost", c.NetSocket.DuplexCost},
+		{"net_socket.simple_duplex_cost", c.NetSocket.SimpleDuplexCost},
 		{"net_socket.host_exp", c.NetSocket.HostExp},
 		{"net_socket.inline_bytes", float64(c.NetSocket.InlineBytes)}} {
 		if err := bad(k.name, k.v, 0, 1e6); err != nil {

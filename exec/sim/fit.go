@@ -41,8 +41,16 @@ type fitUse struct {
 	// socketHost says socket rows come from probed hosts and the
 	// calibration has a reference host (net_socket.host_exp)
 	socketHost bool
-	noGDR      bool
-	harnesses  []string
+	// socketDuplex says socket rows are fitted with a calibration that
+	// prices a proxy serving both directions (net_socket.duplex_cost or
+	// simple_duplex_cost set)
+	socketDuplex bool
+	// socketRecvConn says socket rows are fitted with a calibration that
+	// lets a receive operation's end hold its connection alone
+	// (net_socket.recv_conn_us set)
+	socketRecvConn bool
+	noGDR          bool
+	harnesses      []string
 	// eager says some table was timed outside CUDA graphs (HostCallUs)
 	eager bool
 	// fenceProtos are the protocols of rows recorded on twinccl's own
@@ -239,6 +247,18 @@ func fitParams(u fitUse) []FitParam {
 				get: func(c *Calib) float64 { return c.NetSocket.PayloadOpUs }, set: func(c *Calib, v float64) { c.NetSocket.PayloadOpUs = v }},
 			FitParam{Name: "net_socket.payload_send_op_us", Floor: 1, Lo: 0, Hi: 1000,
 				get: func(c *Calib) float64 { return c.NetSocket.PayloadSendOpUs }, set: func(c *Calib, v float64) { c.NetSocket.PayloadSendOpUs = v }})
+		if u.socketRecvConn {
+			ps = append(ps, FitParam{Name: "net_socket.recv_conn_us", Floor: 1, Lo: 0, Hi: 1000,
+				get: func(c *Calib) float64 { return c.NetSocket.RecvConnUs }, set: func(c *Calib, v float64) { c.NetSocket.RecvConnUs = v }})
+		}
+		if u.socketDuplex && u.socketFlags {
+			ps = append(ps, FitParam{Name: "net_socket.duplex_cost", Floor: 0, Lo: 1, Hi: 4,
+				get: func(c *Calib) float64 { return c.NetSocket.duplexCost(model.ProtoLL) }, set: func(c *Calib, v float64) { c.NetSocket.DuplexCost = v }})
+		}
+		if u.socketDuplex && u.socketSimple {
+			ps = append(ps, FitParam{Name: "net_socket.simple_duplex_cost", Floor: 0, Lo: 1, Hi: 4,
+				get: func(c *Calib) float64 { return c.NetSocket.duplexCost(model.ProtoSimple) }, set: func(c *Calib, v float64) { c.NetSocket.SimpleDuplexCost = v }})
+		}
 		if u.socketHost {
 			ps = append(ps, FitParam{Name: "net_socket.host_exp", Floor: 0.1, Lo: 0, Hi: 10,
 				get: func(c *Calib) float64 { return c.NetSocket.HostExp }, set: func(c *Calib, v float64) { c.NetSocket.HostExp = v }})
@@ -635,6 +655,8 @@ func usage(tables []FitTable, c *Calib) (fitUse, error) {
 					u.socketFence = u.socketFence || (rt.proxyCopies > 0 && p.Proto != model.ProtoSimple && ft.Ours)
 					u.socketSimple = u.socketSimple || (rt.proxyCopies > 0 && p.Proto == model.ProtoSimple)
 					u.socketHost = u.socketHost || (rt.proxyCopies > 0 && ft.HostLatencyUs > 0 && c.NetSocket.HostLatencyUs > 0)
+					u.socketRecvConn = u.socketRecvConn || (rt.proxyCopies > 0 && c.NetSocket.RecvConnUs > 0)
+					u.socketDuplex = u.socketDuplex || (rt.proxyCopies > 0 && (c.NetSocket.DuplexCost > 0 || c.NetSocket.SimpleDuplexCost > 0))
 				}
 				if rt.hostSend || rt.hostRecv {
 					hostSet[p.Proto] = true

@@ -292,13 +292,15 @@ func TestSocketSerialCalls(t *testing.T) {
 }
 
 // TestCalibForHost: a recording's probed loopback latency scales the
-// socket proxies' costs by (latency/host_latency_us)^host_exp, without
-// touching the calibration it came from; unprobed recordings and
-// calibrations without a reference host keep the constants.
+// socket proxies' costs by (latency/host_latency_us)^host_exp (their
+// duplex factors, ratios, stay), without touching the calibration it came
+// from; unprobed recordings and calibrations without a reference host
+// keep the constants.
 func TestCalibForHost(t *testing.T) {
 	c := socketCalib(t, 4, 8, 10)
 	c.NetSocket.LatencyUs, c.NetSocket.PayloadOpUs, c.NetSocket.SimpleUs, c.NetSocket.FlagCheckGBps = 1, 2, 3, 20
 	c.NetSocket.PayloadSendOpUs = 7
+	c.NetSocket.DuplexCost, c.NetSocket.SimpleDuplexCost, c.NetSocket.RecvConnUs = 1.5, 1.25, 1
 	if c.ForHost(9) != c {
 		t.Errorf("no reference host: ForHost should return the calibration itself")
 	}
@@ -313,7 +315,8 @@ func TestCalibForHost(t *testing.T) {
 		got, want float64
 	}{{"send_op_us", ns.SendOpUs, 8}, {"recv_op_us", ns.RecvOpUs, 16}, {"latency_us", ns.LatencyUs, 2},
 		{"payload_op_us", ns.PayloadOpUs, 4}, {"payload_send_op_us", ns.PayloadSendOpUs, 14}, {"simple_us", ns.SimpleUs, 6},
-		{"proxy_GBps", ns.ProxyGBps, 5}, {"flag_check_GBps", ns.FlagCheckGBps, 10}} {
+		{"proxy_GBps", ns.ProxyGBps, 5}, {"flag_check_GBps", ns.FlagCheckGBps, 10}, {"recv_conn_us", ns.RecvConnUs, 2},
+		{"duplex_cost (a ratio)", ns.DuplexCost, 1.5}, {"simple_duplex_cost", ns.SimpleDuplexCost, 1.25}} {
 		if math.Abs(v.got-v.want) > 1e-9 {
 			t.Errorf("probe 16 us on a 4 us host, exponent 0.5: %s %g, want %g", v.name, v.got, v.want)
 		}
@@ -371,5 +374,123 @@ func TestSocketPostFence(t *testing.T) {
 		if got := fitsParam(t, base, "net_socket.post_fence_us", tc.ft); got != tc.want {
 			t.Errorf("%s over sockets: post_fence_us fitted %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestSocketDuplex: a proxy whose rank has both sent and received through
+// sockets copies its bytes duplex_cost (Simple: simple_duplex_cost) times
+// slower. Copy-bound (no fixed costs), one direction alone never pays it;
+// two opposite transfers pay it on every slice but the first of each
+// direction, so they take nearly that factor longer; and the LL factor
+// leaves Simple slices alone. The fit frees each factor only where the
+// start sets one and rows of its protocol cross sockets.
+func TestSocketDuplex(t *testing.T) {
+	const gbps, bytes, factor = 2.0, 8 << 20, 2.0
+	run := func(ll, simple float64, tasks []model.P2PTask) (float64, float64) {
+		c := socketCalib(t, 0, 0, gbps)
+		c.NetSocket.DuplexCost, c.NetSocket.SimpleDuplexCost = ll, simple
+		us, slices := socketRun(t, c, tasks)
+		return us, float64(slices[[2]int{0, 1}])
+	}
+	one := sendTasks(0, 1, bytes)
+	both := append(sendTasks(0, 1, bytes), sendTasks(1, 0, bytes)...)
+	if a, _ := run(0, factor, one); a != mustFirst(run(0, 0, one)) {
+		t.Errorf("one direction: %.1f us with simple_duplex_cost %g, %.1f without: want equal", a, factor, mustFirst(run(0, 0, one)))
+	}
+	plain, k := run(0, 0, both)
+	if k < 4 {
+		t.Fatalf("%v slices a direction, want several", k)
+	}
+	if ll, _ := run(factor, 0, both); ll != plain {
+		t.Errorf("Simple both ways: %.1f us with duplex_cost (LL's) %g, %.1f without: want equal", ll, factor, plain)
+	}
+	// every slice but each direction's first copies factor times slower
+	slow, _ := run(0, factor, both)
+	if lo, hi := plain*(1+(factor-1)*(k-1)/k)*0.98, plain*factor*1.02; slow < lo || slow > hi {
+		t.Errorf("both ways, %v slices: %.1f us with simple_duplex_cost %g (%.1f without), want %.1f-%.1f", k, slow, factor, plain, lo, hi)
+	}
+
+	tb, res := loadTable(t, "net-socket")
+	table := func(proto model.Protocol) FitTable {
+		return NewFitTable(&Table{Name: "t.tsv", Env: tb.Env, Rows: []Measurement{{Coll: model.CollAllGather,
+			Bytes: 1 << 20, MeanUs: 1, Line: 1, Recorded: &Recorded{Algo: model.AlgoRing, Proto: proto}}}}, res)
+	}
+	withDuplex, err := DefaultCalib(90)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plainCalib := *withDuplex
+	withDuplex.NetSocket.DuplexCost = 1.2
+	for _, tc := range []struct {
+		c     *Calib
+		proto model.Protocol
+		param string
+		want  bool
+	}{
+		{withDuplex, model.ProtoLL, "net_socket.duplex_cost", true},
+		{withDuplex, model.ProtoLL, "net_socket.simple_duplex_cost", false},
+		{withDuplex, model.ProtoSimple, "net_socket.simple_duplex_cost", true},
+		{withDuplex, model.ProtoSimple, "net_socket.duplex_cost", false},
+		{&plainCalib, model.ProtoLL, "net_socket.duplex_cost", false},
+	} {
+		if got := fitsParam(t, tc.c, tc.param, table(tc.proto)); got != tc.want {
+			t.Errorf("%v rows, duplex_cost %g: %s fitted %v, want %v", tc.proto, tc.c.NetSocket.DuplexCost, tc.param, got, tc.want)
+		}
+	}
+}
+
+// mustFirst is the first of two results.
+func mustFirst(a, _ float64) float64 { return a }
+
+// TestSocketRecvConn: recv_conn_us, the end of a receive operation that
+// holds its connection but not its proxy, lets the receives of two
+// channels overlap there: a two-channel Broadcast of one slice a channel,
+// bound by 100 us receive operations, takes one operation plus the
+// second's proxy part (100 + 40 us with recv_conn_us 60) instead of two;
+// in a back-to-back loop each connection's operations still follow one
+// another, so a call costs one operation (100 us) instead of two; on one
+// channel nothing overlaps and it changes nothing. Fitted only where the
+// start sets it.
+func TestSocketRecvConn(t *testing.T) {
+	const op, conn = 100.0, 60.0
+	run := func(nch, loop int, recvConn float64) float64 {
+		c := socketCalib(t, 0, op, 1e6)
+		c.NetSocket.RecvConnUs = recvConn
+		tb, res := loadTable(t, "net-socket")
+		ft := NewFitTable(&Table{Name: "t.tsv", Env: tb.Env, Harness: HarnessNCCLTests, Rows: []Measurement{{Coll: model.CollBroadcast,
+			Bytes: 64 << 10, MeanUs: 1, Line: 1, Recorded: &Recorded{Algo: model.AlgoRing, Proto: model.ProtoSimple, NChannels: nch}}}}, res)
+		ft.Loop = loop
+		rows, err := ft.Compare(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rows[0].SimUs
+	}
+	whole, overlapped := run(2, 0, 0), run(2, 0, conn)
+	if d := whole - overlapped; math.Abs(d-conn) > 0.05*conn {
+		t.Errorf("two channels, one call: %.1f us without recv_conn_us, %.1f with %g: want %g us less", whole, overlapped, conn, conn)
+	}
+	whole, overlapped = run(2, DefaultLoopCalls, 0), run(2, DefaultLoopCalls, conn)
+	if math.Abs(whole-2*op) > 0.05*op || math.Abs(overlapped-op) > 0.05*op {
+		t.Errorf("two channels, a loop: %.1f us a call without recv_conn_us, %.1f with: want %g and %g", whole, overlapped, 2*op, op)
+	}
+	for _, loop := range []int{0, DefaultLoopCalls} {
+		if a, b := run(1, loop, conn), run(1, loop, 0); math.Abs(a-b) > 0.01 {
+			t.Errorf("one channel, loop %d: %.2f us with recv_conn_us, %.2f without: want equal", loop, a, b)
+		}
+	}
+	tb, res := loadTable(t, "net-socket")
+	ft := NewFitTable(&Table{Name: "t.tsv", Env: tb.Env, Rows: []Measurement{{Coll: model.CollBroadcast,
+		Bytes: 1 << 20, MeanUs: 1, Line: 1, Recorded: &Recorded{Algo: model.AlgoRing, Proto: model.ProtoSimple}}}}, res)
+	c, err := DefaultCalib(90)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fitsParam(t, c, "net_socket.recv_conn_us", ft) {
+		t.Errorf("recv_conn_us fitted from a start without it")
+	}
+	c.NetSocket.RecvConnUs = 1
+	if !fitsParam(t, c, "net_socket.recv_conn_us", ft) {
+		t.Errorf("recv_conn_us not fitted from a start with it")
 	}
 }

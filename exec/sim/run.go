@@ -354,7 +354,11 @@ type runner struct {
 	// spend before its message arrives (SocketCalib.RecvPostUs), from
 	// recvReady[c] on: when connection c's previous receive operation
 	// ended, or its call's operation began (SerialCalls)
-	recvPost  float64
+	recvPost float64
+	// recvConn is the part of proxyRecvOp (ps), at its end, that holds
+	// the operation's connection (recvReady) but not its proxy
+	// (SocketCalib.RecvConnUs)
+	recvConn  float64
 	recvReady []Time
 	// payloadOp is the further time (ps) a message costs each proxy
 	// when its payload is not inline (SocketCalib.PayloadOpUs), and
@@ -367,9 +371,14 @@ type runner struct {
 	proxyPs     float64
 	// flagPs is the send proxy's time per wire byte to check an LL or
 	// LL128 slice's flags (SocketCalib.FlagCheckGBps; 0 for Simple)
-	flagPs    float64
-	proxyFree []Time
-	proxyRecv [][]float64
+	flagPs float64
+	// duplex multiplies the copy time per byte of the proxy of a rank
+	// that has both sent (proxySent) and received (proxyRcvd) slices
+	// through sockets in the run (SocketCalib.DuplexCost)
+	duplex               float64
+	proxySent, proxyRcvd []bool
+	proxyFree            []Time
+	proxyRecv            [][]float64
 	// proxyDone[c] is the steps connection c's receiving GPU consumed
 	// (its last head), which the receive proxy's operation of the next
 	// call waits for (SocketCalib.SerialCalls); proxyParked[c] the tails
@@ -590,6 +599,7 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 				x.proxySendOp = x.c.NetSocket.SendOpUs * psPerUs
 				x.proxyRecvOp = x.c.NetSocket.RecvOpUs * psPerUs
 				x.recvPost = min(x.c.NetSocket.RecvPostUs*psPerUs, x.proxyRecvOp)
+				x.recvConn = min(x.c.NetSocket.RecvConnUs*psPerUs, x.proxyRecvOp)
 				x.payloadOp = x.c.NetSocket.PayloadOpUs * psPerUs
 				x.payloadSendOp = x.c.NetSocket.PayloadSendOpUs * psPerUs
 				if x.proto == model.ProtoSimple {
@@ -602,6 +612,8 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 					x.flagPs = 1 / (g * 1e-3)
 				}
 				x.proxyFree = make([]Time, p.NRanks)
+				x.duplex = x.c.NetSocket.duplexCost(x.proto)
+				x.proxySent, x.proxyRcvd = make([]bool, p.NRanks), make([]bool, p.NRanks)
 				x.proxyRecv = make([][]float64, len(p.Conns))
 				x.recvReady = make([]Time, len(p.Conns))
 				if x.c.NetSocket.SerialCalls {
@@ -1248,8 +1260,17 @@ func (x *runner) proxySend(c int32, cs *sendConn, tail uint64, data int64) {
 	if int64(wire) > x.c.NetSocket.InlineBytes {
 		op, sendOp = x.payloadOp, x.payloadSendOp
 	}
-	send := x.proxySendOp + op + sendOp + x.rt[c].proxyCopies*wire*x.proxyPs + wire*x.flagPs
-	x.proxyRecv[c] = append(x.proxyRecv[c], x.proxyRecvOp+op+wire*x.proxyPs)
+	from, to := cs.proxyFrom, cs.proxyTo
+	x.proxySent[from], x.proxyRcvd[to] = true, true
+	sendPs, recvPs := x.proxyPs, x.proxyPs
+	if x.proxyRcvd[from] {
+		sendPs *= x.duplex
+	}
+	if x.proxySent[to] {
+		recvPs *= x.duplex
+	}
+	send := x.proxySendOp + op + sendOp + x.rt[c].proxyCopies*wire*sendPs + wire*x.flagPs
+	x.proxyRecv[c] = append(x.proxyRecv[c], x.proxyRecvOp+op+wire*recvPs)
 	x.q.push(x.proxyServe(cs.proxyFrom, send)+cs.lat, evProxyRecv, c, tail)
 }
 
@@ -1258,14 +1279,15 @@ func (x *runner) proxySend(c int32, cs *sendConn, tail uint64, data int64) {
 // receiver sees the slice when it ends, a Simple one after the tail's
 // hand-off (proxySimple). Up to early ps of it ran before the arrival
 // where the proxy was idle then and the operation could be posted
-// (recvReady).
+// (recvReady); its last recvConn ps hold the connection alone, the proxy
+// being free for other connections' operations then.
 func (x *runner) proxyTake(c int32, tail uint64, early float64) {
 	pend := x.proxyRecv[c]
 	x.proxyRecv[c] = pend[1:]
 	r := x.sc[c].proxyTo
 	start := max(x.now-Time(early+0.5), x.proxyFree[r], x.recvReady[c])
 	end := max(start+Time(pend[0]+0.5), x.now) // past proxyFree[r], as start is
-	x.proxyFree[r] = end
+	x.proxyFree[r] = max(end-Time(x.recvConn+0.5), start)
 	x.recvReady[c] = end
 	x.q.push(end+x.proxySimple, evTail, c, tail)
 }

@@ -31,7 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 
 def main():
-    ap = argparse.ArgumentParser(usage=__doc__)
+    ap = argparse.ArgumentParser(description=__doc__.replace("%", "%%"), formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--transport", choices=("net", "p2p", "shm"), default="net")
     ap.add_argument("--max-bytes", type=int, default=0)
     ap.add_argument("--undisturbed", action="store_true")
