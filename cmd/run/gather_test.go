@@ -135,3 +135,13 @@ func TestRowPasses(t *testing.T) {
 		t.Errorf("median %g of %v, want 10: the slow pass moved it", med[len(med)/2], row.RepsUs)
 	}
 }
+
+// TestSweepPasses: a sweep runs the passes --passes asks for, and by
+// default (0) three where its ranks are on several hosts, one on one.
+func TestSweepPasses(t *testing.T) {
+	for _, c := range []struct{ passes, hosts, want int }{{0, 1, 1}, {0, 2, netPasses}, {0, 4, netPasses}, {1, 2, 1}, {5, 1, 5}, {2, 2, 2}} {
+		if got := sweepPasses(c.passes, c.hosts); got != c.want {
+			t.Errorf("--passes %d on %d host(s): %d passes, want %d", c.passes, c.hosts, got, c.want)
+		}
+	}
+}

@@ -48,7 +48,7 @@ func TestGPUUsageErrors(t *testing.T) {
 		{[]string{"--nosuchflag"}, "see run gpu -h"},
 		{[]string{"extra"}, "unexpected arguments"},
 		{[]string{"--timeout", "0s"}, "--timeout must be positive"},
-		{[]string{"--passes", "0"}, "--passes must be from 1 to 100"},
+		{[]string{"--passes", "-1"}, "--passes must be from 1 to 100"},
 		{[]string{"--passes", "101"}, "--passes must be from 1 to 100"},
 		// No -np and no job variables.
 		{nil, "no job"},
