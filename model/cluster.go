@@ -303,3 +303,27 @@ func checkUnique(s *System, file string) error {
 	}
 	return nil
 }
+
+// KeepRanks removes from a topology every element that is or directly
+// holds a GPU ranked n or above (the GPU's PCI device): what one host of a
+// job of n ranks per host sees of a topology file that describes a larger
+// one (a split-host run of one GPU per host on a file of the whole
+// machine).
+func KeepRanks(e *Element, n int) {
+	kept := e.Children[:0]
+	for _, c := range e.Children {
+		drop := false
+		for _, g := range append([]*Element{c}, c.ChildrenNamed("gpu")...) {
+			if v, ok := g.Get("rank"); ok && g.Name == "gpu" {
+				if r, err := strconv.Atoi(v); err == nil && r >= n {
+					drop = true
+				}
+			}
+		}
+		if !drop {
+			KeepRanks(c, n)
+			kept = append(kept, c)
+		}
+	}
+	e.Children = kept
+}

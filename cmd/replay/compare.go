@@ -46,7 +46,12 @@ takes those of the --json file of the same run beside it, X.json), then
 those of the environment, then --env KEY=VALUE (which wins; repeat it): give
 the settings an older recording was made under, e.g. --env NCCL_P2P_DISABLE=1
 for a run over SHM. A run over several hosts (or TWINCCL_HOSTID=split:K on
-one) is compared with --nodes N and a topology FILE of one host. Where a
+one) is simulated as N nodes of one host's topology: N is --nodes, else
+the hosts its JSON file records (run gpu writes "hosts" for such a run; a
+call trace takes those of the --json file beside it), and of a topology
+FILE with more GPUs than a host's share of the ranks only the GPUs ranked
+below that share are kept (the first GPU of the embedded two-GPU machine
+for a split-host run of two ranks). Where a
 JSON file carries loopback probes of its host (net_probe: run gpu records
 them before and after a split-host sweep and before each of its sizes), the
 calibration's socket costs are scaled to that host, by the probes' mean
@@ -95,7 +100,7 @@ func runCompare(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	topo := fs.String("topo", "", "topology XML `FILE` (default: the embedded one)")
-	nodes := fs.Int("nodes", 1, "the run spanned `N` hosts, each like the topology FILE (e.g. one GPU per host over sockets)")
+	nodes := fs.Int("nodes", 0, "the run spanned `N` hosts, each like the topology FILE (e.g. one GPU per host over sockets); default: the hosts the recording names, else 1")
 	env := envFlags{}
 	fs.Var(env, "env", "NCCL_* setting `KEY=VALUE` the run was recorded under (repeatable; wins over the environment)")
 	calibPath := fs.String("calib", "", calibFlagHelp+"; by default the one measured on the GPUs the recording names")
@@ -133,10 +138,13 @@ func runCompare(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("--events: %w", err)
 		}
 	}
-	if *nodes < 1 {
+	if *nodes < 0 {
 		return fmt.Errorf("%w: --nodes %d: want at least 1", errUsage, *nodes)
 	}
-	if h := in.NCCLEnv["NCCL_HOSTID"]; h != "" && *nodes == 1 && in.NRanks > 1 {
+	if *nodes == 0 {
+		*nodes = max(in.Hosts, 1)
+	}
+	if h := in.NCCLEnv["NCCL_HOSTID"]; h != "" && *nodes == 1 && in.Hosts == 0 && in.NRanks > 1 {
 		// run gpu's split-host runs give every rank a host id of its own:
 		// simulated on one host, they would talk over P2P, not sockets.
 		fmt.Fprintf(stderr, "replay compare: warning: %s was recorded under NCCL_HOSTID=%s: if its %d ranks were on hosts of their own (run gpu's split-host runs), compare it on one host's topology with --nodes %d (e.g. --topo testdata/hw/h200x2/topo-1gpu.xml --nodes %d)\n",
@@ -159,6 +167,10 @@ func runCompare(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if *nodes > 1 && in.NRanks%*nodes == 0 {
+		// one host's share of the GPUs of a file that describes more
+		model.KeepRanks(root, in.NRanks / *nodes)
+	}
 	calib, calibName, err := loadCompareCalib(*calibPath, root, file, in.GPUs)
 	if err != nil {
 		return err
@@ -166,6 +178,9 @@ func runCompare(args []string, stdout, stderr io.Writer) error {
 	cp, err := hwcmp.NewComparerNodes(root, file, *nodes, settings, calib, calibName)
 	if err != nil {
 		return err
+	}
+	if *nodes > 1 {
+		cp.Topology = fmt.Sprintf("%s as %d hosts of %d GPU(s)", cp.Topology, *nodes, cp.Sim.Machine.Cluster.NRanks / *nodes)
 	}
 	if err := checkLoop(*loop); err != nil {
 		return err

@@ -183,9 +183,59 @@ func TestCompareRecordedSettings(t *testing.T) {
 		t.Fatalf("split-host run: settings %q, %d calls", doc.Settings, len(doc.Calls))
 	}
 	var so, se bytes.Buffer
-	err := runCompare([]string{filepath.Join(h100, "net-broadcast.json"), "--topo", filepath.Join(h100, "topo-1gpu.xml"), "--nodes", "0"}, &so, &se)
+	err := runCompare([]string{filepath.Join(h100, "net-broadcast.json"), "--topo", filepath.Join(h100, "topo-1gpu.xml"), "--nodes", "-1"}, &so, &se)
 	if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), "--nodes") {
-		t.Errorf("--nodes 0: %v", err)
+		t.Errorf("--nodes -1: %v", err)
+	}
+}
+
+// TestCompareRecordedHosts: a split-host recording that names its hosts
+// (run gpu's "hosts") compares without --topo and --nodes: as two nodes
+// of the embedded two-GPU machine's first GPU, with the same predictions
+// as on the machine's own one-GPU file with --nodes 2 and as on its
+// two-GPU file cut to a host's share; a host count that does not divide
+// the ranks is refused.
+func TestCompareRecordedHosts(t *testing.T) {
+	h100 := filepath.Join("..", "..", "testdata", "hw", "h100x2")
+	data, err := os.ReadFile(filepath.Join(h100, "rerun22", "heldout", "net-allgather-ll.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(hosts int) string {
+		var doc map[string]any
+		if err := json.Unmarshal(data, &doc); err != nil {
+			t.Fatal(err)
+		}
+		doc["hosts"] = hosts
+		out, err := json.Marshal(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(t.TempDir(), "net-allgather-ll.json")
+		if err := os.WriteFile(path, out, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	named := write(2)
+	ref := runCompareJSON(t, named, "--topo", filepath.Join(h100, "topo-1gpu.xml"), "--nodes", "2")
+	for _, args := range [][]string{{named}, {named, "--topo", filepath.Join(h100, "topo.xml")}, {filepath.Join(h100, "rerun22", "heldout", "net-allgather-ll.json"), "--nodes", "2"}} {
+		doc := runCompareJSON(t, args...)
+		if !strings.Contains(doc.Topology, "as 2 hosts of 1 GPU") {
+			t.Errorf("%v: topology %q, want two hosts of one GPU", args, doc.Topology)
+		}
+		if len(doc.Calls) != len(ref.Calls) || len(doc.Calls) == 0 {
+			t.Fatalf("%v: %d calls, want %d", args, len(doc.Calls), len(ref.Calls))
+		}
+		for i, c := range doc.Calls {
+			if c.SimUs != ref.Calls[i].SimUs || c.SimNCCLUs == nil || *c.SimNCCLUs != *ref.Calls[i].SimNCCLUs {
+				t.Errorf("%v: %d B simulated in %v us (NCCL's %v), want %v (%v) as on the one-GPU file", args, c.Bytes, c.SimUs, c.SimNCCLUs, ref.Calls[i].SimUs, ref.Calls[i].SimNCCLUs)
+			}
+		}
+	}
+	var so, se bytes.Buffer
+	if err := runCompare([]string{write(3)}, &so, &se); err == nil || !strings.Contains(err.Error(), "hosts 3") {
+		t.Errorf("hosts 3 for 2 ranks: %v", err)
 	}
 }
 

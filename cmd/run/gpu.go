@@ -385,6 +385,10 @@ type gpuReport struct {
 	// ranks are on several hosts (split-host runs pose them over
 	// loopback): what the socket network's times depend on at the time.
 	NetProbe []netprobe.Result `json:"net_probe,omitempty"`
+	// Hosts is the number of hosts the ranks were on, in runs over
+	// several (TWINCCL_HOSTID=split:K, or several machines): replay
+	// compare simulates them as that many nodes of one host's topology.
+	Hosts int `json:"hosts,omitempty"`
 	// Kernel is the interpreter build the rows ran.
 	Kernel *kernels.Build `json:"kernel,omitempty"`
 	Rows   []gpuRow       `json:"rows"`
@@ -625,7 +629,7 @@ func (j *gpuJob) plan() (string, error) {
 			return "", fmt.Errorf("%d ranks on %d hosts: want the same number of ranks on every host", j.n, hosts)
 		}
 		if per := j.n / hosts; per < local {
-			keepRanks(root, per)
+			model.KeepRanks(root, per)
 		}
 		cl, err = model.LoadCluster(root, file, model.LoadOptions{Nodes: hosts, Params: params})
 		if err == nil && cl.NRanks != j.n {
@@ -640,7 +644,7 @@ func (j *gpuJob) plan() (string, error) {
 			// A job over several hosts like this one.
 			cl, err = model.LoadCluster(root, file, model.LoadOptions{Nodes: j.n / local, Params: params})
 		case j.n < local:
-			keepRanks(root, j.n)
+			model.KeepRanks(root, j.n)
 			cl, err = model.LoadCluster(root, file, model.LoadOptions{Params: params})
 		default:
 			err = fmt.Errorf("%s has %d GPUs, which does not fit a job of %d ranks", file, local, j.n)
@@ -689,27 +693,6 @@ func (j *gpuJob) hostCount() (int, error) {
 		seen[string(h)] = true
 	}
 	return len(seen), nil
-}
-
-// keepRanks removes from a topology the PCI devices of GPUs ranked n and
-// above.
-func keepRanks(e *model.Element, n int) {
-	kept := e.Children[:0]
-	for _, c := range e.Children {
-		drop := false
-		for _, g := range append([]*model.Element{c}, c.ChildrenNamed("gpu")...) {
-			if v, ok := g.Get("rank"); ok && g.Name == "gpu" {
-				if r, err := strconv.Atoi(v); err == nil && r >= n {
-					drop = true
-				}
-			}
-		}
-		if !drop {
-			keepRanks(c, n)
-			kept = append(kept, c)
-		}
-	}
-	e.Children = kept
 }
 
 // choose is the algorithm, protocol and channels of one size: the tuner's,
@@ -814,6 +797,9 @@ func (j *gpuJob) sweep() error {
 	kernel := kernels.Current()
 	rep := gpuReport{NRanks: j.n, Collective: j.o.coll.String(), Graph: j.o.graph == 1, Repetitions: gpuReps * j.o.passes, Topology: topo, GPUs: gpus,
 		Kernel: &kernel}
+	if j.hosts > 1 {
+		rep.Hosts = j.hosts
+	}
 	if j.lib != nil {
 		rep.NCCLVersion = j.lib.VersionString()
 		rep.NCCLEnv = ncclEnviron()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/twinccl/twinccl"
 	"github.com/twinccl/twinccl/exec/hw/nccl"
+	"github.com/twinccl/twinccl/exec/sim/hwcmp"
 	"github.com/twinccl/twinccl/kernels"
 	"github.com/twinccl/twinccl/model"
 	"github.com/twinccl/twinccl/search"
@@ -105,10 +106,15 @@ func TestWriteGPUJSON(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "out.json")
 	kernel := kernels.Current()
-	rep := gpuReport{NRanks: 2, Collective: "AllReduce", Graph: true, Repetitions: gpuReps, Topology: "live", Kernel: &kernel,
-		Rows: []gpuRow{{Op: "AllReduce", Bytes: 1024, Algo: "Ring", Proto: "LL", NChannels: 2, TimeUs: 6.5, BusBW: 0.16, NCCLTime: 5.5, NCCLBusBW: 0.19}}}
+	rep := gpuReport{NRanks: 2, Collective: "AllReduce", Graph: true, Repetitions: gpuReps, Topology: "live", Kernel: &kernel, Hosts: 2,
+		Rows: []gpuRow{{Op: "AllReduce", Bytes: 1024, Count: 256, Dtype: "fp32", RedOp: "sum", Algo: "Ring", Proto: "LL", NChannels: 2, TimeUs: 6.5, BusBW: 0.16, NCCLTime: 5.5, NCCLBusBW: 0.19}}}
 	if err := writeGPUJSON(path, rep); err != nil {
 		t.Fatal(err)
+	}
+	// replay compare reads what run gpu writes: the hosts of a split-host
+	// run among it.
+	if in, err := hwcmp.Open(path); err != nil || in.Hosts != 2 || len(in.Calls) != 1 {
+		t.Errorf("hwcmp reads the file as %+v, %v; want 2 hosts and one call", in, err)
 	}
 	var got []map[string]any
 	var doc struct {
@@ -146,7 +152,7 @@ func TestWriteGPUJSON(t *testing.T) {
 // TestKeepRanks plans a job of one rank on the two-GPU embedded topology.
 func TestKeepRanks(t *testing.T) {
 	root := embeddedTopology(t)
-	keepRanks(root, 1)
+	model.KeepRanks(root, 1)
 	cl, err := model.LoadCluster(root, "embedded", model.LoadOptions{Params: model.DefaultParams()})
 	if err != nil {
 		t.Fatal(err)

@@ -115,6 +115,11 @@ type Input struct {
 	// (sm_90, ...)"; a trace takes those of the --json file of the same
 	// run beside it); nil when it does not say.
 	GPUs []string
+	// Hosts is the number of hosts the ranks were on (run gpu records it
+	// for a run over several: TWINCCL_HOSTID=split:K on one machine, or
+	// several machines; a trace takes it from the --json file beside it);
+	// 0 when the file does not say.
+	Hosts int
 	// HostLatencyUs is the mean one-way latency of the loopback TCP
 	// probes of a JSON file (net_probe: run gpu probes the host before
 	// and after a split-host sweep, in the header, and since 2026-11-26's
@@ -165,6 +170,7 @@ type gpuReport struct {
 	Graph       *bool             `json:"cuda_graph"`
 	Kernel      *kernels.Build    `json:"kernel"`
 	NetProbe    []netProbe        `json:"net_probe"`
+	Hosts       int               `json:"hosts"`
 	Rows        []gpuRow          `json:"rows"`
 }
 
@@ -239,6 +245,10 @@ func ReadJSON(r io.Reader, name string) (*Input, error) {
 		return nil, fmt.Errorf("%s: gpus: %d GPUs for %d ranks", name, len(rep.GPUs), rep.NRanks)
 	}
 	in.GPUs = rep.GPUs
+	if rep.Hosts < 0 || rep.Hosts > rep.NRanks || rep.Hosts > 0 && rep.NRanks%rep.Hosts != 0 {
+		return nil, fmt.Errorf("%s: hosts %d: want a divisor of the %d ranks", name, rep.Hosts, rep.NRanks)
+	}
+	in.Hosts = rep.Hosts
 	if len(rep.NCCLEnv) > 0 {
 		in.NCCLEnv = rep.NCCLEnv
 	}
@@ -502,14 +512,14 @@ func ReadTrace(path string) (*Input, error) {
 	})
 	in := &Input{Path: path, Kind: KindTrace}
 	// The --json file beside the trace gives the settings its metadata
-	// lacks and the GPUs (which only pick a default calibration: a file
-	// that does not read leaves them unknown).
+	// lacks, the GPUs (which only pick a default calibration: a file that
+	// does not read leaves them unknown) and the hosts.
 	side, sideName, sideErr := sideJSON(path)
 	if in.NCCLEnv, in.EnvFrom, err = traceEnv(path, r.Info().Metadata, side, sideName, sideErr); err != nil {
 		return nil, err
 	}
 	if side != nil {
-		in.GPUs = side.GPUs
+		in.GPUs, in.Hosts = side.GPUs, side.Hosts
 	}
 	for _, k := range keys {
 		rows := byKey[k]
