@@ -139,7 +139,7 @@ func runCompare(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	if *nodes < 0 {
-		return fmt.Errorf("%w: --nodes %d: want at least 1", errUsage, *nodes)
+		return fmt.Errorf("%w: --nodes %d: want at least 1 (or 0, the default: the hosts the recording names)", errUsage, *nodes)
 	}
 	if *nodes == 0 {
 		*nodes = max(in.Hosts, 1)
