@@ -150,7 +150,10 @@ func runCompare(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "replay compare: warning: %s was recorded under NCCL_HOSTID=%s: if its %d ranks were on hosts of their own (run gpu's split-host runs), compare it on one host's topology with --nodes %d (e.g. --topo testdata/hw/h200x2/topo-1gpu.xml --nodes %d)\n",
 			pos[0], h, in.NRanks, in.NRanks, in.NRanks)
 	}
-	// The settings NCCL's run recorded, then this environment's, then --env.
+	// The settings NCCL's run recorded, then this environment's, then
+	// --env. NCCL_VERSION is no setting: NVIDIA's containers name the
+	// installed library with it (run gpu leaves it out of nccl_env now;
+	// recordings made before carry it).
 	settings := map[string]string{}
 	for k, v := range in.NCCLEnv {
 		settings[k] = v
@@ -160,6 +163,7 @@ func runCompare(args []string, stdout, stderr io.Writer) error {
 			settings[k] = v
 		}
 	}
+	delete(settings, "NCCL_VERSION")
 	for k, v := range env {
 		settings[k] = v
 	}

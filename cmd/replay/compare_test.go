@@ -173,6 +173,14 @@ func TestCompareRecordedSettings(t *testing.T) {
 	if last.Bytes != 8<<20 || last.TunerProto != "LL" {
 		t.Errorf("last call: %d B, NCCL's column simulated with %q, want 8 MiB in LL", last.Bytes, last.TunerProto)
 	}
+	// The environment's settings count, but not NCCL_VERSION, which
+	// NVIDIA's containers set to name the library.
+	t.Setenv("NCCL_VERSION", "2.28.3-1")
+	t.Setenv("NCCL_P2P_LEVEL", "NVL")
+	doc = run(filepath.Join(h100, "proto", "p2p-allreduce-ll.json"), "--topo", filepath.Join(h100, "topo.xml"))
+	if strings.Contains(doc.Settings, "NCCL_VERSION") || !strings.Contains(doc.Settings, "NCCL_P2P_LEVEL=NVL") {
+		t.Errorf("settings %q: want the environment's NCCL_P2P_LEVEL and no NCCL_VERSION", doc.Settings)
+	}
 	// --env wins over the recording.
 	doc = run(filepath.Join(h100, "proto", "p2p-allreduce-ll.json"), "--topo", filepath.Join(h100, "topo.xml"), "--env", "NCCL_PROTO=Simple")
 	if last := doc.Calls[len(doc.Calls)-1]; last.TunerProto != "Simple" {
