@@ -245,6 +245,17 @@ func TestCompareRecordedHosts(t *testing.T) {
 	if err := runCompare([]string{write(3)}, &so, &se); err == nil || !strings.Contains(err.Error(), "hosts 3") {
 		t.Errorf("hosts 3 for 2 ranks: %v", err)
 	}
+	// A call trace takes the hosts of the --json file beside it.
+	dir := filepath.Join(t.TempDir(), "trace")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	trace := filepath.Join(dir, "net-allgather-ll.parquet")
+	copyFile(t, filepath.Join(h100, "rerun22", "net-allgather.parquet"), trace)
+	copyFile(t, named, filepath.Join(dir, "net-allgather-ll.json"))
+	if doc := runCompareJSON(t, trace); !strings.Contains(doc.Topology, "as 2 hosts of 1 GPU") || len(doc.Calls) == 0 {
+		t.Errorf("trace beside a file of 2 hosts: topology %q, %d calls", doc.Topology, len(doc.Calls))
+	}
 }
 
 // TestCompareSplitHostWarning: a split-host recording (a host id per rank
