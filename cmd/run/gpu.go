@@ -73,6 +73,7 @@ type gpuOpts struct {
 	baseline           string
 	jsonOut            string
 	trace              string
+	cpuProfile         string
 	timeout            time.Duration
 
 	// Parsed.
@@ -109,6 +110,7 @@ func gpuFlags(o *gpuOpts, minS, maxS *string) *flag.FlagSet {
 	fs.StringVar(&o.baseline, "baseline", "", "\"nccl\": run the same sweep through the system's libnccl and print both side by side")
 	fs.StringVar(&o.jsonOut, "json", "", "also write the rows as JSON to `FILE` (atomically)")
 	fs.StringVar(&o.trace, "trace", "", "run every size once more with the kernel's per-slice stamps and write the call trace to `OUT.parquet` and the event trace to OUT.events.parquet")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write each rank's CPU profile (its proxy threads included) to `PREFIX`.rankR.prof, for go tool pprof")
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "bound of every wait: a lost or stuck peer ends the run within it")
 	return fs
 }
@@ -117,7 +119,7 @@ func gpuUsage(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprintf(w, `Usage: run gpu [-np N] [--op OP] [-b MIN] [-e MAX] [-f F] [-n ITERS] [-w WARMUP]
                [-G 1|0] [-c 1] [--passes N] [--dtype T] [--redop R] [--algo A]
                [--proto P] [--channels C] [--topo FILE.xml] [--baseline nccl]
-               [--json OUT] [--trace OUT.parquet]
+               [--json OUT] [--trace OUT.parquet] [--cpuprofile PREFIX]
 
 An nccl-tests-like sweep on GPUs, one process per GPU. With -np N it starts
 N rank processes on this host (this binary again); otherwise it is one rank
@@ -154,6 +156,11 @@ back-to-back repetitions 1.5-2.5x slow over sockets, then moves only one
 pass of them, and the median that "replay compare" takes stays put. By
 default a sweep whose ranks are on several hosts (TWINCCL_HOSTID=split:K,
 or several machines) runs 3 passes, and any other 1.
+
+--cpuprofile PREFIX profiles every rank process while it runs (the host's
+side: the proxy's progress loop and its system calls, the bootstrap,
+launches) into PREFIX.rankR.prof: "go tool pprof -top bin/run
+PREFIX.rank1.prof" shows where a rank's CPU time went.
 
 --op alltoall runs GPU-initiated networking's all-to-all example instead
 of a Program: one kernel per rank reads a signal, meets the others at a GIN
@@ -439,6 +446,13 @@ func gpuRank(e *env, o gpuOpts) (err error) {
 			return fmt.Errorf("rank 0: bootstrap root: %w", err)
 		}
 		defer root.Close()
+	}
+	if o.cpuProfile != "" {
+		stop, err := startCPUProfile(o.cpuProfile, rank)
+		if err != nil {
+			return err
+		}
+		defer func() { err = errors.Join(err, stop()) }()
 	}
 	j := &gpuJob{e: e, o: o, rank: rank, n: n, stopDog: make(chan struct{})}
 	if o.trace != "" {

@@ -76,7 +76,7 @@ func TestGPUHelp(t *testing.T) {
 	if rc := run([]string{"gpu", "-h"}, &out, &errb); rc != 0 {
 		t.Fatalf("exit %d: %s", rc, errb.String())
 	}
-	for _, want := range []string{"-np", "-G", "--baseline nccl", "-json", "CUDA graph", "busbw", "--passes N"} {
+	for _, want := range []string{"-np", "-G", "--baseline nccl", "-json", "CUDA graph", "busbw", "--passes N", "--cpuprofile PREFIX"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("help lacks %q:\n%s", want, out.String())
 		}
