@@ -140,12 +140,22 @@ type SocketOptions struct {
 	// bytes to their header; one call for every message also keeps
 	// larger ones from costing more after a run of small ones.
 	Gather bool
+	// ReadAhead is the read-ahead buffer of the receive side of a
+	// connection without helper threads (TWINCCL_SOCKET_READAHEAD, bytes;
+	// 0, the default: none). A read for a header fills it as far as the
+	// socket has bytes, so that a payload that arrived with its header
+	// (Gather) costs no read of its own.
+	ReadAhead int
 }
+
+// maxReadAhead bounds SocketOptions.ReadAhead.
+const maxReadAhead = 1 << 20
 
 // SocketOptionsFromEnv reads TWINCCL_SOCKET_NTHREADS and
 // TWINCCL_NSOCKS_PERTHREAD (NCCL_* names are read when ours are unset),
-// and TWINCCL_SOCKET_GATHER; the default is NCCL's (no helper thread, one
-// socket), with every header and payload gathered into one call.
+// TWINCCL_SOCKET_GATHER and TWINCCL_SOCKET_READAHEAD; the default is
+// NCCL's (no helper thread, one socket), with every header and payload
+// gathered into one call, and no read-ahead.
 func SocketOptionsFromEnv() SocketOptions {
 	get := func(def int, names ...string) int {
 		for _, n := range names {
@@ -160,6 +170,7 @@ func SocketOptionsFromEnv() SocketOptions {
 		NSocksPerThread: get(1, "TWINCCL_NSOCKS_PERTHREAD", "NCCL_NSOCKS_PERTHREAD"),
 		MinChunk:        64 << 10,
 		Gather:          get(1, "TWINCCL_SOCKET_GATHER") != 0,
+		ReadAhead:       min(get(0, "TWINCCL_SOCKET_READAHEAD"), maxReadAhead),
 	}
 	o.NThreads, o.NSocksPerThread = min(o.NThreads, 16), min(o.NSocksPerThread, 16)
 	return o
@@ -461,6 +472,9 @@ func openSockComm(socks []net.Conn, opt SocketOptions, peer int, send bool) (soc
 			return nil, err
 		}
 		c.gather = opt.Gather
+		if !send && opt.ReadAhead > 0 {
+			c.ahead = make([]byte, max(opt.ReadAhead, HeaderSize))
+		}
 		return c, nil
 	}
 	return newSockComm(socks, opt, peer), nil

@@ -42,6 +42,14 @@ type inlineComm struct {
 	// gather writes a message's header and payload with one system call
 	// (SocketOptions.Gather)
 	gather bool
+	// ahead, on the receive side, is the read-ahead buffer
+	// (SocketOptions.ReadAhead; nil: none): a read for a request smaller
+	// than it fills it as far as the socket has bytes, and the requests
+	// after take theirs from ahead[aheadOff:aheadLen] before reading
+	// again, so that a small message's header and payload cost one
+	// system call
+	ahead              []byte
+	aheadOff, aheadLen int
 	// ioCalls counts the system calls that moved bytes (for tests)
 	ioCalls int
 
@@ -186,6 +194,12 @@ func (c *inlineComm) advance() (blocked bool) {
 				if n > len(b) {
 					r.part, r.off, n = 1, 0, n-len(b)
 				}
+			} else if c.ahead != nil {
+				var sys bool
+				if n, sys, err = c.readAhead(b); !sys && err == nil {
+					r.off += n // from the buffer: no system call
+					continue
+				}
 			} else {
 				n, err = c.io(b)
 			}
@@ -226,6 +240,30 @@ func (c *inlineComm) io(b []byte) (int, error) {
 		return syscall.SendmsgN(c.fd, b, nil, nil, syscall.MSG_NOSIGNAL|syscall.MSG_DONTWAIT)
 	}
 	return syscall.Read(c.fd, b)
+}
+
+// readAhead reads into b on the receive side with a read-ahead buffer
+// (c.mu held): from the bytes buffered by an earlier read if there are any
+// (sys false), else with one read system call, into b directly when b is
+// at least the buffer's size, otherwise into the buffer, whose first
+// bytes then go to b and the rest wait for the requests after.
+func (c *inlineComm) readAhead(b []byte) (n int, sys bool, err error) {
+	if c.aheadOff < c.aheadLen {
+		n = copy(b, c.ahead[c.aheadOff:c.aheadLen])
+		c.aheadOff += n
+		return n, false, nil
+	}
+	if len(b) >= len(c.ahead) {
+		n, err = syscall.Read(c.fd, b)
+		return n, true, err
+	}
+	m, err := syscall.Read(c.fd, c.ahead)
+	if err != nil || m <= 0 {
+		return m, true, err
+	}
+	n = copy(b, c.ahead[:m])
+	c.aheadOff, c.aheadLen = n, m
+	return n, true, nil
 }
 
 // sendv writes a then b (both non-empty) with one non-blocking sendmsg

@@ -370,14 +370,20 @@ func TestSocketModesInteroperate(t *testing.T) {
 // BenchmarkInlineCommRoundTrip times a round trip of a small message
 // (a header and a 64-byte payload each way, both sides polling) over two
 // loopback connections without helpers, with header and payload gathered
-// into one system call and without: compare the two sub-benchmarks' ns/op
-// on the same host.
+// into one system call and without, and with a receive read-ahead buffer:
+// compare the sub-benchmarks' ns/op on the same host.
 func BenchmarkInlineCommRoundTrip(b *testing.B) {
-	for _, gather := range []bool{false, true} {
-		b.Run(fmt.Sprintf("gather=%v", gather), func(b *testing.B) {
+	for _, tc := range []struct {
+		gather bool
+		ahead  int
+	}{{false, 0}, {true, 0}, {true, 4096}} {
+		b.Run(fmt.Sprintf("gather=%v,readahead=%d", tc.gather, tc.ahead), func(b *testing.B) {
 			aOut, bIn := inlinePair(b)
 			bOut, aIn := inlinePair(b)
-			aOut.gather, bOut.gather = gather, gather
+			aOut.gather, bOut.gather = tc.gather, tc.gather
+			if tc.ahead > 0 {
+				aIn.ahead, bIn.ahead = make([]byte, tc.ahead), make([]byte, tc.ahead)
+			}
 			payload := make([]byte, 64)
 			hop := func(out, in *inlineComm, step int) error {
 				var hdr [HeaderSize]byte
@@ -437,4 +443,113 @@ func TestInlineRequestEndsWithItsTest(t *testing.T) {
 	if err := waitReq(r2, nil, nil, "second send"); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestReadAhead: with a read-ahead buffer, the receiver takes a small
+// message that arrived whole (header and payload sent in one call) with
+// one read, and a run of messages of every size (empty, small, larger than
+// the buffer, and small ones sent before the receiver asked, so that one
+// read holds parts of several) arrives byte for byte, through polling and
+// through the waiter's wake-ups; the environment sets it.
+func TestReadAhead(t *testing.T) {
+	checkGoroutines(t)
+	const ahead = 4096
+	small := []int{0, 8, 48, 3, 0, 129, 16, 1000}
+	sizes := []int{0, 8, 48, 4096 - HeaderSize, 4096, 5000, 100000, 16, 0, 3, 3 << 20, 129}
+	for _, poll := range []bool{true, false} {
+		snd, rcv := inlinePair(t)
+		rcv.ahead = make([]byte, ahead)
+		recvWake := make(chan struct{}, 1)
+		rcv.SetWake(func() { notify(recvWake) })
+		wake := blockOn(recvWake, poll)
+		// send sends messages first, first+1, ... of the sizes in a
+		// goroutine (a large one blocks until the receiver drains it)
+		send := func(first int, sizes []int) <-chan error {
+			errc := make(chan error, 1)
+			go func() {
+				for k, size := range sizes {
+					var hdr [HeaderSize]byte
+					putHeader(hdr[:], FifoEntry{Size: int64(size), Wire: int64(size), Step: int64(first + k), Steps: 1})
+					r, err := snd.Isend(hdr[:], payloadOf(first+k, size))
+					if err == nil {
+						err = waitReq(r, nil, nil, "send")
+					}
+					if err != nil {
+						errc <- err
+						return
+					}
+				}
+				errc <- nil
+			}()
+			return errc
+		}
+		recv := func(i, size int) {
+			t.Helper()
+			var hdr [HeaderSize]byte
+			r, err := rcv.IrecvHeader(hdr[:])
+			if err == nil {
+				err = waitReq(r, rcv, wake, "header")
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e := getHeader(hdr[:]); e.Step != int64(i) || e.Size != int64(size) {
+				t.Fatalf("poll %v, message %d: header %+v, want step %d of %d bytes", poll, i, e, i, size)
+			}
+			data := make([]byte, size)
+			if r, err = rcv.Irecv(data); err == nil {
+				err = waitReq(r, rcv, wake, "payload")
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(data, payloadOf(i, size)) {
+				t.Fatalf("poll %v, message %d (%d bytes): wrong payload", poll, i, size)
+			}
+		}
+		// one small message, whole in the socket before the read
+		if err := <-send(0, []int{48}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+		before := rcv.ioCalls
+		recv(0, 48)
+		if rcv.ioCalls-before != 1 {
+			t.Errorf("poll %v: a 48-byte message that arrived whole took %d reads, want 1", poll, rcv.ioCalls-before)
+		}
+		// small ones sent ahead of the receiver, then every size
+		if err := <-send(1, small); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+		for k, size := range small {
+			recv(1+k, size)
+		}
+		errc := send(100, sizes)
+		for k, size := range sizes {
+			recv(100+k, size)
+		}
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		env  string
+		want int
+	}{{"", 0}, {"4096", 4096}, {"-1", 0}, {"99999999", maxReadAhead}} {
+		t.Setenv("TWINCCL_SOCKET_READAHEAD", tc.env)
+		if got := SocketOptionsFromEnv().ReadAhead; got != tc.want {
+			t.Errorf("TWINCCL_SOCKET_READAHEAD=%q: %d bytes, want %d", tc.env, got, tc.want)
+		}
+	}
+}
+
+// payloadOf is the payload of message i of size bytes, different for
+// every message and byte.
+func payloadOf(i, size int) []byte {
+	b := make([]byte, size)
+	for k := range b {
+		b[k] = byte(i*31 + k*7 + k>>8)
+	}
+	return b
 }
