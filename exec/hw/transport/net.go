@@ -146,9 +146,10 @@ type SocketOptions struct {
 	// socket has bytes, so that a payload that arrived with its header
 	// (Gather) costs no read of its own. Measured on the H100 pair's
 	// split-host sockets (testdata/hw/h100x2/readahead-ab): AllGather and
-	// AllReduce LL of 8 B-4 KiB 1-12% faster, but 32 KiB calls up to
-	// 1.16x (4096 bytes) and 1.46x (256) slower in one A/B each, against
-	// run-to-run moves of 10% there; so it stays off.
+	// AllReduce LL of 8 B-4 KiB mostly 1-12% faster (a few rows up to 4%
+	// slower), but 32 KiB calls up to 1.16x (4096 bytes) and 1.46x (256)
+	// slower in one A/B each, against run-to-run moves of 10% there; so
+	// it stays off.
 	ReadAhead int
 }
 
