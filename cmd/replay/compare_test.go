@@ -31,14 +31,7 @@ func TestCompareJSON(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
-	var doc compareJSON
-	data, err := os.ReadFile(jsonOut)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(data, &doc); err != nil {
-		t.Fatal(err)
-	}
+	doc := readCompareJSON(t, jsonOut)
 	if doc.Kind != "json" || len(doc.Calls) != 12 || len(doc.Groups) != 12 || len(doc.Stats) == 0 {
 		t.Fatalf("doc: kind %s, %d calls, %d groups, %d stats", doc.Kind, len(doc.Calls), len(doc.Groups), len(doc.Stats))
 	}
@@ -403,8 +396,14 @@ func runCompareJSON(t *testing.T, args ...string) compareJSON {
 	if err := runCompare(append(args, "--json", out), &so, &se); err != nil {
 		t.Fatalf("%v: %v\n%s", args, err, se.String())
 	}
+	return readCompareJSON(t, out)
+}
+
+// readCompareJSON reads the --json document replay compare wrote to path.
+func readCompareJSON(t *testing.T, path string) compareJSON {
+	t.Helper()
 	var doc compareJSON
-	data, err := os.ReadFile(out)
+	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}

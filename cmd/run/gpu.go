@@ -636,7 +636,6 @@ func (j *gpuJob) plan() (string, error) {
 		return "", err
 	}
 	j.hosts = hosts
-	j.o.passes = sweepPasses(j.o.passes, hosts)
 	local := cl.NRanks
 	if hosts > 1 {
 		if j.n%hosts != 0 {
@@ -776,6 +775,7 @@ func (j *gpuJob) sweep() error {
 	if err != nil {
 		return err
 	}
+	j.o.passes = sweepPasses(j.o.passes, j.hosts)
 	// Buffers for the largest size, reused by every size and by NCCL.
 	es := uint64(j.o.dt.Size())
 	j.bufBytes = (uint64(j.o.maxB)/es + uint64(j.n)) * es

@@ -1271,7 +1271,7 @@ func (x *runner) proxySend(c int32, cs *sendConn, tail uint64, data int64) {
 	}
 	send := x.proxySendOp + op + sendOp + x.rt[c].proxyCopies*wire*sendPs + wire*x.flagPs
 	x.proxyRecv[c] = append(x.proxyRecv[c], x.proxyRecvOp+op+wire*recvPs)
-	x.q.push(x.proxyServe(cs.proxyFrom, send)+cs.lat, evProxyRecv, c, tail)
+	x.q.push(x.proxyServe(from, send)+cs.lat, evProxyRecv, c, tail)
 }
 
 // proxyTake serves the receive operation of the slice of connection c
