@@ -55,7 +55,8 @@ for a split-host run of two ranks). Where a
 JSON file carries loopback probes of its host (net_probe: run gpu records
 them before and after a split-host sweep and before each of its sizes), the
 calibration's socket costs are scaled to that host, by the probes' mean
-latency (net_socket.host_latency_us and host_exp).
+latency and mean throughput both ways against the calibration's reference
+host (net_socket.host_latency_us, host_GBps and host_exp).
 
 The two columns are simulated with the constants fitted to each: NCCL's with
 --calib (default: the embedded NCCL calibration measured on the GPUs the

@@ -362,10 +362,9 @@ type FitTable struct {
 	Loop int
 	// Eager says the rows were timed outside CUDA graphs (Simulator.Eager).
 	Eager bool
-	// HostLatencyUs is the recording host's probed loopback latency
-	// (Table.HostLatencyUs): the rows are simulated under
-	// Calib.ForHost(HostLatencyUs).
-	HostLatencyUs float64
+	// Host is what the recording host's loopback probes measured
+	// (Table.Host): the rows are simulated under Calib.ForHost(Host).
+	Host HostProbe
 	// Ours says the rows are our executor's (Table.Kernel names its
 	// build): they may fit constants of its kernel alone
 	// (net_socket.post_fence_us).
@@ -378,12 +377,12 @@ func NewFitTable(t *Table, res *search.Result) FitTable {
 	// SearchTable, which made res, has checked the settings.
 	st, _ := SettingsFromEnv(t.Lookup)
 	return FitTable{Name: t.Name, Res: res, Settings: st, Harness: t.Harness, Rows: t.Rows, Loop: DefaultLoopCalls, Eager: t.Eager,
-		HostLatencyUs: t.HostLatencyUs, Ours: t.Kernel != ""}
+		Host: t.Host, Ours: t.Kernel != ""}
 }
 
 // simulator builds the table's simulator with calibration c.
 func (ft *FitTable) simulator(c *Calib) (*Simulator, error) {
-	s, err := NewSimulator(ft.Res, c.ForHost(ft.HostLatencyUs))
+	s, err := NewSimulator(ft.Res, c.ForHost(ft.Host))
 	if err != nil {
 		return nil, err
 	}
@@ -654,7 +653,7 @@ func usage(tables []FitTable, c *Calib) (fitUse, error) {
 					u.socketFlags = u.socketFlags || (rt.proxyCopies > 0 && p.Proto != model.ProtoSimple)
 					u.socketFence = u.socketFence || (rt.proxyCopies > 0 && p.Proto != model.ProtoSimple && ft.Ours)
 					u.socketSimple = u.socketSimple || (rt.proxyCopies > 0 && p.Proto == model.ProtoSimple)
-					u.socketHost = u.socketHost || (rt.proxyCopies > 0 && ft.HostLatencyUs > 0 && c.NetSocket.HostLatencyUs > 0)
+					u.socketHost = u.socketHost || (rt.proxyCopies > 0 && ft.Host.LatencyUs > 0 && c.NetSocket.HostLatencyUs > 0)
 					u.socketRecvConn = u.socketRecvConn || (rt.proxyCopies > 0 && c.NetSocket.RecvConnUs > 0)
 					u.socketDuplex = u.socketDuplex || (rt.proxyCopies > 0 && (c.NetSocket.DuplexCost > 0 || c.NetSocket.SimpleDuplexCost > 0))
 				}

@@ -181,7 +181,7 @@ func socketRowUs(t *testing.T, c *Calib, proto model.Protocol, bytes int64, host
 func socketLoopUs(t *testing.T, c *Calib, proto model.Protocol, bytes int64, hostUs float64, loop int) float64 {
 	t.Helper()
 	tb, res := loadTable(t, "net-socket")
-	one := &Table{Name: "t.tsv", Env: tb.Env, Harness: HarnessNCCLTests, HostLatencyUs: hostUs,
+	one := &Table{Name: "t.tsv", Env: tb.Env, Harness: HarnessNCCLTests, Host: HostProbe{LatencyUs: hostUs},
 		Rows: []Measurement{{Coll: model.CollBroadcast, Bytes: bytes, MeanUs: 1, Line: 1,
 			Recorded: &Recorded{Algo: model.AlgoRing, Proto: proto, NChannels: 1}}}}
 	ft := NewFitTable(one, res)
@@ -301,14 +301,14 @@ func TestCalibForHost(t *testing.T) {
 	c.NetSocket.LatencyUs, c.NetSocket.PayloadOpUs, c.NetSocket.SimpleUs, c.NetSocket.FlagCheckGBps = 1, 2, 3, 20
 	c.NetSocket.PayloadSendOpUs = 7
 	c.NetSocket.DuplexCost, c.NetSocket.SimpleDuplexCost, c.NetSocket.RecvConnUs = 1.5, 1.25, 1
-	if c.ForHost(9) != c {
+	if c.ForHost(HostProbe{LatencyUs: 9}) != c {
 		t.Errorf("no reference host: ForHost should return the calibration itself")
 	}
 	c.NetSocket.HostLatencyUs, c.NetSocket.HostExp = 4, 0.5
-	if c.ForHost(0) != c {
+	if c.ForHost(HostProbe{BothWaysGBps: 3}) != c {
 		t.Errorf("unprobed recording: ForHost should return the calibration itself")
 	}
-	s := c.ForHost(16) // (16/4)^0.5 = 2
+	s := c.ForHost(HostProbe{LatencyUs: 16, BothWaysGBps: 1}) // (16/4)^0.5 = 2: no reference throughput
 	ns := s.NetSocket
 	for _, v := range []struct {
 		name      string
@@ -321,6 +321,25 @@ func TestCalibForHost(t *testing.T) {
 			t.Errorf("probe 16 us on a 4 us host, exponent 0.5: %s %g, want %g", v.name, v.got, v.want)
 		}
 	}
+	// With a reference throughput, the base is the geometric mean of the
+	// latency ratio and the inverse throughput ratio; a probe without a
+	// throughput scales by its latency alone.
+	c.NetSocket.HostGBps = 2
+	for _, v := range []struct {
+		h    HostProbe
+		want float64 // the scaled send_op_us
+	}{
+		{HostProbe{LatencyUs: 16, BothWaysGBps: 2}, 4 * math.Sqrt(2)},  // sqrt(4 * 1)^0.5
+		{HostProbe{LatencyUs: 4, BothWaysGBps: 0.5}, 4 * math.Sqrt(2)}, // sqrt(1 * 4)^0.5
+		{HostProbe{LatencyUs: 16, BothWaysGBps: 0.5}, 8},               // sqrt(4 * 4)^0.5
+		{HostProbe{LatencyUs: 16}, 8},                                  // 4^0.5
+		{HostProbe{LatencyUs: 4, BothWaysGBps: 2}, 4},                  // the reference host
+	} {
+		if got := c.ForHost(v.h).NetSocket.SendOpUs; math.Abs(got-v.want) > 1e-9 {
+			t.Errorf("probe %+v on a 4 us, 2 GB/s host, exponent 0.5: send_op_us %g, want %g", v.h, got, v.want)
+		}
+	}
+	c.NetSocket.HostGBps = 0
 	if c.NetSocket.SendOpUs != 4 || c.NetSocket.ProxyGBps != 10 {
 		t.Errorf("ForHost changed the calibration it scaled: %+v", c.NetSocket)
 	}

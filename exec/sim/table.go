@@ -81,10 +81,10 @@ type Table struct {
 	// Kernel names the interpreter build that timed an "ours" recording
 	// (hwcmp.Input.Kernel); "" for NCCL's and for files that do not say.
 	Kernel string
-	// HostLatencyUs is the one-way latency of the recording host's
-	// loopback TCP (its net_probe; 0: not probed), for Calib.ForHost.
-	HostLatencyUs float64
-	Rows          []Measurement
+	// Host is what the recording host's loopback probes measured (its
+	// net_probe; zero: not probed), for Calib.ForHost.
+	Host HostProbe
+	Rows []Measurement
 }
 
 // settingsRE finds "settings: K=V K=V ..." in a header comment.

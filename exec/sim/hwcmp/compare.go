@@ -182,8 +182,7 @@ func (r *Report) Timing() string {
 
 // Compare simulates every call of in as it was timed (an eager loop for
 // Input.Eager), with the calibration's socket costs scaled to in's host
-// where in carries loopback probes (Input.HostLatencyUs,
-// sim.Calib.ForHost).
+// where in carries loopback probes (Input.Host, sim.Calib.ForHost).
 func (cp *Comparer) Compare(in *Input) (*Report, error) {
 	if n := cp.Sim.Machine.Cluster.NRanks; n != in.NRanks {
 		return nil, fmt.Errorf("%s: %d rank(s), the topology %s has %d", in.Path, in.NRanks, cp.Topology, n)
@@ -208,11 +207,11 @@ func (cp *Comparer) Compare(in *Input) (*Report, error) {
 
 // forInput is cp as in was timed, and so is the comparer of our column:
 // its calibration scaled to in's host (sim.Calib.ForHost on
-// Input.HostLatencyUs), and simulating eager loops for an eager recording
+// Input.Host), and simulating eager loops for an eager recording
 // (Input.Eager). cp itself stays as it is for the next input.
 func (cp *Comparer) forInput(in *Input) (*Comparer, error) {
 	out := *cp
-	if hc := cp.calib.ForHost(in.HostLatencyUs); hc != cp.calib {
+	if hc := cp.calib.ForHost(in.Host); hc != cp.calib {
 		s, err := cp.Sim.WithCalib(hc)
 		if err != nil {
 			return nil, err

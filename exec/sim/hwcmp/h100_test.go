@@ -88,7 +88,9 @@ type poolBound struct {
 // small call where NCCL's takes 25 us; without helpers it takes 30-70).
 // Its socket pools (net-*) were all set again, to the median plus 3
 // points and the maximum plus 5, when the eighth session refitted the
-// socket constants with payload_send_op_us.
+// socket constants with payload_send_op_us, and again when the
+// thirteenth refitted them with host_GBps (the host's scaling by the
+// probe's throughput as well as its latency).
 var h100Bounds = []poolBound{
 	// The tuner's choice, every op (LL up to 512 KiB, Simple above).
 	{"p2p-*", ColNCCL, BucketAll, 0.07, 0.18},   // 3.3, 12.8
@@ -96,7 +98,7 @@ var h100Bounds = []poolBound{
 	{"shm-*", ColNCCL, BucketAll, 0.07, 0.39},   // 3.6, 35.3
 	{"shm-*", ColOurs, BucketAll, 0.13, 0.62},   // 9.2, 56.7
 	{"net-*", ColNCCL, BucketAll, 0.22, 0.51},   // 18.7, 45.5
-	{"net-*", ColOurs, BucketLarge, 0.30, 0.45}, // 27.9, 40.4
+	{"net-*", ColOurs, BucketLarge, 0.27, 0.41}, // 23.4, 35.1
 	// Every protocol forced.
 	{"proto/p2p-*-ll", ColNCCL, BucketAll, 0.06, 0.16},     // 2.6, 10.8
 	{"proto/p2p-*-ll128", ColNCCL, BucketAll, 0.06, 0.15},  // 2.5, 9.8
@@ -107,7 +109,7 @@ var h100Bounds = []poolBound{
 	{"proto/shm-*", ColOurs, BucketAll, 0.16, 0.47},        // 12.2, 41.6
 	{"proto/net-*-ll", ColNCCL, BucketAll, 0.28, 0.57},     // 24.3, 51.1
 	{"proto/net-*-simple", ColNCCL, BucketAll, 0.19, 0.34}, // 15.6, 28.2
-	{"proto/net-*", ColOurs, BucketLarge, 0.39, 0.42},      // 35.8, 38.2
+	{"proto/net-*", ColOurs, BucketLarge, 0.33, 0.41},      // 30.0, 36.0
 	// Recorded a session later at sizes no other file has (heldout/).
 	{"heldout/p2p-*-ll", ColNCCL, BucketAll, 0.07, 0.2},      // 3.5, 13.5
 	{"heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.06, 0.15},  // 2.4, 9.3
@@ -118,17 +120,17 @@ var h100Bounds = []poolBound{
 	{"heldout/net-*-simple", ColNCCL, BucketAll, 0.21, 0.33}, // 17.5, 27.5
 	{"heldout/p2p-*", ColOurs, BucketAll, 0.30, 0.81},        // 26.1, 76.2
 	{"heldout/shm-*", ColOurs, BucketAll, 0.14, 0.49},        // 10.6, 43.5
-	{"heldout/net-*", ColOurs, BucketLarge, 0.41, 0.61},      // 38.5, 56.4
+	{"heldout/net-*", ColOurs, BucketLarge, 0.34, 0.50},      // 31.0, 44.1
 	// The socket runs before the socket plugin lost its helpers
 	// (sockets-helpers/: NCCL's column is another start of the machine).
 	{"sockets-helpers/net-*", ColNCCL, BucketAll, 0.10, 0.33},                // 6.6, 28.0
-	{"sockets-helpers/net-*", ColOurs, BucketLarge, 0.34, 0.81},              // 30.2, 75.1
+	{"sockets-helpers/net-*", ColOurs, BucketLarge, 0.31, 0.71},              // 27.6, 65.1
 	{"sockets-helpers/proto/net-*-ll", ColNCCL, BucketAll, 0.15, 0.34},       // 11.2, 28.8
 	{"sockets-helpers/proto/net-*-simple", ColNCCL, BucketAll, 0.08, 0.22},   // 4.3, 16.9
-	{"sockets-helpers/proto/net-*", ColOurs, BucketLarge, 0.32, 0.44},        // 29.0, 38.8
+	{"sockets-helpers/proto/net-*", ColOurs, BucketLarge, 0.28, 0.37},        // 24.3, 31.8
 	{"sockets-helpers/heldout/net-*-ll", ColNCCL, BucketAll, 0.14, 0.31},     // 10.5, 25.2
 	{"sockets-helpers/heldout/net-*-simple", ColNCCL, BucketAll, 0.12, 0.33}, // 8.9, 27.4
-	{"sockets-helpers/heldout/net-*", ColOurs, BucketLarge, 0.71, 0.91},      // 67.3, 81.0
+	{"sockets-helpers/heldout/net-*", ColOurs, BucketLarge, 0.66, 0.86},      // 62.2, 80.3
 	// rerun2/ (the sockets on a start recorded 2026-11-26, seventh
 	// session): held out of the fit of the embedded socket constants
 	// (testdata/hw/fit-sockets.sh), as the sixth start of the machine
@@ -280,62 +282,64 @@ var h100OursBounds = []poolBound{
 // its bounds raised to that.
 // Its socket pools (net-*) were all set again, to the median plus 3
 // points and the maximum plus 5, when the eighth session refitted the
-// socket constants with payload_send_op_us.
+// socket constants with payload_send_op_us, and again when the
+// thirteenth refitted them with host_GBps on rerun17/, rerun18/,
+// rerun19/, rerun22/ and rerun24/.
 var h100NCCLBounds = []poolBound{
 	{"proto/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.13},                       // 2.9, 7.6
 	{"proto/shm-*-simple", ColNCCL, BucketAll, 0.07, 0.21},                   // 3.9, 15.5
-	{"proto/net-*-ll", ColNCCL, BucketAll, 0.26, 0.55},                       // 22.8, 49.8
-	{"proto/net-*-simple", ColNCCL, BucketAll, 0.19, 0.33},                   // 15.5, 27.9
+	{"proto/net-*-ll", ColNCCL, BucketAll, 0.24, 0.55},                       // 20.9, 49.6
+	{"proto/net-*-simple", ColNCCL, BucketAll, 0.16, 0.31},                   // 12.8, 25.6
 	{"shm-*", ColNCCL, BucketAll, 0.06, 0.38},                                // 2.3, 32.7
-	{"net-*", ColNCCL, BucketAll, 0.20, 0.50},                                // 16.6, 44.1
+	{"net-*", ColNCCL, BucketAll, 0.16, 0.49},                                // 12.7, 43.8
 	{"heldout/shm-*-ll", ColNCCL, BucketAll, 0.05, 0.15},                     // 2.0, 9.9
 	{"heldout/shm-*-simple", ColNCCL, BucketAll, 0.08, 0.16},                 // 4.4, 10.1
-	{"heldout/net-*-ll", ColNCCL, BucketAll, 0.20, 0.31},                     // 16.2, 25.5
-	{"heldout/net-*-simple", ColNCCL, BucketAll, 0.20, 0.35},                 // 17.0, 29.6
-	{"sockets-helpers/proto/net-*-ll", ColNCCL, BucketAll, 0.14, 0.33},       // 10.2, 27.2
-	{"sockets-helpers/proto/net-*-simple", ColNCCL, BucketAll, 0.10, 0.21},   // 6.5, 15.3
-	{"sockets-helpers/net-*", ColNCCL, BucketAll, 0.09, 0.33},                // 5.6, 27.4
-	{"sockets-helpers/heldout/net-*-ll", ColNCCL, BucketAll, 0.13, 0.30},     // 9.5, 24.3
-	{"sockets-helpers/heldout/net-*-simple", ColNCCL, BucketAll, 0.15, 0.32}, // 11.1, 26.8
+	{"heldout/net-*-ll", ColNCCL, BucketAll, 0.18, 0.31},                     // 14.8, 25.5
+	{"heldout/net-*-simple", ColNCCL, BucketAll, 0.19, 0.33},                 // 15.1, 27.7
+	{"sockets-helpers/proto/net-*-ll", ColNCCL, BucketAll, 0.15, 0.32},       // 11.2, 26.9
+	{"sockets-helpers/proto/net-*-simple", ColNCCL, BucketAll, 0.09, 0.19},   // 5.6, 13.7
+	{"sockets-helpers/net-*", ColNCCL, BucketAll, 0.08, 0.28},                // 4.9, 22.1
+	{"sockets-helpers/heldout/net-*-ll", ColNCCL, BucketAll, 0.11, 0.31},     // 7.3, 25.7
+	{"sockets-helpers/heldout/net-*-simple", ColNCCL, BucketAll, 0.11, 0.31}, // 7.4, 25.9
 	// rerun/heldout: heldout/ recorded again on a later start (2026-11-26,
 	// the current executor, with run gpu's loopback probe), no fit used it
 	{"rerun/p2p-*", ColNCCL, BucketAll, 0.08, 0.15},                // 4.3, 9.2
 	{"rerun/shm-*", ColNCCL, BucketAll, 0.06, 0.24},                // 3.0, 18.1
 	{"rerun/proto/p2p-*", ColNCCL, BucketAll, 0.06, 0.20},          // 3.0, 15.0
 	{"rerun/proto/shm-*", ColNCCL, BucketAll, 0.08, 0.23},          // 4.4, 17.7
-	{"rerun/proto/net-*", ColNCCL, BucketAll, 0.08, 0.32},          // 5.0, 26.1
+	{"rerun/proto/net-*", ColNCCL, BucketAll, 0.10, 0.36},          // 6.7, 30.2
 	{"rerun/heldout/p2p-*-ll", ColNCCL, BucketAll, 0.08, 0.15},     // 4.1, 9.9
 	{"rerun/heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.06, 0.16},  // 2.7, 10.1
 	{"rerun/heldout/p2p-*-simple", ColNCCL, BucketAll, 0.07, 0.15}, // 3.3, 9.1
 	{"rerun/heldout/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.16},     // 2.6, 10.4
 	{"rerun/heldout/shm-*-simple", ColNCCL, BucketAll, 0.07, 0.16}, // 3.8, 10.7
-	{"rerun/heldout/net-*-ll", ColNCCL, BucketAll, 0.13, 0.44},     // 9.3, 38.9
-	{"rerun/heldout/net-*-simple", ColNCCL, BucketAll, 0.07, 0.28}, // 3.8, 22.8
+	{"rerun/heldout/net-*-ll", ColNCCL, BucketAll, 0.09, 0.32},     // 6.0, 26.3
+	{"rerun/heldout/net-*-simple", ColNCCL, BucketAll, 0.08, 0.31}, // 4.5, 25.7
 	// leader/: another start of the machine (2026-11-26, fourth session),
 	// never fitted
 	{"leader/shm-*", ColNCCL, BucketAll, 0.06, 0.23},                // 2.4, 17.1
-	{"leader/net-*", ColNCCL, BucketAll, 0.09, 0.30},                // 6.0, 24.6
+	{"leader/net-*", ColNCCL, BucketAll, 0.11, 0.30},                // 7.1, 24.2
 	{"leader/proto/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.14},       // 2.1, 8.4
 	{"leader/proto/shm-*-simple", ColNCCL, BucketAll, 0.07, 0.21},   // 3.2, 15.9
-	{"leader/proto/net-*-ll", ColNCCL, BucketAll, 0.11, 0.30},       // 8.0, 24.1
-	{"leader/proto/net-*-simple", ColNCCL, BucketAll, 0.07, 0.26},   // 4.0, 20.6
+	{"leader/proto/net-*-ll", ColNCCL, BucketAll, 0.14, 0.27},       // 10.5, 21.7
+	{"leader/proto/net-*-simple", ColNCCL, BucketAll, 0.09, 0.28},   // 5.6, 22.9
 	{"leader/heldout/shm-*-ll", ColNCCL, BucketAll, 0.07, 0.24},     // 3.1, 18.6
 	{"leader/heldout/shm-*-simple", ColNCCL, BucketAll, 0.08, 0.17}, // 4.2, 11.2
-	{"leader/heldout/net-*-ll", ColNCCL, BucketAll, 0.09, 0.25},     // 6.0, 19.9
-	{"leader/heldout/net-*-simple", ColNCCL, BucketAll, 0.09, 0.22}, // 5.8, 16.3
+	{"leader/heldout/net-*-ll", ColNCCL, BucketAll, 0.10, 0.27},     // 6.6, 21.8
+	{"leader/heldout/net-*-simple", ColNCCL, BucketAll, 0.12, 0.26}, // 8.6, 20.1
 	// rerun2/: the sockets on another start (2026-11-26, seventh session;
 	// a probe before every size), never fitted
-	{"rerun2/net-*", ColNCCL, BucketAll, 0.08, 0.71},                // 4.5, 65.2
-	{"rerun2/proto/net-*-ll", ColNCCL, BucketAll, 0.11, 0.29},       // 7.6, 23.3
-	{"rerun2/proto/net-*-simple", ColNCCL, BucketAll, 0.12, 0.25},   // 8.1, 19.4
-	{"rerun2/heldout/net-*-ll", ColNCCL, BucketAll, 0.09, 0.33},     // 5.4, 27.5
-	{"rerun2/heldout/net-*-simple", ColNCCL, BucketAll, 0.10, 0.33}, // 6.5, 27.2
+	{"rerun2/net-*", ColNCCL, BucketAll, 0.10, 0.72},                // 6.2, 66.1
+	{"rerun2/proto/net-*-ll", ColNCCL, BucketAll, 0.10, 0.22},       // 6.9, 16.9
+	{"rerun2/proto/net-*-simple", ColNCCL, BucketAll, 0.08, 0.26},   // 4.9, 20.2
+	{"rerun2/heldout/net-*-ll", ColNCCL, BucketAll, 0.11, 0.33},     // 7.6, 27.5
+	{"rerun2/heldout/net-*-simple", ColNCCL, BucketAll, 0.09, 0.33}, // 5.7, 27.7
 	// rerun3/: a seventh start (2026-11-26, seventh session), never fitted
-	{"rerun3/net-*", ColNCCL, BucketAll, 0.09, 0.35},                // 5.5, 29.6
-	{"rerun3/proto/net-*-ll", ColNCCL, BucketAll, 0.09, 0.26},       // 5.8, 20.3
-	{"rerun3/proto/net-*-simple", ColNCCL, BucketAll, 0.10, 0.27},   // 6.4, 21.2
-	{"rerun3/heldout/net-*-ll", ColNCCL, BucketAll, 0.10, 0.23},     // 7.0, 17.8
-	{"rerun3/heldout/net-*-simple", ColNCCL, BucketAll, 0.09, 0.18}, // 5.9, 12.7
+	{"rerun3/net-*", ColNCCL, BucketAll, 0.09, 0.35},                // 5.9, 29.5
+	{"rerun3/proto/net-*-ll", ColNCCL, BucketAll, 0.10, 0.27},       // 6.2, 21.5
+	{"rerun3/proto/net-*-simple", ColNCCL, BucketAll, 0.11, 0.28},   // 7.7, 22.8
+	{"rerun3/heldout/net-*-ll", ColNCCL, BucketAll, 0.12, 0.27},     // 8.1, 21.7
+	{"rerun3/heldout/net-*-simple", ColNCCL, BucketAll, 0.09, 0.18}, // 5.3, 12.3
 	{"rerun3/heldout/p2p-*-ll", ColNCCL, BucketAll, 0.07, 0.17},     // 3.1, 12.0
 	{"rerun3/heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.06, 0.15},  // 2.4, 9.2
 	{"rerun3/heldout/p2p-*-simple", ColNCCL, BucketAll, 0.07, 0.15}, // 3.4, 9.2
@@ -343,53 +347,53 @@ var h100NCCLBounds = []poolBound{
 	{"rerun3/heldout/shm-*-simple", ColNCCL, BucketAll, 0.08, 0.26}, // 4.9, 20.9
 	// rerun4/ (an eighth start, seventh session), never fitted for NCCL
 	{"rerun4/net-*", ColNCCL, BucketAll, 0.09, 0.27},                // 5.2, 22.0
-	{"rerun4/proto/net-*-ll", ColNCCL, BucketAll, 0.08, 0.24},       // 4.4, 18.6
-	{"rerun4/proto/net-*-simple", ColNCCL, BucketAll, 0.09, 0.30},   // 5.7, 24.3
-	{"rerun4/heldout/net-*-ll", ColNCCL, BucketAll, 0.12, 0.28},     // 8.9, 22.4
-	{"rerun4/heldout/net-*-simple", ColNCCL, BucketAll, 0.14, 0.36}, // 10.1, 30.1
+	{"rerun4/proto/net-*-ll", ColNCCL, BucketAll, 0.06, 0.16},       // 2.9, 10.3
+	{"rerun4/proto/net-*-simple", ColNCCL, BucketAll, 0.08, 0.26},   // 4.1, 20.4
+	{"rerun4/heldout/net-*-ll", ColNCCL, BucketAll, 0.13, 0.27},     // 9.1, 21.1
+	{"rerun4/heldout/net-*-simple", ColNCCL, BucketAll, 0.11, 0.29}, // 8.0, 23.1
 	// rerun5/, rerun6/, rerun7/ (ninth to eleventh starts, eighth session);
 	// NCCL's socket constants are fitted on rerun5/ and rerun7/ since the
 	// ninth session
-	{"rerun5/net-*", ColNCCL, BucketAll, 0.08, 0.29},                 // 4.5, 23.1
-	{"rerun5/proto/net-*-ll", ColNCCL, BucketAll, 0.06, 0.16},        // 2.2, 10.1
-	{"rerun5/proto/net-*-simple", ColNCCL, BucketAll, 0.07, 0.20},    // 4.0, 14.4
-	{"rerun5/heldout/net-*-ll", ColNCCL, BucketAll, 0.09, 0.24},      // 5.4, 18.5
-	{"rerun5/heldout/net-*-simple", ColNCCL, BucketAll, 0.08, 0.22},  // 4.4, 16.8
-	{"rerun6/net-*", ColNCCL, BucketAll, 0.08, 0.27},                 // 4.2, 21.8
-	{"rerun6/proto/net-*-ll", ColNCCL, BucketAll, 0.07, 0.16},        // 3.7, 10.9
-	{"rerun6/proto/net-*-simple", ColNCCL, BucketAll, 0.09, 0.24},    // 5.4, 19.0
-	{"rerun6/heldout/net-*-ll", ColNCCL, BucketAll, 0.09, 0.22},      // 5.3, 16.1
-	{"rerun6/heldout/net-*-simple", ColNCCL, BucketAll, 0.06, 0.18},  // 3.0, 12.7
-	{"rerun7/net-*", ColNCCL, BucketAll, 0.09, 0.29},                 // 5.2, 23.5
-	{"rerun7/proto/net-*-ll", ColNCCL, BucketAll, 0.09, 0.26},        // 5.1, 20.6
-	{"rerun7/proto/net-*-simple", ColNCCL, BucketAll, 0.07, 0.22},    // 3.2, 16.9
-	{"rerun7/heldout/net-*-ll", ColNCCL, BucketAll, 0.09, 0.31},      // 5.9, 25.9
-	{"rerun7/heldout/net-*-simple", ColNCCL, BucketAll, 0.06, 0.22},  // 2.7, 16.3
-	{"rerun8/net-*", ColNCCL, BucketAll, 0.08, 0.48},                 // 5.0, 42.5
-	{"rerun8/proto/net-*-ll", ColNCCL, BucketAll, 0.07, 0.15},        // 3.7, 10.0
-	{"rerun8/proto/net-*-simple", ColNCCL, BucketAll, 0.08, 0.26},    // 4.8, 20.5
-	{"rerun8/heldout/net-*-ll", ColNCCL, BucketAll, 0.07, 0.21},      // 3.5, 15.8
-	{"rerun8/heldout/net-*-simple", ColNCCL, BucketAll, 0.07, 0.17},  // 3.1, 11.7
-	{"rerun9/net-*", ColNCCL, BucketAll, 0.09, 0.25},                 // 5.9, 19.1
-	{"rerun9/proto/net-*-ll", ColNCCL, BucketAll, 0.09, 0.23},        // 5.6, 17.7
-	{"rerun9/proto/net-*-simple", ColNCCL, BucketAll, 0.07, 0.20},    // 3.4, 14.4
-	{"rerun9/heldout/net-*-ll", ColNCCL, BucketAll, 0.07, 0.30},      // 3.2, 24.3
-	{"rerun9/heldout/net-*-simple", ColNCCL, BucketAll, 0.08, 0.22},  // 4.5, 16.3
-	{"rerun10/net-*", ColNCCL, BucketAll, 0.09, 0.32},                // 5.6, 26.6
-	{"rerun11/net-*", ColNCCL, BucketAll, 0.08, 0.35},                // 4.7, 29.7
-	{"rerun12/net-*", ColNCCL, BucketAll, 0.08, 0.37},                // 4.4, 31.7
-	{"rerun10/proto/net-*-ll", ColNCCL, BucketAll, 0.12, 0.31},       // 8.2, 25.9
-	{"rerun11/proto/net-*-ll", ColNCCL, BucketAll, 0.07, 0.21},       // 3.9, 15.9
-	{"rerun12/proto/net-*-ll", ColNCCL, BucketAll, 0.07, 0.14},       // 3.2, 8.9
-	{"rerun10/proto/net-*-simple", ColNCCL, BucketAll, 0.09, 0.15},   // 5.4, 9.6
-	{"rerun11/proto/net-*-simple", ColNCCL, BucketAll, 0.07, 0.19},   // 3.4, 13.9
-	{"rerun12/proto/net-*-simple", ColNCCL, BucketAll, 0.08, 0.21},   // 4.7, 15.4
-	{"rerun10/heldout/net-*-ll", ColNCCL, BucketAll, 0.10, 0.27},     // 6.9, 21.8
-	{"rerun11/heldout/net-*-ll", ColNCCL, BucketAll, 0.09, 0.32},     // 5.1, 26.5
-	{"rerun12/heldout/net-*-ll", ColNCCL, BucketAll, 0.09, 0.27},     // 6.0, 21.1
-	{"rerun10/heldout/net-*-simple", ColNCCL, BucketAll, 0.08, 0.33}, // 4.4, 27.8
-	{"rerun11/heldout/net-*-simple", ColNCCL, BucketAll, 0.09, 0.20}, // 5.6, 14.5
-	{"rerun12/heldout/net-*-simple", ColNCCL, BucketAll, 0.08, 0.33}, // 4.9, 27.9
+	{"rerun5/net-*", ColNCCL, BucketAll, 0.09, 0.39},                 // 5.2, 33.2
+	{"rerun5/proto/net-*-ll", ColNCCL, BucketAll, 0.08, 0.13},        // 4.8, 7.4
+	{"rerun5/proto/net-*-simple", ColNCCL, BucketAll, 0.08, 0.20},    // 4.7, 14.4
+	{"rerun5/heldout/net-*-ll", ColNCCL, BucketAll, 0.08, 0.23},      // 4.6, 17.4
+	{"rerun5/heldout/net-*-simple", ColNCCL, BucketAll, 0.08, 0.27},  // 4.2, 21.7
+	{"rerun6/net-*", ColNCCL, BucketAll, 0.09, 0.28},                 // 5.7, 22.9
+	{"rerun6/proto/net-*-ll", ColNCCL, BucketAll, 0.08, 0.15},        // 4.2, 9.9
+	{"rerun6/proto/net-*-simple", ColNCCL, BucketAll, 0.08, 0.23},    // 4.9, 17.3
+	{"rerun6/heldout/net-*-ll", ColNCCL, BucketAll, 0.08, 0.20},      // 4.7, 14.2
+	{"rerun6/heldout/net-*-simple", ColNCCL, BucketAll, 0.08, 0.23},  // 4.6, 18.0
+	{"rerun7/net-*", ColNCCL, BucketAll, 0.08, 0.22},                 // 4.3, 17.0
+	{"rerun7/proto/net-*-ll", ColNCCL, BucketAll, 0.12, 0.20},        // 8.2, 14.5
+	{"rerun7/proto/net-*-simple", ColNCCL, BucketAll, 0.06, 0.27},    // 2.4, 21.8
+	{"rerun7/heldout/net-*-ll", ColNCCL, BucketAll, 0.09, 0.26},      // 6.0, 21.0
+	{"rerun7/heldout/net-*-simple", ColNCCL, BucketAll, 0.07, 0.23},  // 3.8, 17.2
+	{"rerun8/net-*", ColNCCL, BucketAll, 0.09, 0.41},                 // 5.9, 36.0
+	{"rerun8/proto/net-*-ll", ColNCCL, BucketAll, 0.06, 0.12},        // 2.8, 6.7
+	{"rerun8/proto/net-*-simple", ColNCCL, BucketAll, 0.09, 0.29},    // 6.0, 23.4
+	{"rerun8/heldout/net-*-ll", ColNCCL, BucketAll, 0.06, 0.23},      // 2.7, 17.7
+	{"rerun8/heldout/net-*-simple", ColNCCL, BucketAll, 0.06, 0.17},  // 2.4, 11.5
+	{"rerun9/net-*", ColNCCL, BucketAll, 0.09, 0.22},                 // 5.7, 16.7
+	{"rerun9/proto/net-*-ll", ColNCCL, BucketAll, 0.10, 0.20},        // 6.5, 14.7
+	{"rerun9/proto/net-*-simple", ColNCCL, BucketAll, 0.07, 0.18},    // 3.3, 13.0
+	{"rerun9/heldout/net-*-ll", ColNCCL, BucketAll, 0.09, 0.34},      // 5.7, 28.2
+	{"rerun9/heldout/net-*-simple", ColNCCL, BucketAll, 0.08, 0.22},  // 4.7, 16.4
+	{"rerun10/net-*", ColNCCL, BucketAll, 0.09, 0.36},                // 5.9, 30.3
+	{"rerun11/net-*", ColNCCL, BucketAll, 0.08, 0.38},                // 4.2, 32.1
+	{"rerun12/net-*", ColNCCL, BucketAll, 0.09, 0.32},                // 5.2, 26.6
+	{"rerun10/proto/net-*-ll", ColNCCL, BucketAll, 0.10, 0.29},       // 6.3, 23.7
+	{"rerun11/proto/net-*-ll", ColNCCL, BucketAll, 0.06, 0.26},       // 3.0, 20.6
+	{"rerun12/proto/net-*-ll", ColNCCL, BucketAll, 0.08, 0.19},       // 4.1, 13.9
+	{"rerun10/proto/net-*-simple", ColNCCL, BucketAll, 0.08, 0.14},   // 4.9, 8.7
+	{"rerun11/proto/net-*-simple", ColNCCL, BucketAll, 0.06, 0.20},   // 2.7, 14.5
+	{"rerun12/proto/net-*-simple", ColNCCL, BucketAll, 0.08, 0.19},   // 4.7, 13.8
+	{"rerun10/heldout/net-*-ll", ColNCCL, BucketAll, 0.12, 0.29},     // 8.9, 23.8
+	{"rerun11/heldout/net-*-ll", ColNCCL, BucketAll, 0.09, 0.34},     // 5.1, 28.4
+	{"rerun12/heldout/net-*-ll", ColNCCL, BucketAll, 0.10, 0.24},     // 6.5, 18.7
+	{"rerun10/heldout/net-*-simple", ColNCCL, BucketAll, 0.07, 0.29}, // 3.9, 23.6
+	{"rerun11/heldout/net-*-simple", ColNCCL, BucketAll, 0.08, 0.21}, // 5.0, 16.0
+	{"rerun12/heldout/net-*-simple", ColNCCL, BucketAll, 0.10, 0.30}, // 6.3, 24.6
 	{"rerun8/heldout/p2p-*-ll", ColNCCL, BucketAll, 0.07, 0.17},      // 3.5, 11.5
 	{"rerun8/heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.06, 0.15},   // 2.6, 9.2
 	{"rerun8/heldout/p2p-*-simple", ColNCCL, BucketAll, 0.06, 0.18},  // 2.5, 12.8
@@ -424,21 +428,21 @@ var h100NCCLBounds = []poolBound{
 	{"rerun14/heldout/p2p-*-simple", ColNCCL, BucketAll, 0.06, 0.15}, // 2.7, 9.4
 	{"rerun14/heldout/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.16},     // 2.6, 10.4
 	{"rerun14/heldout/shm-*-simple", ColNCCL, BucketAll, 0.08, 0.15}, // 4.3, 9.6
-	{"rerun14/net-*", ColNCCL, BucketAll, 0.08, 0.22},                // 4.7, 16.5
-	{"rerun14/proto/net-*-ll", ColNCCL, BucketAll, 0.08, 0.23},       // 4.3, 17.3
-	{"rerun14/proto/net-*-simple", ColNCCL, BucketAll, 0.09, 0.19},   // 5.1, 13.1
-	{"rerun14/heldout/net-*-ll", ColNCCL, BucketAll, 0.07, 0.20},     // 3.3, 14.5
-	{"rerun14/heldout/net-*-simple", ColNCCL, BucketAll, 0.07, 0.18}, // 3.9, 12.6
+	{"rerun14/net-*", ColNCCL, BucketAll, 0.09, 0.24},                // 5.5, 18.4
+	{"rerun14/proto/net-*-ll", ColNCCL, BucketAll, 0.08, 0.25},       // 4.7, 19.7
+	{"rerun14/proto/net-*-simple", ColNCCL, BucketAll, 0.09, 0.13},   // 5.1, 7.7
+	{"rerun14/heldout/net-*-ll", ColNCCL, BucketAll, 0.07, 0.23},     // 3.2, 17.3
+	{"rerun14/heldout/net-*-simple", ColNCCL, BucketAll, 0.07, 0.16}, // 3.1, 10.2
 	{"rerun15/heldout/p2p-*-ll", ColNCCL, BucketAll, 0.07, 0.17},     // 3.3, 11.7
 	{"rerun15/heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.06, 0.16},  // 2.4, 10.7
 	{"rerun15/heldout/p2p-*-simple", ColNCCL, BucketAll, 0.06, 0.14}, // 2.1, 8.6
 	{"rerun15/heldout/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.22},     // 2.8, 16.3
 	{"rerun15/heldout/shm-*-simple", ColNCCL, BucketAll, 0.08, 0.16}, // 4.2, 10.6
-	{"rerun15/net-*", ColNCCL, BucketAll, 0.09, 0.36},                // 5.4, 30.6
-	{"rerun15/proto/net-*-ll", ColNCCL, BucketAll, 0.09, 0.23},       // 5.5, 17.3
-	{"rerun15/proto/net-*-simple", ColNCCL, BucketAll, 0.07, 0.20},   // 3.6, 14.2
-	{"rerun15/heldout/net-*-ll", ColNCCL, BucketAll, 0.08, 0.32},     // 4.7, 27.0
-	{"rerun15/heldout/net-*-simple", ColNCCL, BucketAll, 0.09, 0.21}, // 5.6, 15.7
+	{"rerun15/net-*", ColNCCL, BucketAll, 0.09, 0.32},                // 5.3, 26.7
+	{"rerun15/proto/net-*-ll", ColNCCL, BucketAll, 0.08, 0.22},       // 4.9, 16.6
+	{"rerun15/proto/net-*-simple", ColNCCL, BucketAll, 0.06, 0.19},   // 2.9, 13.5
+	{"rerun15/heldout/net-*-ll", ColNCCL, BucketAll, 0.07, 0.26},     // 3.7, 20.6
+	{"rerun15/heldout/net-*-simple", ColNCCL, BucketAll, 0.08, 0.19}, // 4.4, 13.6
 	// rerun16/ (a twentieth start: LL and LL128 blocks of up to 640 threads)
 	{"rerun16/p2p-*", ColNCCL, BucketAll, 0.06, 0.16},                // 2.9, 10.5
 	{"rerun16/shm-*", ColNCCL, BucketAll, 0.07, 0.51},                // 3.1, 45.1
@@ -460,32 +464,32 @@ var h100NCCLBounds = []poolBound{
 	{"rerun17/heldout/p2p-*-simple", ColNCCL, BucketAll, 0.07, 0.14}, // 3.1, 8.8
 	{"rerun17/heldout/shm-*-ll", ColNCCL, BucketAll, 0.07, 0.18},     // 3.4, 12.4
 	{"rerun17/heldout/shm-*-simple", ColNCCL, BucketAll, 0.06, 0.17}, // 3.0, 11.2
-	{"rerun17/net-*", ColNCCL, BucketAll, 0.14, 0.53},                // 10.9, 47.2
-	{"rerun17/proto/net-*-ll", ColNCCL, BucketAll, 0.08, 0.21},       // 5.0, 15.4
-	{"rerun17/proto/net-*-simple", ColNCCL, BucketAll, 0.12, 0.57},   // 8.8, 51.6
-	{"rerun17/heldout/net-*-ll", ColNCCL, BucketAll, 0.17, 0.46},     // 13.9, 40.7
-	{"rerun17/heldout/net-*-simple", ColNCCL, BucketAll, 0.11, 0.21}, // 7.8, 15.4
+	{"rerun17/net-*", ColNCCL, BucketAll, 0.11, 0.53},                // 8.0, 47.5
+	{"rerun17/proto/net-*-ll", ColNCCL, BucketAll, 0.11, 0.23},       // 7.9, 17.7
+	{"rerun17/proto/net-*-simple", ColNCCL, BucketAll, 0.09, 0.55},   // 5.4, 49.3
+	{"rerun17/heldout/net-*-ll", ColNCCL, BucketAll, 0.11, 0.45},     // 7.5, 39.9
+	{"rerun17/heldout/net-*-simple", ColNCCL, BucketAll, 0.09, 0.19}, // 5.3, 13.9
 	{"rerun18/heldout/p2p-*-ll", ColNCCL, BucketAll, 0.07, 0.17},     // 3.2, 11.2
 	{"rerun18/heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.06, 0.16},  // 2.6, 11.0
 	{"rerun18/heldout/p2p-*-simple", ColNCCL, BucketAll, 0.06, 0.15}, // 3.0, 9.4
 	{"rerun18/heldout/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.14},     // 2.2, 8.7
 	{"rerun18/heldout/shm-*-simple", ColNCCL, BucketAll, 0.08, 0.16}, // 4.5, 10.2
-	{"rerun18/net-*", ColNCCL, BucketAll, 0.07, 0.18},                // 3.2, 12.7
-	{"rerun18/proto/net-*-ll", ColNCCL, BucketAll, 0.08, 0.24},       // 4.5, 18.3
-	{"rerun18/proto/net-*-simple", ColNCCL, BucketAll, 0.06, 0.15},   // 2.4, 9.1
-	{"rerun18/heldout/net-*-ll", ColNCCL, BucketAll, 0.08, 0.18},     // 4.9, 12.7
-	{"rerun18/heldout/net-*-simple", ColNCCL, BucketAll, 0.09, 0.20}, // 5.3, 14.4
+	{"rerun18/net-*", ColNCCL, BucketAll, 0.07, 0.18},                // 3.1, 12.9
+	{"rerun18/proto/net-*-ll", ColNCCL, BucketAll, 0.11, 0.25},       // 8.0, 19.9
+	{"rerun18/proto/net-*-simple", ColNCCL, BucketAll, 0.07, 0.15},   // 3.4, 9.6
+	{"rerun18/heldout/net-*-ll", ColNCCL, BucketAll, 0.05, 0.18},     // 2.0, 12.8
+	{"rerun18/heldout/net-*-simple", ColNCCL, BucketAll, 0.10, 0.20}, // 6.1, 14.1
 	// rerun19/ and rerun20/ (socket groups only, three passes a row)
-	{"rerun19/net-*", ColNCCL, BucketAll, 0.07, 0.26},                // 3.6, 20.6
-	{"rerun19/proto/net-*-ll", ColNCCL, BucketAll, 0.08, 0.13},       // 4.1, 7.5
-	{"rerun19/proto/net-*-simple", ColNCCL, BucketAll, 0.07, 0.20},   // 3.8, 14.5
-	{"rerun19/heldout/net-*-ll", ColNCCL, BucketAll, 0.05, 0.12},     // 1.5, 7.0
-	{"rerun19/heldout/net-*-simple", ColNCCL, BucketAll, 0.06, 0.29}, // 2.8, 23.2
-	{"rerun20/net-*", ColNCCL, BucketAll, 0.08, 0.26},                // 4.2, 20.2
-	{"rerun20/proto/net-*-ll", ColNCCL, BucketAll, 0.07, 0.43},       // 3.7, 37.7
-	{"rerun20/proto/net-*-simple", ColNCCL, BucketAll, 0.07, 0.18},   // 4.0, 12.8
-	{"rerun20/heldout/net-*-ll", ColNCCL, BucketAll, 0.07, 0.15},     // 4.0, 9.4
-	{"rerun20/heldout/net-*-simple", ColNCCL, BucketAll, 0.07, 0.18}, // 3.9, 12.6
+	{"rerun19/net-*", ColNCCL, BucketAll, 0.07, 0.21},                // 3.9, 15.3
+	{"rerun19/proto/net-*-ll", ColNCCL, BucketAll, 0.07, 0.17},       // 3.3, 11.5
+	{"rerun19/proto/net-*-simple", ColNCCL, BucketAll, 0.07, 0.21},   // 3.2, 15.7
+	{"rerun19/heldout/net-*-ll", ColNCCL, BucketAll, 0.07, 0.14},     // 3.1, 8.7
+	{"rerun19/heldout/net-*-simple", ColNCCL, BucketAll, 0.07, 0.30}, // 3.5, 24.2
+	{"rerun20/net-*", ColNCCL, BucketAll, 0.07, 0.25},                // 3.4, 19.3
+	{"rerun20/proto/net-*-ll", ColNCCL, BucketAll, 0.07, 0.44},       // 3.7, 38.8
+	{"rerun20/proto/net-*-simple", ColNCCL, BucketAll, 0.06, 0.14},   // 2.8, 8.9
+	{"rerun20/heldout/net-*-ll", ColNCCL, BucketAll, 0.07, 0.18},     // 3.1, 12.4
+	{"rerun20/heldout/net-*-simple", ColNCCL, BucketAll, 0.07, 0.18}, // 3.2, 12.2
 	// rerun21/ (P2P and SHM, three passes a row, after every fit)
 	{"rerun21/heldout/p2p-*-ll", ColNCCL, BucketAll, 0.06, 0.16},     // 2.9, 10.3
 	{"rerun21/heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.06, 0.15},  // 2.3, 10.0
@@ -499,21 +503,45 @@ var h100NCCLBounds = []poolBound{
 	{"rerun22/heldout/p2p-*-simple", ColNCCL, BucketAll, 0.06, 0.14}, // 2.4, 8.6
 	{"rerun22/heldout/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.15},     // 2.6, 9.8
 	{"rerun22/heldout/shm-*-simple", ColNCCL, BucketAll, 0.08, 0.16}, // 4.3, 10.3
-	{"rerun22/net-*", ColNCCL, BucketAll, 0.08, 0.18},                // 4.4, 12.4
-	{"rerun22/proto/net-*-ll", ColNCCL, BucketAll, 0.07, 0.17},       // 3.6, 11.9
-	{"rerun22/proto/net-*-simple", ColNCCL, BucketAll, 0.07, 0.15},   // 3.1, 9.9
-	{"rerun22/heldout/net-*-ll", ColNCCL, BucketAll, 0.06, 0.16},     // 2.2, 10.7
-	{"rerun22/heldout/net-*-simple", ColNCCL, BucketAll, 0.06, 0.17}, // 2.9, 11.5
+	{"rerun22/net-*", ColNCCL, BucketAll, 0.07, 0.18},                // 3.4, 13.0
+	{"rerun22/proto/net-*-ll", ColNCCL, BucketAll, 0.07, 0.13},       // 3.2, 7.6
+	{"rerun22/proto/net-*-simple", ColNCCL, BucketAll, 0.05, 0.14},   // 1.3, 8.6
+	{"rerun22/heldout/net-*-ll", ColNCCL, BucketAll, 0.06, 0.16},     // 3.0, 10.4
+	{"rerun22/heldout/net-*-simple", ColNCCL, BucketAll, 0.07, 0.17}, // 3.1, 11.1
 	// rerun23/ (a twenty-seventh start, twelfth session, after its socket
 	// refit: every socket group, three passes a row by run gpu's default)
-	{"rerun23/net-*", ColNCCL, BucketAll, 0.09, 0.24},                // 5.8, 18.4
-	{"rerun23/proto/net-*-ll", ColNCCL, BucketAll, 0.07, 0.14},       // 3.7, 8.6
-	{"rerun23/proto/net-*-simple", ColNCCL, BucketAll, 0.09, 0.21},   // 5.6, 15.3
-	{"rerun23/heldout/net-*-ll", ColNCCL, BucketAll, 0.07, 0.18},     // 3.8, 12.4
-	{"rerun23/heldout/net-*-simple", ColNCCL, BucketAll, 0.08, 0.18}, // 5.0, 12.6
+	{"rerun23/net-*", ColNCCL, BucketAll, 0.09, 0.25},                // 5.8, 20.0
+	{"rerun23/proto/net-*-ll", ColNCCL, BucketAll, 0.07, 0.17},       // 3.8, 11.9
+	{"rerun23/proto/net-*-simple", ColNCCL, BucketAll, 0.09, 0.24},   // 5.1, 19.0
+	{"rerun23/heldout/net-*-ll", ColNCCL, BucketAll, 0.07, 0.18},     // 3.6, 12.3
+	{"rerun23/heldout/net-*-simple", ColNCCL, BucketAll, 0.07, 0.13}, // 4.0, 7.4
+	// rerun24/, rerun25/ and rerun26/ (twenty-eighth to thirtieth starts,
+	// thirteenth session, before its socket refit, which fitted rerun24/:
+	// every socket group; rerun26/ six passes a row, the others three)
+	{"rerun24/net-*", ColNCCL, BucketAll, 0.07, 0.18},                // 3.9, 12.4
+	{"rerun24/proto/net-*-ll", ColNCCL, BucketAll, 0.09, 0.21},       // 5.2, 15.5
+	{"rerun24/proto/net-*-simple", ColNCCL, BucketAll, 0.08, 0.16},   // 4.1, 10.9
+	{"rerun24/heldout/net-*-ll", ColNCCL, BucketAll, 0.07, 0.18},     // 3.8, 13.0
+	{"rerun24/heldout/net-*-simple", ColNCCL, BucketAll, 0.10, 0.20}, // 6.3, 14.5
+	{"rerun25/net-*", ColNCCL, BucketAll, 0.09, 0.35},                // 5.2, 29.4
+	{"rerun25/proto/net-*-ll", ColNCCL, BucketAll, 0.09, 0.20},       // 5.1, 14.3
+	{"rerun25/proto/net-*-simple", ColNCCL, BucketAll, 0.07, 0.16},   // 3.7, 10.6
+	{"rerun25/heldout/net-*-ll", ColNCCL, BucketAll, 0.07, 0.20},     // 3.5, 15.0
+	{"rerun25/heldout/net-*-simple", ColNCCL, BucketAll, 0.07, 0.27}, // 3.8, 21.6
+	{"rerun26/net-*", ColNCCL, BucketAll, 0.12, 0.23},                // 8.2, 17.9
+	{"rerun26/proto/net-*-ll", ColNCCL, BucketAll, 0.17, 0.25},       // 13.8, 19.9
+	{"rerun26/proto/net-*-simple", ColNCCL, BucketAll, 0.09, 0.24},   // 5.7, 19.0
+	{"rerun26/heldout/net-*-ll", ColNCCL, BucketAll, 0.08, 0.19},     // 4.7, 13.9
+	{"rerun26/heldout/net-*-simple", ColNCCL, BucketAll, 0.11, 0.20}, // 7.7, 14.5
+	// rerun27/ (a thirty-first start, recorded after the thirteenth
+	// session's socket refit: heldout:net and proto:net)
+	{"rerun27/proto/net-*-ll", ColNCCL, BucketAll, 0.08, 0.16},       // 4.4, 10.3
+	{"rerun27/proto/net-*-simple", ColNCCL, BucketAll, 0.07, 0.28},   // 3.8, 23.0
+	{"rerun27/heldout/net-*-ll", ColNCCL, BucketAll, 0.10, 0.19},     // 6.2, 13.9
+	{"rerun27/heldout/net-*-simple", ColNCCL, BucketAll, 0.09, 0.20}, // 5.6, 14.1
 	// algo/ (twelfth session: AllReduce Simple forced to ring and to tree
 	// over split-host sockets, 8 B-2 KiB, with traces; no fit saw it)
-	{"algo/net-*", ColNCCL, BucketAll, 0.11, 0.23}, // 7.5, 17.2
+	{"algo/net-*", ColNCCL, BucketAll, 0.09, 0.18}, // 5.9, 12.7
 }
 
 // h100TwincclBounds are tolerances on our executor's column simulated
@@ -733,7 +761,10 @@ var h100PerProto512Bounds = []poolBound{
 // constants were refitted on rerun18/ and rerun19/ in the eleventh session
 // and again in the twelfth, with duplex_cost, simple_duplex_cost and
 // recv_conn_us (fit-sockets.sh), and the socket pools of rerun17/ to
-// rerun20/ set again to the median plus 3 points and the maximum plus 5.
+// rerun20/ set again to the median plus 3 points and the maximum plus 5;
+// in the thirteenth on rerun17/, rerun18/, rerun19/, rerun22/ and
+// rerun24/ with host_GBps (the host's scaling by the probe's throughput
+// as well as its latency), and every socket pool set again the same way.
 var h100CurrentBounds = []poolBound{
 	{"rerun16/p2p-*", ColOurs, BucketAll, 0.07, 0.19},                // 3.3, 13.3
 	{"rerun16/shm-*", ColOurs, BucketAll, 0.07, 0.16},                // 3.3, 10.4
@@ -756,11 +787,11 @@ var h100CurrentBounds = []poolBound{
 	{"rerun17/heldout/p2p-*-simple", ColOurs, BucketAll, 0.05, 0.14}, // 1.7, 8.3
 	{"rerun17/heldout/shm-*-ll", ColOurs, BucketAll, 0.08, 0.14},     // 4.3, 8.9
 	{"rerun17/heldout/shm-*-simple", ColOurs, BucketAll, 0.05, 0.17}, // 2.0, 11.6
-	{"rerun17/net-*", ColOurs, BucketAll, 0.12, 0.41},                // 9.0, 35.2
-	{"rerun17/proto/net-*-ll", ColOurs, BucketAll, 0.12, 0.29},       // 8.1, 23.5
-	{"rerun17/proto/net-*-simple", ColOurs, BucketAll, 0.16, 0.32},   // 12.8, 26.8
-	{"rerun17/heldout/net-*-ll", ColOurs, BucketAll, 0.13, 0.61},     // 9.2, 55.6
-	{"rerun17/heldout/net-*-simple", ColOurs, BucketAll, 0.10, 0.34}, // 6.5, 28.9
+	{"rerun17/net-*", ColOurs, BucketAll, 0.13, 0.37},                // 9.2, 31.2
+	{"rerun17/proto/net-*-ll", ColOurs, BucketAll, 0.12, 0.26},       // 8.3, 20.2
+	{"rerun17/proto/net-*-simple", ColOurs, BucketAll, 0.12, 0.26},   // 8.5, 20.4
+	{"rerun17/heldout/net-*-ll", ColOurs, BucketAll, 0.11, 0.57},     // 7.1, 51.9
+	{"rerun17/heldout/net-*-simple", ColOurs, BucketAll, 0.08, 0.32}, // 4.9, 26.1
 	// rerun18/ (a twenty-second, recorded after every fit: its socket rows
 	// hold three passes of five repetitions, --passes 3)
 	{"rerun18/heldout/p2p-*-ll", ColOurs, BucketAll, 0.07, 0.15},     // 3.2, 9.3
@@ -768,24 +799,24 @@ var h100CurrentBounds = []poolBound{
 	{"rerun18/heldout/p2p-*-simple", ColOurs, BucketAll, 0.05, 0.13}, // 2.0, 7.5
 	{"rerun18/heldout/shm-*-ll", ColOurs, BucketAll, 0.07, 0.15},     // 3.7, 9.5
 	{"rerun18/heldout/shm-*-simple", ColOurs, BucketAll, 0.05, 0.14}, // 2.0, 8.1
-	{"rerun18/net-*", ColOurs, BucketAll, 0.07, 0.20},                // 3.9, 14.3
-	{"rerun18/proto/net-*-ll", ColOurs, BucketAll, 0.09, 0.25},       // 5.9, 19.2
-	{"rerun18/proto/net-*-simple", ColOurs, BucketAll, 0.07, 0.17},   // 3.4, 11.2
-	{"rerun18/heldout/net-*-ll", ColOurs, BucketAll, 0.07, 0.19},     // 3.4, 13.8
-	{"rerun18/heldout/net-*-simple", ColOurs, BucketAll, 0.07, 0.23}, // 3.8, 17.5
+	{"rerun18/net-*", ColOurs, BucketAll, 0.07, 0.21},                // 3.6, 15.6
+	{"rerun18/proto/net-*-ll", ColOurs, BucketAll, 0.10, 0.23},       // 6.5, 17.5
+	{"rerun18/proto/net-*-simple", ColOurs, BucketAll, 0.07, 0.23},   // 3.8, 17.2
+	{"rerun18/heldout/net-*-ll", ColOurs, BucketAll, 0.08, 0.20},     // 4.4, 14.7
+	{"rerun18/heldout/net-*-simple", ColOurs, BucketAll, 0.08, 0.23}, // 5.0, 18.0
 	// rerun19/ and rerun20/ (twenty-third and twenty-fourth starts: socket
 	// groups only, three passes a row); the calibration's net_socket is
 	// fitted on rerun18/ and rerun19/
-	{"rerun19/net-*", ColOurs, BucketAll, 0.07, 0.21},                // 3.5, 15.4
-	{"rerun19/proto/net-*-ll", ColOurs, BucketAll, 0.07, 0.19},       // 3.7, 13.8
-	{"rerun19/proto/net-*-simple", ColOurs, BucketAll, 0.09, 0.17},   // 6.0, 11.2
-	{"rerun19/heldout/net-*-ll", ColOurs, BucketAll, 0.06, 0.13},     // 2.8, 7.7
-	{"rerun19/heldout/net-*-simple", ColOurs, BucketAll, 0.06, 0.22}, // 2.3, 16.2
-	{"rerun20/net-*", ColOurs, BucketAll, 0.08, 0.24},                // 4.4, 18.6
-	{"rerun20/proto/net-*-ll", ColOurs, BucketAll, 0.10, 0.19},       // 6.1, 13.3
-	{"rerun20/proto/net-*-simple", ColOurs, BucketAll, 0.07, 0.23},   // 3.1, 17.6
-	{"rerun20/heldout/net-*-ll", ColOurs, BucketAll, 0.06, 0.15},     // 3.0, 9.5
-	{"rerun20/heldout/net-*-simple", ColOurs, BucketAll, 0.09, 0.20}, // 5.4, 14.4
+	{"rerun19/net-*", ColOurs, BucketAll, 0.08, 0.20},                // 4.6, 14.5
+	{"rerun19/proto/net-*-ll", ColOurs, BucketAll, 0.10, 0.18},       // 6.7, 12.3
+	{"rerun19/proto/net-*-simple", ColOurs, BucketAll, 0.09, 0.17},   // 5.9, 11.5
+	{"rerun19/heldout/net-*-ll", ColOurs, BucketAll, 0.07, 0.14},     // 3.5, 8.2
+	{"rerun19/heldout/net-*-simple", ColOurs, BucketAll, 0.07, 0.20}, // 3.3, 14.1
+	{"rerun20/net-*", ColOurs, BucketAll, 0.08, 0.26},                // 4.5, 20.3
+	{"rerun20/proto/net-*-ll", ColOurs, BucketAll, 0.08, 0.17},       // 4.9, 11.6
+	{"rerun20/proto/net-*-simple", ColOurs, BucketAll, 0.07, 0.23},   // 3.1, 17.9
+	{"rerun20/heldout/net-*-ll", ColOurs, BucketAll, 0.07, 0.16},     // 3.6, 10.3
+	{"rerun20/heldout/net-*-simple", ColOurs, BucketAll, 0.08, 0.19}, // 4.7, 13.1
 	// rerun21/ (a twenty-fifth start: held-out sizes over P2P and SHM, three
 	// passes a row, after every fit)
 	{"rerun21/heldout/p2p-*-ll", ColOurs, BucketAll, 0.07, 0.15},     // 3.7, 9.1
@@ -801,20 +832,44 @@ var h100CurrentBounds = []poolBound{
 	{"rerun22/heldout/p2p-*-simple", ColOurs, BucketAll, 0.05, 0.14}, // 1.8, 8.5
 	{"rerun22/heldout/shm-*-ll", ColOurs, BucketAll, 0.07, 0.14},     // 3.5, 8.7
 	{"rerun22/heldout/shm-*-simple", ColOurs, BucketAll, 0.06, 0.12}, // 2.1, 7.0
-	{"rerun22/net-*", ColOurs, BucketAll, 0.08, 0.20},                // 4.4, 14.4
-	{"rerun22/proto/net-*-ll", ColOurs, BucketAll, 0.06, 0.16},       // 2.5, 11.0
-	{"rerun22/proto/net-*-simple", ColOurs, BucketAll, 0.07, 0.24},   // 3.6, 18.4
-	{"rerun22/heldout/net-*-ll", ColOurs, BucketAll, 0.08, 0.23},     // 4.9, 17.7
-	{"rerun22/heldout/net-*-simple", ColOurs, BucketAll, 0.07, 0.19}, // 3.6, 14.0
+	{"rerun22/net-*", ColOurs, BucketAll, 0.07, 0.22},                // 3.4, 16.3
+	{"rerun22/proto/net-*-ll", ColOurs, BucketAll, 0.05, 0.12},       // 2.0, 6.9
+	{"rerun22/proto/net-*-simple", ColOurs, BucketAll, 0.08, 0.22},   // 4.1, 16.8
+	{"rerun22/heldout/net-*-ll", ColOurs, BucketAll, 0.08, 0.23},     // 4.1, 17.3
+	{"rerun22/heldout/net-*-simple", ColOurs, BucketAll, 0.05, 0.17}, // 1.5, 11.3
 	// rerun23/ (a twenty-seventh start, recorded after the twelfth
 	// session's socket refit, which it holds out)
-	{"rerun23/net-*", ColOurs, BucketAll, 0.07, 0.22},                // 3.4, 17.0
-	{"rerun23/proto/net-*-ll", ColOurs, BucketAll, 0.09, 0.26},       // 5.1, 20.1
-	{"rerun23/proto/net-*-simple", ColOurs, BucketAll, 0.06, 0.27},   // 3.0, 22.0
-	{"rerun23/heldout/net-*-ll", ColOurs, BucketAll, 0.09, 0.27},     // 5.7, 22.0
-	{"rerun23/heldout/net-*-simple", ColOurs, BucketAll, 0.07, 0.21}, // 4.0, 15.6
+	{"rerun23/net-*", ColOurs, BucketAll, 0.06, 0.21},                // 2.7, 15.7
+	{"rerun23/proto/net-*-ll", ColOurs, BucketAll, 0.08, 0.26},       // 4.8, 20.8
+	{"rerun23/proto/net-*-simple", ColOurs, BucketAll, 0.07, 0.27},   // 3.8, 21.3
+	{"rerun23/heldout/net-*-ll", ColOurs, BucketAll, 0.09, 0.26},     // 5.5, 20.9
+	{"rerun23/heldout/net-*-simple", ColOurs, BucketAll, 0.07, 0.19}, // 4.0, 13.7
+	// rerun24/, rerun25/ and rerun26/ (twenty-eighth to thirtieth starts,
+	// thirteenth session; its socket refit fitted rerun24/ and holds out
+	// the other two)
+	{"rerun24/net-*", ColOurs, BucketAll, 0.07, 0.24},                // 3.5, 18.3
+	{"rerun24/proto/net-*-ll", ColOurs, BucketAll, 0.09, 0.17},       // 5.1, 11.7
+	{"rerun24/proto/net-*-simple", ColOurs, BucketAll, 0.07, 0.26},   // 3.3, 21.0
+	{"rerun24/heldout/net-*-ll", ColOurs, BucketAll, 0.08, 0.23},     // 4.6, 17.1
+	{"rerun24/heldout/net-*-simple", ColOurs, BucketAll, 0.07, 0.28}, // 4.0, 22.5
+	{"rerun25/net-*", ColOurs, BucketAll, 0.10, 0.27},                // 6.5, 21.1
+	{"rerun25/proto/net-*-ll", ColOurs, BucketAll, 0.13, 0.26},       // 9.9, 20.8
+	{"rerun25/proto/net-*-simple", ColOurs, BucketAll, 0.09, 0.19},   // 6.0, 13.3
+	{"rerun25/heldout/net-*-ll", ColOurs, BucketAll, 0.10, 0.17},     // 6.5, 11.7
+	{"rerun25/heldout/net-*-simple", ColOurs, BucketAll, 0.06, 0.19}, // 2.9, 13.6
+	{"rerun26/net-*", ColOurs, BucketAll, 0.10, 0.27},                // 6.7, 21.9
+	{"rerun26/proto/net-*-ll", ColOurs, BucketAll, 0.10, 0.24},       // 6.8, 18.2
+	{"rerun26/proto/net-*-simple", ColOurs, BucketAll, 0.07, 0.22},   // 3.1, 16.6
+	{"rerun26/heldout/net-*-ll", ColOurs, BucketAll, 0.10, 0.19},     // 6.8, 13.4
+	{"rerun26/heldout/net-*-simple", ColOurs, BucketAll, 0.06, 0.20}, // 2.9, 14.1
+	// rerun27/ (a thirty-first start, recorded after the thirteenth
+	// session's socket refit: heldout:net and proto:net)
+	{"rerun27/proto/net-*-ll", ColOurs, BucketAll, 0.08, 0.18},       // 4.4, 12.6
+	{"rerun27/proto/net-*-simple", ColOurs, BucketAll, 0.06, 0.24},   // 2.8, 18.6
+	{"rerun27/heldout/net-*-ll", ColOurs, BucketAll, 0.08, 0.19},     // 4.5, 13.2
+	{"rerun27/heldout/net-*-simple", ColOurs, BucketAll, 0.07, 0.23}, // 3.7, 17.8
 	// algo/ (AllReduce Simple forced to ring and to tree, held out)
-	{"algo/net-*", ColOurs, BucketAll, 0.06, 0.14}, // 2.8, 8.6
+	{"algo/net-*", ColOurs, BucketAll, 0.07, 0.13}, // 3.4, 7.8
 }
 
 // h100GatherBounds are tolerances on our executor's socket rows of rerun4/,
@@ -909,14 +964,16 @@ type calibBounds struct {
 // row leaves its tolerance. Every file must fall in a pool of each
 // column it has.
 func TestRegressionH100x2(t *testing.T) {
-	checkMachine(t, h100Dir(), 755, []string{"sockets-helpers/", "sockets-helpers/proto/", "sockets-helpers/heldout/", "rerun/", "rerun/proto/", "rerun/heldout/",
+	checkMachine(t, h100Dir(), 818, []string{"sockets-helpers/", "sockets-helpers/proto/", "sockets-helpers/heldout/", "rerun/", "rerun/proto/", "rerun/heldout/",
 		"leader/", "leader/proto/", "leader/heldout/", "rerun2/", "rerun2/proto/", "rerun2/heldout/", "rerun2/diag/", "rerun3/", "rerun3/proto/", "rerun3/heldout/",
 		"rerun4/", "rerun4/proto/", "rerun4/heldout/", "rerun5/", "rerun5/proto/", "rerun5/heldout/", "rerun6/", "rerun6/proto/", "rerun6/heldout/", "rerun7/", "rerun7/proto/", "rerun7/heldout/", "rerun8/", "rerun8/proto/", "rerun8/heldout/", "rerun9/", "rerun9/proto/", "rerun9/heldout/",
 		"rerun10/", "rerun10/proto/", "rerun10/heldout/", "rerun11/", "rerun11/proto/", "rerun11/heldout/",
 		"rerun12/", "rerun12/proto/", "rerun12/heldout/", "rerun13/", "rerun13/proto/", "rerun13/heldout/", "rerun14/", "rerun14/proto/", "rerun14/heldout/", "rerun15/", "rerun15/proto/", "rerun15/heldout/", "rerun16/", "rerun16/proto/", "rerun16/heldout/",
 		"rerun17/", "rerun17/proto/", "rerun17/heldout/", "rerun18/", "rerun18/proto/", "rerun18/heldout/",
 		"rerun19/", "rerun19/proto/", "rerun19/heldout/", "rerun20/", "rerun20/proto/", "rerun20/heldout/", "rerun21/heldout/",
-		"rerun22/", "rerun22/proto/", "rerun22/heldout/", "rerun23/", "rerun23/proto/", "rerun23/heldout/", "algo/"},
+		"rerun22/", "rerun22/proto/", "rerun22/heldout/", "rerun23/", "rerun23/proto/", "rerun23/heldout/", "algo/",
+		"rerun24/", "rerun24/proto/", "rerun24/heldout/", "rerun25/", "rerun25/proto/", "rerun25/heldout/", "rerun26/", "rerun26/proto/", "rerun26/heldout/",
+		"rerun27/proto/", "rerun27/heldout/"},
 		[]calibBounds{{"", h100Bounds}, {earlyOwnCalib(), h100TwincclBounds}, {eightPackCalib(), h100OursBounds}, {calibFile("h100.json"), h100NCCLBounds},
 			{noLeaderH100Calib(), h100NoLeaderBounds}, {combinedH100Calib(), h100CombinedBounds},
 			{perProto512H100Calib(), h100PerProto512Bounds}, {calibFile("h100-twinccl.json"), h100CurrentBounds},

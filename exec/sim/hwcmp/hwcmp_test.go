@@ -501,25 +501,38 @@ func TestEmptyRowsLeftOut(t *testing.T) {
 }
 
 // TestNetProbeRead: the loopback probes of a recording, its header's and
-// its rows', give its host's latency (their mean), which the socket
-// constants scale by (sim.Calib.ForHost); a file without probes has none.
+// its rows', give its host's latency and throughput both ways (their
+// means; the throughput's over the probes that measured it), which the
+// socket constants scale by (sim.Calib.ForHost); a file without probes
+// has none, and a probe no host can give is refused with its place named.
 func TestNetProbeRead(t *testing.T) {
 	for _, tc := range []struct {
 		probes, rowProbe string
-		want             float64
+		want             sim.HostProbe
 	}{
-		{``, ``, 0},
-		{`"net_probe": [{"latency_us": 4.0, "both_ways_GBps": 3}, {"latency_us": 5.0}],`, ``, 4.5},
-		{`"net_probe": [{"latency_us": 4.0}, {"latency_us": 5.0}],`, `, "net_probe": {"latency_us": 6.0}`, 5},
-		{``, `, "net_probe": {"latency_us": 6.0}`, 6},
+		{``, ``, sim.HostProbe{}},
+		{`"net_probe": [{"latency_us": 4.0, "both_ways_GBps": 3}, {"latency_us": 5.0}],`, ``, sim.HostProbe{LatencyUs: 4.5, BothWaysGBps: 3}},
+		{`"net_probe": [{"latency_us": 4.0}, {"latency_us": 5.0}],`, `, "net_probe": {"latency_us": 6.0}`, sim.HostProbe{LatencyUs: 5}},
+		{`"net_probe": [{"latency_us": 4.0, "both_ways_GBps": 2}],`, `, "net_probe": {"latency_us": 6.0, "both_ways_GBps": 3}`, sim.HostProbe{LatencyUs: 5, BothWaysGBps: 2.5}},
+		{``, `, "net_probe": {"latency_us": 6.0}`, sim.HostProbe{LatencyUs: 6}},
 	} {
 		in, err := ReadJSON(strings.NewReader(`{"nranks": 2, `+tc.probes+` "rows": [
 			{"op":"AllReduce","bytes":8,"count":2,"time_us":9`+tc.rowProbe+`}]}`), "x.json")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if in.HostLatencyUs != tc.want {
-			t.Errorf("probes %q: host latency %g, want %g", tc.probes, in.HostLatencyUs, tc.want)
+		if in.Host != tc.want {
+			t.Errorf("probes %q %q: host %+v, want %+v", tc.probes, tc.rowProbe, in.Host, tc.want)
+		}
+	}
+	for _, bad := range []struct{ probes, rowProbe, where string }{
+		{`"net_probe": [{"latency_us": 0}],`, ``, "net_probe 0"},
+		{``, `, "net_probe": {"latency_us": 5, "both_ways_GBps": -1}`, "row 0: net_probe"},
+	} {
+		_, err := ReadJSON(strings.NewReader(`{"nranks": 2, `+bad.probes+` "rows": [
+			{"op":"AllReduce","bytes":8,"count":2,"time_us":9`+bad.rowProbe+`}]}`), "x.json")
+		if err == nil || !strings.Contains(err.Error(), "x.json: "+bad.where) {
+			t.Errorf("probes %q %q: %v, want an error naming x.json: %s", bad.probes, bad.rowProbe, err, bad.where)
 		}
 	}
 }
@@ -568,33 +581,40 @@ func openMachineFile(t *testing.T, dir, name string) (*Input, *Comparer) {
 
 // TestCompareScalesToHost: Compare simulates a probed recording with the
 // socket costs scaled to its host (sim.Calib.ForHost), so that no caller
-// has to: a recording probed at the calibration's reference latency is
-// predicted as an unprobed one, a slower host slower, and the comparer
+// has to: a recording probed at the calibration's reference host is
+// predicted as an unprobed one, a slower host (latency, and throughput
+// where the calibration has a reference one) slower, and the comparer
 // itself stays unscaled for the next input.
 func TestCompareScalesToHost(t *testing.T) {
 	in, cp := openMachineFile(t, hwDir(), "rerun5/heldout/net-broadcast-ll.json")
-	ref := cp.calib.NetSocket.HostLatencyUs
-	if ref <= 0 || cp.calib.NetSocket.HostExp == 0 {
-		t.Fatalf("the embedded calibration has no reference host (host_latency_us %g, host_exp %g)", ref, cp.calib.NetSocket.HostExp)
+	ns := cp.calib.NetSocket
+	if ns.HostLatencyUs <= 0 || ns.HostExp == 0 {
+		t.Fatalf("the embedded calibration has no reference host (host_latency_us %g, host_exp %g)", ns.HostLatencyUs, ns.HostExp)
 	}
-	first := func(lat float64) float64 {
+	first := func(h sim.HostProbe) float64 {
 		t.Helper()
 		probed := *in
-		probed.HostLatencyUs = lat
+		probed.Host = h
 		rep, err := cp.Compare(&probed)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return rep.Rows[0].SimNCCLUs
 	}
-	unprobed := first(0)
+	unprobed := first(sim.HostProbe{})
+	ref := sim.HostProbe{LatencyUs: ns.HostLatencyUs, BothWaysGBps: ns.HostGBps}
 	if at := first(ref); at != unprobed {
-		t.Errorf("probed at the reference latency %g us: %.3f us, unprobed %.3f us", ref, at, unprobed)
+		t.Errorf("probed at the reference host %+v: %.3f us, unprobed %.3f us", ref, at, unprobed)
 	}
-	if slow := first(2 * ref); !(slow > unprobed) {
-		t.Errorf("a host twice as slow: %.3f us, not slower than %.3f us", slow, unprobed)
+	if slow := first(sim.HostProbe{LatencyUs: 2 * ns.HostLatencyUs, BothWaysGBps: ns.HostGBps}); !(slow > unprobed) {
+		t.Errorf("a host twice as slow to answer: %.3f us, not slower than %.3f us", slow, unprobed)
 	}
-	if again := first(0); again != unprobed {
+	if ns.HostGBps > 0 {
+		if slow := first(sim.HostProbe{LatencyUs: ns.HostLatencyUs, BothWaysGBps: ns.HostGBps / 2}); !(slow > unprobed) {
+			t.Errorf("a host with half the throughput: %.3f us, not slower than %.3f us", slow, unprobed)
+		}
+	}
+	if again := first(sim.HostProbe{}); again != unprobed {
 		t.Errorf("after a probed input, an unprobed one: %.3f us, before %.3f us", again, unprobed)
 	}
 }

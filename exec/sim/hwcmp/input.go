@@ -120,12 +120,13 @@ type Input struct {
 	// several machines; a trace takes it from the --json file beside it);
 	// 0 when the file does not say.
 	Hosts int
-	// HostLatencyUs is the mean one-way latency of the loopback TCP
-	// probes of a JSON file (net_probe: run gpu probes the host before
-	// and after a split-host sweep, in the header, and since 2026-11-26's
-	// seventh session before every size, in its row); 0 when the file
-	// has none.
-	HostLatencyUs float64
+	// Host is the mean one-way latency and the mean throughput per
+	// direction both ways at once of the loopback TCP probes of a JSON
+	// file (net_probe: run gpu probes the host before and after a
+	// split-host sweep, in the header, and since 2026-11-26's seventh
+	// session before every size, in its row); zero when the file has
+	// none (the throughput: when a probe lacks it).
+	Host sim.HostProbe
 	// Eager says the JSON rows are the means of eager loops of launches
 	// (run gpu -G 0, cuda_graph false), the host issuing every call, not
 	// of CUDA-graph-captured ones.
@@ -177,11 +178,15 @@ type gpuReport struct {
 // netProbe is one probe of the host's loopback TCP in a "run gpu --json"
 // header (cmd/run records netprobe.Result).
 type netProbe struct {
-	LatencyUs float64 `json:"latency_us"`
+	LatencyUs    float64 `json:"latency_us"`
+	BothWaysGBps float64 `json:"both_ways_GBps"`
 }
 
-// valid says the probe's latency is one a host can have.
-func (p netProbe) valid() bool { return p.LatencyUs > 0 && p.LatencyUs < 1e6 }
+// valid says the probe's latency is one a host can have, and its
+// throughput (0: not measured) one a loopback can have.
+func (p netProbe) valid() bool {
+	return p.LatencyUs > 0 && p.LatencyUs < 1e6 && p.BothWaysGBps >= 0 && p.BothWaysGBps < 1e6
+}
 
 // Open reads a JSON file of "run gpu --json" or a hardware call trace
 // (parquet), deciding by the file's first bytes.
@@ -252,12 +257,16 @@ func ReadJSON(r io.Reader, name string) (*Input, error) {
 	if len(rep.NCCLEnv) > 0 {
 		in.NCCLEnv = rep.NCCLEnv
 	}
-	var probes []float64
+	var lats, bws []float64
 	probe := func(where string, p netProbe) error {
 		if !p.valid() {
-			return fmt.Errorf("%s: %s: latency_us %v: want a positive latency below a second", name, where, p.LatencyUs)
+			return fmt.Errorf("%s: %s: latency_us %v, both_ways_GBps %v: want a positive latency below a second and a throughput from 0 (not measured) to 1e6",
+				name, where, p.LatencyUs, p.BothWaysGBps)
 		}
-		probes = append(probes, p.LatencyUs)
+		lats = append(lats, p.LatencyUs)
+		if p.BothWaysGBps > 0 {
+			bws = append(bws, p.BothWaysGBps)
+		}
 		return nil
 	}
 	for i, p := range rep.NetProbe {
@@ -272,9 +281,7 @@ func ReadJSON(r io.Reader, name string) (*Input, error) {
 			}
 		}
 	}
-	for _, l := range probes {
-		in.HostLatencyUs += l / float64(len(probes))
-	}
+	in.Host = sim.HostProbe{LatencyUs: mean(lats), BothWaysGBps: mean(bws)}
 	for i, r := range rep.Rows {
 		where := fmt.Sprintf("%s: row %d", name, i)
 		op := r.Op
@@ -621,4 +628,13 @@ func algoName(a model.Algorithm) string {
 		return "-"
 	}
 	return a.String()
+}
+
+// mean is the mean of xs, 0 for none.
+func mean(xs []float64) float64 {
+	m := 0.0
+	for _, x := range xs {
+		m += x / float64(len(xs))
+	}
+	return m
 }

@@ -36,7 +36,7 @@ func Table(in *Input, col string, env map[string]string) (*sim.Table, error) {
 	if col == ColNCCL {
 		harness = sim.HarnessRunGPU
 	}
-	t := &sim.Table{Name: filepath.Base(in.Path) + ":" + col, Env: map[string]string{}, Harness: harness, HostLatencyUs: in.HostLatencyUs}
+	t := &sim.Table{Name: filepath.Base(in.Path) + ":" + col, Env: map[string]string{}, Harness: harness, Host: in.Host}
 	if col == ColOurs {
 		t.Kernel = in.Kernel
 	}
