@@ -73,8 +73,12 @@ repetition is marked disturbed, with its error against the best), per-table medi
 maximum absolute errors, then
 the --heldout tables predicted with the fitted constants (cross-validation), and writes
 the calibration (with the fit's report, held-out tables included) to --out (- for stdout).
---evaluate fits nothing and prints every table's errors under the --start calibration
-(with --out, it writes the start calibration with those errors in its report).
+It also prints the loss it reached (in the report: loss, loss_kind): the search stops at
+a local minimum, so fits of the same tables from different --start files (e.g. one with
+constants that pull against each other moved together) are compared by it, lowest first.
+--evaluate fits nothing and prints every table's errors under the --start calibration,
+and the loss over the --table tables (with --out, it writes the start calibration with
+those errors in its report).
 
 Flags:
 `
@@ -210,6 +214,13 @@ func runCalibrate(args []string, stdout, stderr io.Writer) error {
 			}
 			fmt.Fprintf(stdout, "# %-48s %-7s %5d %8.2f%% %8.2f%%\n", tf.Table, role, tf.Rows, 100*tf.MedianErr, 100*tf.MaxErr)
 		}
+		if len(fit) > 0 {
+			l, err := sim.TablesLoss(fit, c, loss)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "# loss (%s) over the fitted tables: %.6f\n", loss, l)
+		}
 		if *out == "" {
 			return nil
 		}
@@ -251,14 +262,16 @@ func runCalibrate(args []string, stdout, stderr io.Writer) error {
 		}
 		fc.Source += ". Held out: " + strings.Join(hn, " ")
 	}
-	rep := &sim.FitReport{Table: strings.Join(names, ","), Rows: len(fr.Rows), MedianErr: fr.Median, MaxErr: fr.Max, Evals: fr.Evals}
+	rep := &sim.FitReport{Table: strings.Join(names, ","), Rows: len(fr.Rows), MedianErr: fr.Median, MaxErr: fr.Max, Evals: fr.Evals,
+		Loss: fr.Loss, LossKind: loss.String()}
 	for i, tf := range fr.Tables {
 		tf = fitTabs[i].Describe(tf)
 		rep.Tables = append(rep.Tables, tf)
 	}
 	printComparison(stdout, fr.Rows)
 	fmt.Fprintf(stdout, "# fitted: %s\n", strings.Join(fr.Params, ", "))
-	fmt.Fprintf(stdout, "# median |err| %.2f%%, max |err| %.2f%% over %d rows (%d evaluations)\n", 100*fr.Median, 100*fr.Max, len(fr.Rows), fr.Evals)
+	fmt.Fprintf(stdout, "# median |err| %.2f%%, max |err| %.2f%% over %d rows (%d evaluations); loss (%s) %.6f\n",
+		100*fr.Median, 100*fr.Max, len(fr.Rows), fr.Evals, loss, fr.Loss)
 	if len(held) > 0 {
 		hrows, htf, err := sim.PredictTables(held, fc)
 		if err != nil {

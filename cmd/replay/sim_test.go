@@ -152,6 +152,40 @@ func TestCalibrateSmall(t *testing.T) {
 	if err := runSim([]string{"--calib", out, "--op", "allreduce", "--maxbytes", "1K"}, &so2, &se); err != nil {
 		t.Fatalf("sim with the fitted calibration: %v", err)
 	}
+	// The loss the fit reached is in its report, and --evaluate of the
+	// fitted file on the same table reads it again; the start (the
+	// embedded calibration) has no lower one: the search keeps its best.
+	fitted, err := sim.LoadCalib(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fitted.Fit == nil || fitted.Fit.LossKind != "squares" || !(fitted.Fit.Loss > 0) {
+		t.Fatalf("fit report %+v: want the squares loss it reached", fitted.Fit)
+	}
+	evalLoss := func(args ...string) float64 {
+		t.Helper()
+		var o bytes.Buffer
+		if err := runCalibrate(append([]string{"--evaluate", "--table", tab}, args...), &o, &se); err != nil {
+			t.Fatalf("calibrate --evaluate %v: %v", args, err)
+		}
+		var l float64
+		for _, line := range strings.Split(o.String(), "\n") {
+			if v, ok := strings.CutPrefix(line, "# loss (squares) over the fitted tables: "); ok {
+				if l, err = strconv.ParseFloat(v, 64); err != nil {
+					t.Fatal(err)
+				}
+				return l
+			}
+		}
+		t.Fatalf("calibrate --evaluate %v printed no loss:\n%s", args, o.String())
+		return 0
+	}
+	if got := evalLoss("--start", out); math.Abs(got-fitted.Fit.Loss) > 1e-6 {
+		t.Errorf("--evaluate of the fitted calibration: loss %.6f, its report %.6f", got, fitted.Fit.Loss)
+	}
+	if start := evalLoss(); start < fitted.Fit.Loss-1e-6 {
+		t.Errorf("the start's loss %.6f is below the fit's %.6f", start, fitted.Fit.Loss)
+	}
 
 	// A row whose mean is far above its best repetition is marked, the
 	// others are not.

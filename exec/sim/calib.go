@@ -651,6 +651,10 @@ type FitReport struct {
 	MedianErr float64 `json:"median_abs_err"`
 	MaxErr    float64 `json:"max_abs_err"`
 	Evals     int     `json:"evals"`
+	// Loss is what the fit minimised over the fitted tables
+	// (sim.FitResult.Loss), of kind LossKind (squares or abs).
+	Loss     float64 `json:"loss,omitempty"`
+	LossKind string  `json:"loss_kind,omitempty"`
 	// Tables are the per-table errors of the fit: the fitted tables, and
 	// any held-out tables that were only predicted (Fitted false).
 	Tables []TableFit `json:"tables,omitempty"`

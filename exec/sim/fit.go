@@ -417,6 +417,10 @@ type FitResult struct {
 	Median float64
 	Max    float64
 	Evals  int
+	// Loss is what the fit minimised (FitOptions.Loss over the fitted
+	// tables, fitLoss) at Calib: fits of the same tables from different
+	// starting points compare by it.
+	Loss float64
 	// Tables are the per-table errors of the fitted tables.
 	Tables []TableFit
 }
@@ -544,7 +548,7 @@ func FitTables(tables []FitTable, start *Calib, opt FitOptions) (*FitResult, err
 	for i, p := range params {
 		names[i] = p.Name
 	}
-	fr := &FitResult{Calib: c, Params: names, Rows: rows, Median: med, Max: mx, Evals: evals}
+	fr := &FitResult{Calib: c, Params: names, Rows: rows, Median: med, Max: mx, Evals: evals, Loss: fitLoss(per, opt.Loss)}
 	for i := range tables {
 		fr.Tables = append(fr.Tables, tableFit(tables[i].Name, true, per[i]))
 	}
@@ -570,6 +574,21 @@ func PredictTables(tables []FitTable, c *Calib) ([]Comparison, []TableFit, error
 		out = append(out, tableFit(tables[i].Name, false, rows))
 	}
 	return all, out, nil
+}
+
+// TablesLoss is loss over the tables simulated with c: what FitTables
+// would minimise on them (FitResult.Loss), for comparing calibrations,
+// e.g. fits of the same tables from different starting points.
+func TablesLoss(tables []FitTable, c *Calib, loss FitLoss) (float64, error) {
+	per := make([][]Comparison, len(tables))
+	for i := range tables {
+		rows, err := tables[i].Compare(c)
+		if err != nil {
+			return 0, err
+		}
+		per[i] = rows
+	}
+	return fitLoss(per, loss), nil
 }
 
 func flatten(per [][]Comparison) []Comparison {

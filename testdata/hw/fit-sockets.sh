@@ -120,6 +120,17 @@
 #                      Without SET (latency alone) the same fit left the
 #                      slowest held-out start, rerun26 (6.2 us, 2.0 GB/s),
 #                      at 10.7% median (ours, Simple); with it, 4.4%.
+#                      The search stops at a local minimum; replay calibrate
+#                      prints the loss it reached ("loss (abs)"), and fits
+#                      of the same starts from other SET values compare by
+#                      it. From proxy_GBps, duplex_cost and
+#                      simple_duplex_cost all scaled by 0.94, 0.88 and 0.82
+#                      (which keeps AllGather's copy time and slows the
+#                      one-way Broadcast's): 0.06219, 0.06319, 0.06374
+#                      against 0.06176 from the file's own values, which
+#                      the embedded files keep (h200-twinccl.json the
+#                      same way: 0.06249, 0.06238, 0.06318 against
+#                      0.06216).
 # testdata/hw/start-errors.py gives each start's median and maximum |err|
 # per protocol under a calibration, as the closing notes report them.
 # (each then merged into the file: its net_socket block, its source text
