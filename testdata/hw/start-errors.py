@@ -3,7 +3,7 @@
 start named, per protocol, as the closing notes report them. Run from the
 repo root after `make build`:
 
-    python3 testdata/hw/start-errors.py [--transport net|p2p|shm] [--max-bytes B] [--undisturbed] COLUMN CALIB START...
+    python3 testdata/hw/start-errors.py [--transport net|p2p|shm] [--max-bytes B] [--undisturbed] [--bias] [--worst N] COLUMN CALIB START...
 
 --transport net (the default) takes every socket recording of a start
 (net-*.json, proto/net-*.json, heldout/net-*.json), simulated on its
@@ -20,6 +20,16 @@ measured time (the median of their repetitions) exceeds their best
 repetition by 25%; it also prints how many it left out and the median
 spread of the repetitions ((max-min)/median), a measure of how much the
 host disturbed the start.
+
+Each start's line also gives its bias, the median signed error (positive:
+the simulation is slower than the hardware), and for sockets the medians
+of its loopback probes (net_probe: one-way latency, throughput per
+direction both ways at once), which the socket constants scale by: a bias
+that follows the probes from start to start is the host's, not the
+model's. --bias then prints, per protocol and op, the median signed error
+of every size over all the starts named (what is left systematic once
+the starts' noise averages out), and --worst N the N rows furthest off,
+with the median, best and worst of their repetitions.
 """
 import argparse
 import glob
@@ -35,6 +45,8 @@ def main():
     ap.add_argument("--transport", choices=("net", "p2p", "shm"), default="net")
     ap.add_argument("--max-bytes", type=int, default=0)
     ap.add_argument("--undisturbed", action="store_true")
+    ap.add_argument("--bias", action="store_true")
+    ap.add_argument("--worst", type=int, default=0)
     ap.add_argument("column", choices=("nccl", "ours"))
     ap.add_argument("calib")
     ap.add_argument("starts", nargs="+")
@@ -60,12 +72,19 @@ def main():
         if r.returncode:
             sys.exit("%s: %s" % (f, r.stderr.strip()))
         with open(f) as fh:
-            reps = {row["bytes"]: row.get(reps_key) for row in json.load(fh)["rows"]}
-        return s, json.loads(r.stdout)["calls"], reps
+            doc = json.load(fh)
+        reps = {row["bytes"]: row.get(reps_key) for row in doc["rows"]}
+        probes = doc.get("net_probe") or []
+        probes = probes + [row["net_probe"] for row in doc["rows"] if row.get("net_probe")]
+        return s, f, json.loads(r.stdout)["calls"], reps, probes
 
     reps_key = "nccl_reps_us" if a.column == "nccl" else "reps_us"
-    errs, left, spread = {}, {}, {}
-    for s, calls, reps in ThreadPoolExecutor(4).map(compare, jobs):
+    errs, signed, left, spread, lat, bw, cells, rows = {}, {}, {}, {}, {}, {}, {}, []
+    for s, f, calls, reps, probes in ThreadPoolExecutor(4).map(compare, jobs):
+        for p in probes:
+            lat.setdefault(s, []).append(p["latency_us"])
+            if p.get("both_ways_GBps"):
+                bw.setdefault(s, []).append(p["both_ways_GBps"])
         for c in calls:
             if a.max_bytes and c["bytes"] > a.max_bytes:
                 continue
@@ -78,12 +97,29 @@ def main():
             e = c["nccl_err"] if a.column == "nccl" else c["err"]
             if e is not None:
                 errs.setdefault((s, c["proto"]), []).append(abs(e) * 100)
+                signed.setdefault((s, c["proto"]), []).append(e * 100)
+                cells.setdefault((c["proto"], c["op"], c["bytes"]), []).append(e * 100)
+                if rr:
+                    med = statistics.median(rr)
+                    rows.append((abs(e) * 100, e * 100, s, f.split(s + "/", 1)[-1], c["op"], c["bytes"], c["proto"], med, min(rr), max(rr)))
     for (s, proto), v in sorted(errs.items()):
         line = "%-16s %-4s %-7s rows %3d  median %5.1f%%  max %5.1f%%" % (s, a.transport, proto, len(v), statistics.median(v), max(v))
         if a.undisturbed:
             sp = spread.get((s, proto))
             line += "  disturbed %3d  rep spread %s" % (left.get((s, proto), 0), "%5.1f%%" % statistics.median(sp) if sp else "   - ")
+        line += "  bias %+5.1f%%" % statistics.median(signed[(s, proto)])
+        if a.transport == "net" and s in lat:
+            line += "  probe %.2f us %s GB/s" % (statistics.median(lat[s]), "%.2f" % statistics.median(bw[s]) if s in bw else "-")
         print(line)
+    if a.bias:
+        print("\nmedian signed error per size over %d start(s) (positive: the simulation is slower):" % len(a.starts))
+        for proto, op in sorted({k[:2] for k in cells}):
+            sizes = sorted(k[2] for k in cells if k[:2] == (proto, op))
+            print("%-7s %-14s %s" % (proto, op, " ".join("%d:%+.0f" % (b, statistics.median(cells[(proto, op, b)])) for b in sizes)))
+    if a.worst:
+        print("\nthe %d rows furthest off (err, start, file, op, bytes, protocol; repetitions: median, best, worst, in us):" % a.worst)
+        for r in sorted(rows, reverse=True)[: a.worst]:
+            print("%+6.1f%%  %-16s %-32s %-13s %10d %-6s  %9.1f %9.1f %9.1f" % r[1:])
 
 
 if __name__ == "__main__":
