@@ -109,7 +109,9 @@ func WriteSVG(w io.Writer, rep *Report, title string) error {
 	p(`<text x="%d" y="24" font-size="%s" font-weight="bold">%s</text>`+"\n", svgLeft, fitFont(title, 16), xmlEscape(title))
 	sub, settings := subtitle(rep)
 	p(`<text x="%d" y="44" font-size="%s" fill="#444">%s</text>`+"\n", svgLeft, fitFont(sub, 11), xmlEscape(sub))
-	p(`<text x="%d" y="60" font-size="%s" fill="#444">%s</text>`+"\n", svgLeft, fitFont(settings, 11), xmlEscape(settings))
+	for i, line := range wrapHeader(settings, svgSettingsPx, 2) {
+		p(`<text x="%d" y="%d" font-size="%s" fill="#444">%s</text>`+"\n", svgLeft, 58+13*i, fitFont(line, svgSettingsPx), xmlEscape(line))
+	}
 
 	// Main panel: grid, ticks, labels.
 	x0, x1 := float64(svgLeft), float64(svgLeft)+plotW
@@ -347,6 +349,29 @@ func xmlEscape(s string) string {
 		}
 	}
 	return b.String()
+}
+
+// svgSettingsPx is the font size of the header's settings lines.
+const svgSettingsPx = 10
+
+// wrapHeader splits the header text s into at most maxLines lines, at
+// spaces, each as long as fits the image's width at px (the measure of
+// fitFont), so that a long line of settings (a topology path and a dozen
+// NCCL_* variables) stays legible instead of shrinking; the last line
+// takes what is left (fitFont draws it smaller if it must).
+func wrapHeader(s string, px float64, maxLines int) []string {
+	fits := int(float64(svgW-svgLeft-8) / (0.62 * px))
+	var lines []string
+	for len(lines) < maxLines-1 && utf8.RuneCountInString(s) > fits {
+		r := []rune(s)
+		cut := strings.LastIndex(string(r[:fits+1]), " ")
+		if cut <= 0 {
+			break
+		}
+		lines = append(lines, s[:cut])
+		s = strings.TrimLeft(s[cut:], " ")
+	}
+	return append(lines, s)
 }
 
 // fitFont is the font size of a header line of text s: px, or less when
