@@ -422,6 +422,17 @@ type SocketCalib struct {
 	HostGBps float64 `json:"host_GBps,omitempty"`
 	// HostExp is the exponent of that scaling (0: none).
 	HostExp float64 `json:"host_exp,omitempty"`
+	// HostFixedRecv leaves the receive operation's costs (RecvOpUs,
+	// RecvPostUs, RecvConnUs) out of that scaling: a receive that ends
+	// when its GPU has taken the step lasts as long on any host. Our
+	// small one-way calls in a loop take the same time on every host
+	// (Broadcast LL of 8 B-2 KiB 8.9-9.4 us a call on starts whose probes
+	// read 5.0-6.2 us), where a scaled receive, the bound on their one
+	// connection, put them 8.1 us on the fastest start and 11.2 on the
+	// slowest. Fitted on five H100 starts with post_fence_us taken from
+	// the kernel traces, our column reached a lower loss with it (0.0610
+	// against 0.0618) and NCCL's without it (0.0604 against 0.0616).
+	HostFixedRecv bool `json:"host_fixed_recv,omitempty"`
 	// InlineBytes is the largest payload that travels in its header's
 	// system call (NCCL_SOCKET_INLINE: 128 for NCCL; 0 for our executor,
 	// whose empty slices alone travel as a header).
@@ -513,8 +524,9 @@ func (sc *SocketCalib) hostRatio(h HostProbe) float64 {
 
 // ForHost returns c for a recording whose host's loopback TCP measured h
 // (its net_probe; zero: not probed): a copy with the socket proxies'
-// costs scaled by hostRatio^HostExp, or c itself when the recording or
-// the calibration has no latency or HostExp is 0.
+// costs scaled by hostRatio^HostExp (the receive operation's too unless
+// HostFixedRecv), or c itself when the recording or the calibration has
+// no latency or HostExp is 0.
 func (c *Calib) ForHost(h HostProbe) *Calib {
 	sc := c.NetSocket
 	r := sc.hostRatio(h)
@@ -530,9 +542,11 @@ func (c *Calib) ForHost(h HostProbe) *Calib {
 	}
 	ns.LatencyUs *= f
 	ns.SendOpUs *= f
-	ns.RecvOpUs *= f
-	ns.RecvPostUs *= f
-	ns.RecvConnUs *= f
+	if !sc.HostFixedRecv {
+		ns.RecvOpUs *= f
+		ns.RecvPostUs *= f
+		ns.RecvConnUs *= f
+	}
 	ns.PayloadOpUs *= f
 	ns.PayloadSendOpUs *= f
 	ns.SimpleUs *= f

@@ -340,6 +340,18 @@ func TestCalibForHost(t *testing.T) {
 		}
 	}
 	c.NetSocket.HostGBps = 0
+	// HostFixedRecv keeps the receive operation's costs as they are and
+	// scales the rest.
+	c.NetSocket.HostFixedRecv = true
+	fixed := c.ForHost(HostProbe{LatencyUs: 16}).NetSocket
+	if fixed.RecvOpUs != c.NetSocket.RecvOpUs || fixed.RecvConnUs != c.NetSocket.RecvConnUs || fixed.RecvPostUs != c.NetSocket.RecvPostUs {
+		t.Errorf("host_fixed_recv: receive costs %g, %g, %g scaled, want %g, %g, %g", fixed.RecvOpUs, fixed.RecvPostUs, fixed.RecvConnUs,
+			c.NetSocket.RecvOpUs, c.NetSocket.RecvPostUs, c.NetSocket.RecvConnUs)
+	}
+	if fixed.SendOpUs != 8 || fixed.ProxyGBps != 5 {
+		t.Errorf("host_fixed_recv: send_op_us %g, proxy_GBps %g, want 8 and 5 (scaled)", fixed.SendOpUs, fixed.ProxyGBps)
+	}
+	c.NetSocket.HostFixedRecv = false
 	if c.NetSocket.SendOpUs != 4 || c.NetSocket.ProxyGBps != 10 {
 		t.Errorf("ForHost changed the calibration it scaled: %+v", c.NetSocket)
 	}

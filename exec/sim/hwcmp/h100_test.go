@@ -764,7 +764,8 @@ var h100PerProto512Bounds = []poolBound{
 // rerun20/ set again to the median plus 3 points and the maximum plus 5;
 // in the thirteenth on rerun17/, rerun18/, rerun19/, rerun22/ and
 // rerun24/ with host_GBps (the host's scaling by the probe's throughput
-// as well as its latency), and every socket pool set again the same way.
+// as well as its latency), post_fence_us from the kernel traces and
+// host_fixed_recv, and every socket pool set again the same way.
 var h100CurrentBounds = []poolBound{
 	{"rerun16/p2p-*", ColOurs, BucketAll, 0.07, 0.19},                // 3.3, 13.3
 	{"rerun16/shm-*", ColOurs, BucketAll, 0.07, 0.16},                // 3.3, 10.4
@@ -787,11 +788,11 @@ var h100CurrentBounds = []poolBound{
 	{"rerun17/heldout/p2p-*-simple", ColOurs, BucketAll, 0.05, 0.14}, // 1.7, 8.3
 	{"rerun17/heldout/shm-*-ll", ColOurs, BucketAll, 0.08, 0.14},     // 4.3, 8.9
 	{"rerun17/heldout/shm-*-simple", ColOurs, BucketAll, 0.05, 0.17}, // 2.0, 11.6
-	{"rerun17/net-*", ColOurs, BucketAll, 0.13, 0.37},                // 9.2, 31.2
-	{"rerun17/proto/net-*-ll", ColOurs, BucketAll, 0.12, 0.26},       // 8.3, 20.2
-	{"rerun17/proto/net-*-simple", ColOurs, BucketAll, 0.12, 0.26},   // 8.5, 20.4
-	{"rerun17/heldout/net-*-ll", ColOurs, BucketAll, 0.11, 0.57},     // 7.1, 51.9
-	{"rerun17/heldout/net-*-simple", ColOurs, BucketAll, 0.08, 0.32}, // 4.9, 26.1
+	{"rerun17/net-*", ColOurs, BucketAll, 0.10, 0.38},                // 7.0, 32.7
+	{"rerun17/proto/net-*-ll", ColOurs, BucketAll, 0.10, 0.27},       // 6.7, 21.7
+	{"rerun17/proto/net-*-simple", ColOurs, BucketAll, 0.12, 0.33},   // 8.5, 28.0
+	{"rerun17/heldout/net-*-ll", ColOurs, BucketAll, 0.09, 0.58},     // 5.3, 52.8
+	{"rerun17/heldout/net-*-simple", ColOurs, BucketAll, 0.09, 0.26}, // 5.5, 20.8
 	// rerun18/ (a twenty-second, recorded after every fit: its socket rows
 	// hold three passes of five repetitions, --passes 3)
 	{"rerun18/heldout/p2p-*-ll", ColOurs, BucketAll, 0.07, 0.15},     // 3.2, 9.3
@@ -799,24 +800,24 @@ var h100CurrentBounds = []poolBound{
 	{"rerun18/heldout/p2p-*-simple", ColOurs, BucketAll, 0.05, 0.13}, // 2.0, 7.5
 	{"rerun18/heldout/shm-*-ll", ColOurs, BucketAll, 0.07, 0.15},     // 3.7, 9.5
 	{"rerun18/heldout/shm-*-simple", ColOurs, BucketAll, 0.05, 0.14}, // 2.0, 8.1
-	{"rerun18/net-*", ColOurs, BucketAll, 0.07, 0.21},                // 3.6, 15.6
-	{"rerun18/proto/net-*-ll", ColOurs, BucketAll, 0.10, 0.23},       // 6.5, 17.5
-	{"rerun18/proto/net-*-simple", ColOurs, BucketAll, 0.07, 0.23},   // 3.8, 17.2
-	{"rerun18/heldout/net-*-ll", ColOurs, BucketAll, 0.08, 0.20},     // 4.4, 14.7
-	{"rerun18/heldout/net-*-simple", ColOurs, BucketAll, 0.08, 0.23}, // 5.0, 18.0
+	{"rerun18/net-*", ColOurs, BucketAll, 0.08, 0.19},                // 4.6, 13.2
+	{"rerun18/proto/net-*-ll", ColOurs, BucketAll, 0.09, 0.24},       // 5.9, 18.7
+	{"rerun18/proto/net-*-simple", ColOurs, BucketAll, 0.06, 0.21},   // 3.0, 16.0
+	{"rerun18/heldout/net-*-ll", ColOurs, BucketAll, 0.07, 0.23},     // 3.2, 17.4
+	{"rerun18/heldout/net-*-simple", ColOurs, BucketAll, 0.08, 0.23}, // 4.5, 18.0
 	// rerun19/ and rerun20/ (twenty-third and twenty-fourth starts: socket
 	// groups only, three passes a row); the calibration's net_socket is
 	// fitted on rerun18/ and rerun19/
-	{"rerun19/net-*", ColOurs, BucketAll, 0.08, 0.20},                // 4.6, 14.5
-	{"rerun19/proto/net-*-ll", ColOurs, BucketAll, 0.10, 0.18},       // 6.7, 12.3
-	{"rerun19/proto/net-*-simple", ColOurs, BucketAll, 0.09, 0.17},   // 5.9, 11.5
-	{"rerun19/heldout/net-*-ll", ColOurs, BucketAll, 0.07, 0.14},     // 3.5, 8.2
-	{"rerun19/heldout/net-*-simple", ColOurs, BucketAll, 0.07, 0.20}, // 3.3, 14.1
-	{"rerun20/net-*", ColOurs, BucketAll, 0.08, 0.26},                // 4.5, 20.3
-	{"rerun20/proto/net-*-ll", ColOurs, BucketAll, 0.08, 0.17},       // 4.9, 11.6
-	{"rerun20/proto/net-*-simple", ColOurs, BucketAll, 0.07, 0.23},   // 3.1, 17.9
-	{"rerun20/heldout/net-*-ll", ColOurs, BucketAll, 0.07, 0.16},     // 3.6, 10.3
-	{"rerun20/heldout/net-*-simple", ColOurs, BucketAll, 0.08, 0.19}, // 4.7, 13.1
+	{"rerun19/net-*", ColOurs, BucketAll, 0.07, 0.24},                // 3.2, 18.5
+	{"rerun19/proto/net-*-ll", ColOurs, BucketAll, 0.08, 0.20},       // 4.2, 14.8
+	{"rerun19/proto/net-*-simple", ColOurs, BucketAll, 0.09, 0.20},   // 5.3, 14.5
+	{"rerun19/heldout/net-*-ll", ColOurs, BucketAll, 0.07, 0.16},     // 3.3, 10.1
+	{"rerun19/heldout/net-*-simple", ColOurs, BucketAll, 0.07, 0.18}, // 3.2, 13.0
+	{"rerun20/net-*", ColOurs, BucketAll, 0.08, 0.22},                // 4.1, 16.5
+	{"rerun20/proto/net-*-ll", ColOurs, BucketAll, 0.08, 0.19},       // 5.0, 13.9
+	{"rerun20/proto/net-*-simple", ColOurs, BucketAll, 0.07, 0.21},   // 3.3, 15.5
+	{"rerun20/heldout/net-*-ll", ColOurs, BucketAll, 0.07, 0.15},     // 3.7, 9.1
+	{"rerun20/heldout/net-*-simple", ColOurs, BucketAll, 0.09, 0.19}, // 5.6, 13.9
 	// rerun21/ (a twenty-fifth start: held-out sizes over P2P and SHM, three
 	// passes a row, after every fit)
 	{"rerun21/heldout/p2p-*-ll", ColOurs, BucketAll, 0.07, 0.15},     // 3.7, 9.1
@@ -832,44 +833,44 @@ var h100CurrentBounds = []poolBound{
 	{"rerun22/heldout/p2p-*-simple", ColOurs, BucketAll, 0.05, 0.14}, // 1.8, 8.5
 	{"rerun22/heldout/shm-*-ll", ColOurs, BucketAll, 0.07, 0.14},     // 3.5, 8.7
 	{"rerun22/heldout/shm-*-simple", ColOurs, BucketAll, 0.06, 0.12}, // 2.1, 7.0
-	{"rerun22/net-*", ColOurs, BucketAll, 0.07, 0.22},                // 3.4, 16.3
-	{"rerun22/proto/net-*-ll", ColOurs, BucketAll, 0.05, 0.12},       // 2.0, 6.9
-	{"rerun22/proto/net-*-simple", ColOurs, BucketAll, 0.08, 0.22},   // 4.1, 16.8
-	{"rerun22/heldout/net-*-ll", ColOurs, BucketAll, 0.08, 0.23},     // 4.1, 17.3
-	{"rerun22/heldout/net-*-simple", ColOurs, BucketAll, 0.05, 0.17}, // 1.5, 11.3
+	{"rerun22/net-*", ColOurs, BucketAll, 0.08, 0.17},                // 4.1, 11.2
+	{"rerun22/proto/net-*-ll", ColOurs, BucketAll, 0.07, 0.14},       // 3.7, 8.3
+	{"rerun22/proto/net-*-simple", ColOurs, BucketAll, 0.08, 0.19},   // 4.3, 13.1
+	{"rerun22/heldout/net-*-ll", ColOurs, BucketAll, 0.09, 0.25},     // 5.6, 19.9
+	{"rerun22/heldout/net-*-simple", ColOurs, BucketAll, 0.07, 0.17}, // 3.4, 11.9
 	// rerun23/ (a twenty-seventh start, recorded after the twelfth
 	// session's socket refit, which it holds out)
-	{"rerun23/net-*", ColOurs, BucketAll, 0.06, 0.21},                // 2.7, 15.7
-	{"rerun23/proto/net-*-ll", ColOurs, BucketAll, 0.08, 0.26},       // 4.8, 20.8
-	{"rerun23/proto/net-*-simple", ColOurs, BucketAll, 0.07, 0.27},   // 3.8, 21.3
-	{"rerun23/heldout/net-*-ll", ColOurs, BucketAll, 0.09, 0.26},     // 5.5, 20.9
-	{"rerun23/heldout/net-*-simple", ColOurs, BucketAll, 0.07, 0.19}, // 4.0, 13.7
+	{"rerun23/net-*", ColOurs, BucketAll, 0.08, 0.21},                // 4.6, 15.2
+	{"rerun23/proto/net-*-ll", ColOurs, BucketAll, 0.08, 0.26},       // 4.8, 20.2
+	{"rerun23/proto/net-*-simple", ColOurs, BucketAll, 0.08, 0.28},   // 4.7, 22.9
+	{"rerun23/heldout/net-*-ll", ColOurs, BucketAll, 0.09, 0.26},     // 5.7, 20.7
+	{"rerun23/heldout/net-*-simple", ColOurs, BucketAll, 0.06, 0.19}, // 2.7, 13.2
 	// rerun24/, rerun25/ and rerun26/ (twenty-eighth to thirtieth starts,
 	// thirteenth session; its socket refit fitted rerun24/ and holds out
 	// the other two)
-	{"rerun24/net-*", ColOurs, BucketAll, 0.07, 0.24},                // 3.5, 18.3
-	{"rerun24/proto/net-*-ll", ColOurs, BucketAll, 0.09, 0.17},       // 5.1, 11.7
-	{"rerun24/proto/net-*-simple", ColOurs, BucketAll, 0.07, 0.26},   // 3.3, 21.0
-	{"rerun24/heldout/net-*-ll", ColOurs, BucketAll, 0.08, 0.23},     // 4.6, 17.1
-	{"rerun24/heldout/net-*-simple", ColOurs, BucketAll, 0.07, 0.28}, // 4.0, 22.5
-	{"rerun25/net-*", ColOurs, BucketAll, 0.10, 0.27},                // 6.5, 21.1
-	{"rerun25/proto/net-*-ll", ColOurs, BucketAll, 0.13, 0.26},       // 9.9, 20.8
-	{"rerun25/proto/net-*-simple", ColOurs, BucketAll, 0.09, 0.19},   // 6.0, 13.3
-	{"rerun25/heldout/net-*-ll", ColOurs, BucketAll, 0.10, 0.17},     // 6.5, 11.7
-	{"rerun25/heldout/net-*-simple", ColOurs, BucketAll, 0.06, 0.19}, // 2.9, 13.6
-	{"rerun26/net-*", ColOurs, BucketAll, 0.10, 0.27},                // 6.7, 21.9
-	{"rerun26/proto/net-*-ll", ColOurs, BucketAll, 0.10, 0.24},       // 6.8, 18.2
-	{"rerun26/proto/net-*-simple", ColOurs, BucketAll, 0.07, 0.22},   // 3.1, 16.6
-	{"rerun26/heldout/net-*-ll", ColOurs, BucketAll, 0.10, 0.19},     // 6.8, 13.4
-	{"rerun26/heldout/net-*-simple", ColOurs, BucketAll, 0.06, 0.20}, // 2.9, 14.1
+	{"rerun24/net-*", ColOurs, BucketAll, 0.07, 0.18},                // 3.6, 12.9
+	{"rerun24/proto/net-*-ll", ColOurs, BucketAll, 0.11, 0.19},       // 7.6, 13.6
+	{"rerun24/proto/net-*-simple", ColOurs, BucketAll, 0.08, 0.25},   // 4.1, 19.3
+	{"rerun24/heldout/net-*-ll", ColOurs, BucketAll, 0.06, 0.20},     // 2.7, 14.9
+	{"rerun24/heldout/net-*-simple", ColOurs, BucketAll, 0.11, 0.23}, // 7.6, 17.6
+	{"rerun25/net-*", ColOurs, BucketAll, 0.07, 0.27},                // 3.7, 21.6
+	{"rerun25/proto/net-*-ll", ColOurs, BucketAll, 0.11, 0.35},       // 7.4, 29.4
+	{"rerun25/proto/net-*-simple", ColOurs, BucketAll, 0.08, 0.22},   // 4.4, 17.0
+	{"rerun25/heldout/net-*-ll", ColOurs, BucketAll, 0.09, 0.17},     // 5.2, 11.5
+	{"rerun25/heldout/net-*-simple", ColOurs, BucketAll, 0.06, 0.20}, // 2.5, 14.2
+	{"rerun26/net-*", ColOurs, BucketAll, 0.07, 0.23},                // 4.0, 17.2
+	{"rerun26/proto/net-*-ll", ColOurs, BucketAll, 0.09, 0.21},       // 5.6, 16.0
+	{"rerun26/proto/net-*-simple", ColOurs, BucketAll, 0.10, 0.21},   // 6.5, 15.8
+	{"rerun26/heldout/net-*-ll", ColOurs, BucketAll, 0.08, 0.21},     // 5.0, 15.1
+	{"rerun26/heldout/net-*-simple", ColOurs, BucketAll, 0.07, 0.17}, // 3.1, 11.9
 	// rerun27/ (a thirty-first start, recorded after the thirteenth
 	// session's socket refit: heldout:net and proto:net)
-	{"rerun27/proto/net-*-ll", ColOurs, BucketAll, 0.08, 0.18},       // 4.4, 12.6
-	{"rerun27/proto/net-*-simple", ColOurs, BucketAll, 0.06, 0.24},   // 2.8, 18.6
-	{"rerun27/heldout/net-*-ll", ColOurs, BucketAll, 0.08, 0.19},     // 4.5, 13.2
-	{"rerun27/heldout/net-*-simple", ColOurs, BucketAll, 0.07, 0.23}, // 3.7, 17.8
+	{"rerun27/proto/net-*-ll", ColOurs, BucketAll, 0.07, 0.17},       // 3.8, 12.0
+	{"rerun27/proto/net-*-simple", ColOurs, BucketAll, 0.05, 0.23},   // 1.8, 17.4
+	{"rerun27/heldout/net-*-ll", ColOurs, BucketAll, 0.09, 0.19},     // 5.3, 13.5
+	{"rerun27/heldout/net-*-simple", ColOurs, BucketAll, 0.08, 0.22}, // 4.1, 16.9
 	// algo/ (AllReduce Simple forced to ring and to tree, held out)
-	{"algo/net-*", ColOurs, BucketAll, 0.07, 0.13}, // 3.4, 7.8
+	{"algo/net-*", ColOurs, BucketAll, 0.07, 0.11}, // 3.8, 5.9
 }
 
 // h100GatherBounds are tolerances on our executor's socket rows of rerun4/,
