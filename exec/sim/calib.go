@@ -455,7 +455,10 @@ type SocketCalib struct {
 	// step as a Simple one, with a fifo entry, a system-scope fence that
 	// waits for its writes across PCIe, and the tail its proxy waits for.
 	// In its kernel traces (testdata/hw/h100x2/rerun18) an LL send of 8 B
-	// to 8 KiB over sockets takes 3.0-4.0 us, over SHM 1.3. NCCL's LL
+	// to 8 KiB over sockets takes 3.0-4.0 us, over SHM 1.3; in those of
+	// rerun23-rerun26, 4.1-4.2 us in Broadcast and Reduce and 2.9-3.1 in
+	// AllGather and AllReduce on every host (h100-twinccl.json takes 3.3,
+	// which gives the first 4.0 and the second too). NCCL's LL
 	// senders publish nothing (its proxy reads the flags:
 	// FlagCheckGBps); a Simple slice's fence is in SimpleUs. Not scaled
 	// by the host (ForHost): the fence is the GPU's and PCIe's. 0: none.
