@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -185,6 +186,33 @@ func TestCalibrateSmall(t *testing.T) {
 	}
 	if start := evalLoss(); start < fitted.Fit.Loss-1e-6 {
 		t.Errorf("the start's loss %.6f is below the fit's %.6f", start, fitted.Fit.Loss)
+	}
+	// Further starting points never end above the first alone, and give
+	// the same calibration on every run.
+	multi := func(name string) *sim.Calib {
+		t.Helper()
+		o := filepath.Join(dir, name)
+		if err := runCalibrate([]string{"--table", tab, "--out", o, "--max-evals", "60", "--restarts", "1", "--starts", "2"}, &so, &se); err != nil {
+			t.Fatalf("calibrate --starts 2: %v\n%s", err, se.String())
+		}
+		c, err := sim.LoadCalib(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	m1, m2 := multi("m1.json"), multi("m2.json")
+	if m1.Fit.Loss > fitted.Fit.Loss+1e-12 {
+		t.Errorf("--starts 2: loss %.6f, above the single start's %.6f", m1.Fit.Loss, fitted.Fit.Loss)
+	}
+	if m1.Fit.Loss != m2.Fit.Loss || !reflect.DeepEqual(m1.Simple, m2.Simple) || m1.Fit.Evals != m2.Fit.Evals {
+		t.Errorf("--starts 2 twice: losses %.9f and %.9f, evaluations %d and %d: want the same fit", m1.Fit.Loss, m2.Fit.Loss, m1.Fit.Evals, m2.Fit.Evals)
+	}
+	if m1.Fit.Evals <= fitted.Fit.Evals {
+		t.Errorf("--starts 2: %d evaluations, the single start %d: want the further searches counted", m1.Fit.Evals, fitted.Fit.Evals)
+	}
+	if err := runCalibrate([]string{"--table", tab, "--starts", "-1"}, &so, &se); !errors.Is(err, errUsage) || !strings.Contains(err.Error(), "--starts") {
+		t.Errorf("--starts -1: want a usage error naming --starts, got %v", err)
 	}
 
 	// A row whose mean is far above its best repetition is marked, the

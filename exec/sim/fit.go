@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"math"
+	"math/rand"
 	"slices"
 	"sort"
 	"strings"
@@ -311,6 +312,32 @@ type FitOptions struct {
 	Progress func(restart, evals int, median, maxErr float64)
 	// Loss is what the fit minimises (LossSquares when zero).
 	Loss FitLoss
+	// Starts is the number of further starting points (0: none). The
+	// search stops at a local minimum: each further start moves every
+	// constant of the first by a factor of 1.25 or 0.8 (a pattern of its
+	// own, the same on every run), is searched as the first is, with
+	// MaxEvals evaluations of its own, and the lowest loss wins.
+	Starts int
+}
+
+// startFactor is the factor, in log space, by which a further starting
+// point (FitOptions.Starts) moves each constant.
+var startFactor = math.Log(1.25)
+
+// startPoint is further starting point k (from 1) around x0: every
+// coordinate moved up or down by startFactor, the signs drawn from a
+// generator seeded with k, so that a fit is reproducible.
+func startPoint(x0 []float64, k int) []float64 {
+	r := rand.New(rand.NewSource(int64(k)))
+	x := append([]float64(nil), x0...)
+	for i := range x {
+		if r.Intn(2) == 0 {
+			x[i] += startFactor
+		} else {
+			x[i] -= startFactor
+		}
+	}
+	return x
 }
 
 // FitLoss is the quantity a fit minimises over its tables.
@@ -513,22 +540,32 @@ func FitTables(tables []FitTable, start *Calib, opt FitOptions) (*FitResult, err
 		}
 		return fitLoss(rows, opt.Loss)
 	}
-	best := x0
-	bestF := objective(best)
-	// A coordinate search first (robust where one constant pins a row
-	// family), then Nelder–Mead from its best point.
-	best, bestF = patternSearch(objective, best, bestF, 0.5, opt.MaxEvals/2, &evals)
-	for r := 0; r < opt.Restarts && evals < opt.MaxEvals; r++ {
-		budget := (opt.MaxEvals - evals) / (opt.Restarts - r)
-		x, f := nelderMead(objective, best, 0.3/float64(r+1), budget)
-		if f < bestF {
-			best, bestF = x, f
-		}
-		if opt.Progress != nil {
-			if rows, err := compareAll(decode(best)); err == nil {
-				med, mx := ErrorStats(flatten(rows))
-				opt.Progress(r, evals, med, mx)
+	// search runs a coordinate search first (robust where one constant
+	// pins a row family), then Nelder–Mead from its best point, from x
+	// with maxEvals evaluations.
+	search := func(x []float64, maxEvals int) ([]float64, float64) {
+		start := evals
+		best, bestF := x, objective(x)
+		best, bestF = patternSearch(objective, best, bestF, 0.5, maxEvals/2, &evals)
+		for r := 0; r < opt.Restarts && evals-start < maxEvals; r++ {
+			budget := (maxEvals - (evals - start)) / (opt.Restarts - r)
+			x, f := nelderMead(objective, best, 0.3/float64(r+1), budget)
+			if f < bestF {
+				best, bestF = x, f
 			}
+			if opt.Progress != nil {
+				if rows, err := compareAll(decode(best)); err == nil {
+					med, mx := ErrorStats(flatten(rows))
+					opt.Progress(r, evals, med, mx)
+				}
+			}
+		}
+		return best, bestF
+	}
+	best, bestF := search(x0, opt.MaxEvals)
+	for k := 1; k <= opt.Starts; k++ {
+		if x, f := search(startPoint(x0, k), opt.MaxEvals); f < bestF {
+			best, bestF = x, f
 		}
 	}
 	if math.IsInf(bestF, 1) {
