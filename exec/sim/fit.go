@@ -514,17 +514,6 @@ func FitTables(tables []FitTable, start *Calib, opt FitOptions) (*FitResult, err
 		}
 		return c
 	}
-	compareAll := func(c *Calib) ([][]Comparison, error) {
-		out := make([][]Comparison, len(tables))
-		for i := range tables {
-			rows, err := tables[i].Compare(c)
-			if err != nil {
-				return nil, err
-			}
-			out[i] = rows
-		}
-		return out, nil
-	}
 	evals := 0
 	var evalErr error
 	objective := func(x []float64) float64 {
@@ -533,7 +522,7 @@ func FitTables(tables []FitTable, start *Calib, opt FitOptions) (*FitResult, err
 		if err := c.Validate(); err != nil {
 			return math.Inf(1)
 		}
-		rows, err := compareAll(c)
+		rows, err := compareTables(tables, c)
 		if err != nil {
 			evalErr = err
 			return math.Inf(1)
@@ -554,7 +543,7 @@ func FitTables(tables []FitTable, start *Calib, opt FitOptions) (*FitResult, err
 				best, bestF = x, f
 			}
 			if opt.Progress != nil {
-				if rows, err := compareAll(decode(best)); err == nil {
+				if rows, err := compareTables(tables, decode(best)); err == nil {
 					med, mx := ErrorStats(flatten(rows))
 					opt.Progress(r, evals, med, mx)
 				}
@@ -575,7 +564,7 @@ func FitTables(tables []FitTable, start *Calib, opt FitOptions) (*FitResult, err
 		return nil, fmt.Errorf("fit: no valid calibration found")
 	}
 	c := decode(best)
-	per, err := compareAll(c)
+	per, err := compareTables(tables, c)
 	if err != nil {
 		return nil, err
 	}
@@ -600,30 +589,38 @@ func tableFit(name string, fitted bool, rows []Comparison) TableFit {
 
 // PredictTables compares held-out tables with calibration c.
 func PredictTables(tables []FitTable, c *Calib) ([]Comparison, []TableFit, error) {
-	var all []Comparison
-	var out []TableFit
+	per, err := compareTables(tables, c)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := make([]TableFit, len(tables))
+	for i := range tables {
+		out[i] = tableFit(tables[i].Name, false, per[i])
+	}
+	return flatten(per), out, nil
+}
+
+// compareTables simulates every table with c: its rows' comparisons, per
+// table.
+func compareTables(tables []FitTable, c *Calib) ([][]Comparison, error) {
+	per := make([][]Comparison, len(tables))
 	for i := range tables {
 		rows, err := tables[i].Compare(c)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		all = append(all, rows...)
-		out = append(out, tableFit(tables[i].Name, false, rows))
+		per[i] = rows
 	}
-	return all, out, nil
+	return per, nil
 }
 
 // TablesLoss is loss over the tables simulated with c: what FitTables
 // would minimise on them (FitResult.Loss), for comparing calibrations,
 // e.g. fits of the same tables from different starting points.
 func TablesLoss(tables []FitTable, c *Calib, loss FitLoss) (float64, error) {
-	per := make([][]Comparison, len(tables))
-	for i := range tables {
-		rows, err := tables[i].Compare(c)
-		if err != nil {
-			return 0, err
-		}
-		per[i] = rows
+	per, err := compareTables(tables, c)
+	if err != nil {
+		return 0, err
 	}
 	return fitLoss(per, loss), nil
 }

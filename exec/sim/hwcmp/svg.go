@@ -354,13 +354,20 @@ func xmlEscape(s string) string {
 // svgSettingsPx is the font size of the header's settings lines.
 const svgSettingsPx = 10
 
+// The measure of a header line (fitFont, wrapHeader): the width it may
+// take, and about how wide a character is, in em.
+const (
+	headerWidth = float64(svgW - svgLeft - 8)
+	headerEm    = 0.62
+)
+
 // wrapHeader splits the header text s into at most maxLines lines, at
 // spaces, each as long as fits the image's width at px (the measure of
 // fitFont), so that a long line of settings (a topology path and a dozen
 // NCCL_* variables) stays legible instead of shrinking; the last line
 // takes what is left (fitFont draws it smaller if it must).
 func wrapHeader(s string, px float64, maxLines int) []string {
-	fits := int(float64(svgW-svgLeft-8) / (0.62 * px))
+	fits := int(headerWidth / (headerEm * px))
 	var lines []string
 	for len(lines) < maxLines-1 && utf8.RuneCountInString(s) > fits {
 		r := []rune(s)
@@ -378,9 +385,8 @@ func wrapHeader(s string, px float64, maxLines int) []string {
 // the line, at about 0.62 em per character, would run past the image's
 // edge (down to half of px; a longer line is cut).
 func fitFont(s string, px float64) string {
-	width := float64(svgW - svgLeft - 8)
-	if need := float64(utf8.RuneCountInString(s)) * 0.62 * px; need > width {
-		px = max(0.5*px, px*width/need)
+	if need := float64(utf8.RuneCountInString(s)) * headerEm * px; need > headerWidth {
+		px = max(0.5*px, px*headerWidth/need)
 	}
 	return strconv.FormatFloat(math.Floor(px*10)/10, 'f', 1, 64) // rounded down: it still fits
 }

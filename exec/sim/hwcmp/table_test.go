@@ -43,7 +43,7 @@ func TestSVGHeaderFits(t *testing.T) {
 	}
 	long := strings.Repeat("NCCL_SETTING=value ", 8) // 152 characters
 	got, err := strconv.ParseFloat(fitFont(long, 11), 64)
-	if err != nil || !(got < 11 && got > 5.5) || float64(len(long))*0.62*got > float64(svgW-svgLeft-8)+1 {
+	if err != nil || !(got < 11 && got > 5.5) || float64(len(long))*headerEm*got > headerWidth+1 {
 		t.Errorf("152-character line: font %v (%v), want it below 11 and fitting the width", got, err)
 	}
 	if got := fitFont(strings.Repeat("x", 2000), 11); got != "5.5" {
