@@ -539,6 +539,29 @@ var h100NCCLBounds = []poolBound{
 	{"rerun27/proto/net-*-simple", ColNCCL, BucketAll, 0.07, 0.28},   // 3.8, 23.0
 	{"rerun27/heldout/net-*-ll", ColNCCL, BucketAll, 0.10, 0.19},     // 6.2, 13.9
 	{"rerun27/heldout/net-*-simple", ColNCCL, BucketAll, 0.09, 0.20}, // 5.6, 14.1
+	// rerun28/, rerun29/ and rerun30/ (thirty-second to thirty-fourth starts,
+	// fourteenth session, on fresh machines; no fit saw them; rerun30/ also
+	// the held-out sizes over P2P and SHM)
+	{"rerun28/net-*", ColNCCL, BucketAll, 0.08, 0.20},                // 4.3, 14.1
+	{"rerun28/proto/net-*-ll", ColNCCL, BucketAll, 0.14, 0.34},       // 10.1, 28.8
+	{"rerun28/proto/net-*-simple", ColNCCL, BucketAll, 0.06, 0.14},   // 2.4, 8.3
+	{"rerun28/heldout/net-*-ll", ColNCCL, BucketAll, 0.05, 0.22},     // 1.8, 16.6
+	{"rerun28/heldout/net-*-simple", ColNCCL, BucketAll, 0.09, 0.15}, // 5.8, 9.9
+	{"rerun29/net-*", ColNCCL, BucketAll, 0.09, 0.24},                // 5.7, 18.8
+	{"rerun29/proto/net-*-ll", ColNCCL, BucketAll, 0.06, 0.24},       // 3.0, 18.2
+	{"rerun29/proto/net-*-simple", ColNCCL, BucketAll, 0.09, 0.23},   // 5.2, 17.2
+	{"rerun29/heldout/net-*-ll", ColNCCL, BucketAll, 0.06, 0.21},     // 2.2, 15.5
+	{"rerun29/heldout/net-*-simple", ColNCCL, BucketAll, 0.07, 0.18}, // 3.9, 12.5
+	{"rerun30/heldout/p2p-*-ll", ColNCCL, BucketAll, 0.06, 0.16},     // 3.0, 10.3
+	{"rerun30/heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.06, 0.15},  // 2.2, 9.8
+	{"rerun30/heldout/p2p-*-simple", ColNCCL, BucketAll, 0.07, 0.14}, // 3.1, 8.4
+	{"rerun30/heldout/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.15},     // 2.3, 9.6
+	{"rerun30/heldout/shm-*-simple", ColNCCL, BucketAll, 0.07, 0.16}, // 3.4, 10.6
+	{"rerun30/net-*", ColNCCL, BucketAll, 0.07, 0.23},                // 4.0, 17.4
+	{"rerun30/proto/net-*-ll", ColNCCL, BucketAll, 0.07, 0.16},       // 3.4, 10.2
+	{"rerun30/proto/net-*-simple", ColNCCL, BucketAll, 0.08, 0.22},   // 4.5, 16.1
+	{"rerun30/heldout/net-*-ll", ColNCCL, BucketAll, 0.06, 0.18},     // 2.6, 12.3
+	{"rerun30/heldout/net-*-simple", ColNCCL, BucketAll, 0.08, 0.21}, // 4.9, 15.4
 	// algo/ (twelfth session: AllReduce Simple forced to ring and to tree
 	// over split-host sockets, 8 B-2 KiB, with traces; no fit saw it)
 	{"algo/net-*", ColNCCL, BucketAll, 0.09, 0.18}, // 5.9, 12.7
@@ -869,6 +892,29 @@ var h100CurrentBounds = []poolBound{
 	{"rerun27/proto/net-*-simple", ColOurs, BucketAll, 0.05, 0.23},   // 1.8, 17.4
 	{"rerun27/heldout/net-*-ll", ColOurs, BucketAll, 0.09, 0.19},     // 5.3, 13.5
 	{"rerun27/heldout/net-*-simple", ColOurs, BucketAll, 0.08, 0.22}, // 4.1, 16.9
+	// rerun28/, rerun29/ and rerun30/ (thirty-second to thirty-fourth starts,
+	// fourteenth session, on fresh machines; no fit saw them; rerun30/ also
+	// the held-out sizes over P2P and SHM)
+	{"rerun28/net-*", ColOurs, BucketAll, 0.07, 0.36},                // 3.9, 30.4
+	{"rerun28/proto/net-*-ll", ColOurs, BucketAll, 0.07, 0.15},       // 3.7, 9.9
+	{"rerun28/proto/net-*-simple", ColOurs, BucketAll, 0.09, 0.18},   // 5.5, 12.3
+	{"rerun28/heldout/net-*-ll", ColOurs, BucketAll, 0.06, 0.18},     // 2.6, 12.5
+	{"rerun28/heldout/net-*-simple", ColOurs, BucketAll, 0.07, 0.24}, // 3.5, 18.1
+	{"rerun29/net-*", ColOurs, BucketAll, 0.07, 0.18},                // 4.0, 12.6
+	{"rerun29/proto/net-*-ll", ColOurs, BucketAll, 0.06, 0.17},       // 2.2, 11.8
+	{"rerun29/proto/net-*-simple", ColOurs, BucketAll, 0.05, 0.20},   // 1.6, 14.5
+	{"rerun29/heldout/net-*-ll", ColOurs, BucketAll, 0.07, 0.16},     // 3.6, 11.0
+	{"rerun29/heldout/net-*-simple", ColOurs, BucketAll, 0.06, 0.20}, // 2.2, 14.9
+	{"rerun30/heldout/p2p-*-ll", ColOurs, BucketAll, 0.07, 0.13},     // 3.4, 7.8
+	{"rerun30/heldout/p2p-*-ll128", ColOurs, BucketAll, 0.06, 0.16},  // 2.2, 10.7
+	{"rerun30/heldout/p2p-*-simple", ColOurs, BucketAll, 0.06, 0.13}, // 2.7, 7.6
+	{"rerun30/heldout/shm-*-ll", ColOurs, BucketAll, 0.07, 0.14},     // 3.3, 8.6
+	{"rerun30/heldout/shm-*-simple", ColOurs, BucketAll, 0.05, 0.13}, // 1.7, 7.2
+	{"rerun30/net-*", ColOurs, BucketAll, 0.08, 0.24},                // 5.0, 18.3
+	{"rerun30/proto/net-*-ll", ColOurs, BucketAll, 0.07, 0.16},       // 3.2, 10.7
+	{"rerun30/proto/net-*-simple", ColOurs, BucketAll, 0.07, 0.22},   // 3.4, 16.6
+	{"rerun30/heldout/net-*-ll", ColOurs, BucketAll, 0.07, 0.21},     // 3.9, 15.1
+	{"rerun30/heldout/net-*-simple", ColOurs, BucketAll, 0.07, 0.20}, // 3.5, 14.8
 	// algo/ (AllReduce Simple forced to ring and to tree, held out)
 	{"algo/net-*", ColOurs, BucketAll, 0.07, 0.11}, // 3.8, 5.9
 }
@@ -965,7 +1011,7 @@ type calibBounds struct {
 // row leaves its tolerance. Every file must fall in a pool of each
 // column it has.
 func TestRegressionH100x2(t *testing.T) {
-	checkMachine(t, h100Dir(), 818, []string{"sockets-helpers/", "sockets-helpers/proto/", "sockets-helpers/heldout/", "rerun/", "rerun/proto/", "rerun/heldout/",
+	checkMachine(t, h100Dir(), 894, []string{"sockets-helpers/", "sockets-helpers/proto/", "sockets-helpers/heldout/", "rerun/", "rerun/proto/", "rerun/heldout/",
 		"leader/", "leader/proto/", "leader/heldout/", "rerun2/", "rerun2/proto/", "rerun2/heldout/", "rerun2/diag/", "rerun3/", "rerun3/proto/", "rerun3/heldout/",
 		"rerun4/", "rerun4/proto/", "rerun4/heldout/", "rerun5/", "rerun5/proto/", "rerun5/heldout/", "rerun6/", "rerun6/proto/", "rerun6/heldout/", "rerun7/", "rerun7/proto/", "rerun7/heldout/", "rerun8/", "rerun8/proto/", "rerun8/heldout/", "rerun9/", "rerun9/proto/", "rerun9/heldout/",
 		"rerun10/", "rerun10/proto/", "rerun10/heldout/", "rerun11/", "rerun11/proto/", "rerun11/heldout/",
@@ -974,7 +1020,8 @@ func TestRegressionH100x2(t *testing.T) {
 		"rerun19/", "rerun19/proto/", "rerun19/heldout/", "rerun20/", "rerun20/proto/", "rerun20/heldout/", "rerun21/heldout/",
 		"rerun22/", "rerun22/proto/", "rerun22/heldout/", "rerun23/", "rerun23/proto/", "rerun23/heldout/", "algo/",
 		"rerun24/", "rerun24/proto/", "rerun24/heldout/", "rerun25/", "rerun25/proto/", "rerun25/heldout/", "rerun26/", "rerun26/proto/", "rerun26/heldout/",
-		"rerun27/proto/", "rerun27/heldout/"},
+		"rerun27/proto/", "rerun27/heldout/",
+		"rerun28/", "rerun28/proto/", "rerun28/heldout/", "rerun29/", "rerun29/proto/", "rerun29/heldout/", "rerun30/", "rerun30/proto/", "rerun30/heldout/"},
 		[]calibBounds{{"", h100Bounds}, {earlyOwnCalib(), h100TwincclBounds}, {eightPackCalib(), h100OursBounds}, {calibFile("h100.json"), h100NCCLBounds},
 			{noLeaderH100Calib(), h100NoLeaderBounds}, {combinedH100Calib(), h100CombinedBounds},
 			{perProto512H100Calib(), h100PerProto512Bounds}, {calibFile("h100-twinccl.json"), h100CurrentBounds},
