@@ -71,7 +71,11 @@ h200-twinccl.json for h200.json and h100-twinccl.json for h100.json;
 It prints a table per call, per (op, size, protocol) where calls repeat, and
 the median and maximum absolute error and the median signed error (bias:
 positive when the simulator is slower) per protocol and size bucket (small:
-below 1 MiB). --json writes all of it (- for stdout), --svg a plot of busbw
+below 1 MiB). A row whose median repetition is more than 1.25 times its best
+is marked disturbed (the host slowed most of its repetitions, and its error
+says more about the host than about the simulator), and the "steady" bucket
+gives the errors without such rows, as the regression tests count them.
+--json writes all of it (- for stdout), --svg a plot of busbw
 against size (log-log; hardware, NCCL, simulation) with the error per size
 underneath. With --events, the event trace beside a call trace
 (HW.events.parquet) is compared step by step: per channel and per primitive
@@ -365,7 +369,8 @@ func printCompare(w io.Writer, rep *hwcmp.Report, steps *hwcmp.StepReport) {
 				g.HwUs, g.SimUs, pct(g.Err), usOrDash(g.NCCLUs), pct(g.NCCLErr))
 		}
 	}
-	fmt.Fprintf(w, "#\n# error of the simulation (|err| median and max, bias = median signed err; small: < %d KiB)\n", hwcmp.SmallBytes>>10)
+	fmt.Fprintf(w, "#\n# error of the simulation (|err| median and max, bias = median signed err; small: < %d KiB;\n# steady: every size less the rows whose median repetition is over %gx the best, where there are such)\n",
+		hwcmp.SmallBytes>>10, sim.DisturbedRatio)
 	fmt.Fprintf(w, "# %-5s %-7s %-6s %4s %9s %9s %9s  %s\n", "vs", "proto", "bucket", "n", "median", "max", "bias", "worst")
 	for _, s := range rep.Stats {
 		fmt.Fprintf(w, "  %-5s %-7s %-6s %4d %8.1f%% %8.1f%% %+8.1f%%  %s\n", s.Column, s.Proto, s.Bucket, s.N, 100*s.MedianAbs, 100*s.MaxAbs, 100*s.Bias, s.Worst)

@@ -283,9 +283,22 @@ func (m *Measurement) target() float64 {
 	return m.MeanUs
 }
 
+// DisturbedRatio is how far above its best repetition a measured time
+// (a mean, or the median of the repetitions) may be before the row counts
+// as disturbed: the host slowed most of its repetitions (on a shared
+// host's loopback sockets such a spell outlasts a row's repetitions),
+// and the time no longer says what the collective costs. The regression
+// tests and the "steady" statistics of replay compare leave such rows
+// out.
+const DisturbedRatio = 1.25
+
+// Disturbed reports whether a measured time of us with best repetition
+// best (0: unknown) is more than DisturbedRatio above it.
+func Disturbed(us, best float64) bool { return best > 0 && us > DisturbedRatio*best }
+
 // Noisy reports whether the row's mean is more than 25% above its best
-// repetition: a disturbed measurement.
-func (m *Measurement) Noisy() bool { return m.BestUs > 0 && m.MeanUs > 1.25*m.BestUs }
+// repetition: a disturbed measurement (Disturbed).
+func (m *Measurement) Noisy() bool { return Disturbed(m.MeanUs, m.BestUs) }
 
 // ErrorStats returns the median and the maximum absolute relative error.
 func ErrorStats(cs []Comparison) (median, maxAbs float64) {

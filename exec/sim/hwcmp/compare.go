@@ -292,7 +292,31 @@ func (cp *Comparer) compareCall(c Call, kind string) (Row, error) {
 	if c.NCCLUs > 0 {
 		row.NCCLErr = (row.SimNCCLUs - c.NCCLUs) / c.NCCLUs
 	}
+	for _, col := range []string{ColOurs, ColNCCL} {
+		if row.Disturbed(col) {
+			us, best := row.measured(col)
+			row.Notes = append(row.Notes, fmt.Sprintf("%s disturbed: median repetition %.2fx the best", col, us/best))
+		}
+	}
 	return row, nil
+}
+
+// measured is the measured time of column col and its best repetition
+// (0 when unknown).
+func (r *Row) measured(col string) (us, best float64) {
+	if col == ColNCCL {
+		return r.NCCLUs, r.NCCLBestUs
+	}
+	return r.HwUs, r.HwBestUs
+}
+
+// Disturbed reports whether column col's measured time is more than
+// sim.DisturbedRatio above its best repetition: the host slowed most of
+// the row's repetitions, and its error says more about the host than
+// about the simulation. The "steady" statistics leave such rows out.
+func (r *Row) Disturbed(col string) bool {
+	us, best := r.measured(col)
+	return sim.Disturbed(us, best)
 }
 
 // timeOf is the simulated time comparable to a measurement of kind.
@@ -412,6 +436,9 @@ const (
 	BucketAll   = "all"
 	BucketSmall = "small" // below SmallBytes
 	BucketLarge = "large"
+	// BucketSteady is every size less the rows whose column was
+	// disturbed (Row.Disturbed); reported only where some were.
+	BucketSteady = "steady"
 )
 
 // Stat is the error of the simulation over some rows: against one
@@ -445,7 +472,7 @@ func statsOf(rows []Row) []Stat {
 	var out []Stat
 	for _, col := range []string{ColOurs, ColNCCL} {
 		for _, p := range protos {
-			for _, b := range []string{BucketAll, BucketSmall, BucketLarge} {
+			for _, b := range []string{BucketAll, BucketSmall, BucketLarge, BucketSteady} {
 				var errs []float64
 				var names []string
 				for _, r := range rows {
@@ -456,7 +483,8 @@ func statsOf(rows []Row) []Stat {
 					if p != "all" && rp != p {
 						continue
 					}
-					if b == BucketSmall && r.Bytes >= SmallBytes || b == BucketLarge && r.Bytes < SmallBytes {
+					if b == BucketSmall && r.Bytes >= SmallBytes || b == BucketLarge && r.Bytes < SmallBytes ||
+						b == BucketSteady && r.Disturbed(col) {
 						continue
 					}
 					e := r.Err
@@ -482,17 +510,25 @@ func statsOf(rows []Row) []Stat {
 				}
 				st.MedianAbs = median(abs)
 				st.Bias = median(append([]float64(nil), errs...))
-				if b != BucketAll && len(out) > 0 && out[len(out)-1].Bucket == BucketAll && out[len(out)-1].N == st.N {
+				if all := allStat(out, col, p); b != BucketAll && all != nil && all.N == st.N {
 					continue // the same rows as the protocol's "all"
-				}
-				if b == BucketLarge && len(out) > 1 && out[len(out)-2].Bucket == BucketAll && out[len(out)-2].N == st.N {
-					continue
 				}
 				out = append(out, st)
 			}
 		}
 	}
 	return out
+}
+
+// allStat is the "all" bucket's statistic of column col and protocol p
+// among out (nil when there is none).
+func allStat(out []Stat, col, p string) *Stat {
+	for i := len(out) - 1; i >= 0; i-- {
+		if s := &out[i]; s.Column == col && s.Proto == p && s.Bucket == BucketAll {
+			return s
+		}
+	}
+	return nil
 }
 
 // ncclProto is the protocol NCCL's run used as the simulation has it:

@@ -2,11 +2,14 @@ package hwcmp
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"sort"
 	"strings"
 	"testing"
 
@@ -754,5 +757,105 @@ func TestTraceSettings(t *testing.T) {
 	bad := write("bad.parquet", map[string]string{traces.MetaNCCLEnv: `{"LD_PRELOAD":"x"}`})
 	if _, err := ReadTrace(bad); err == nil || !strings.Contains(err.Error(), bad) {
 		t.Errorf("bad metadata: %v, want an error naming %s", err, bad)
+	}
+}
+
+// TestCompareMarksDisturbed: a row whose median repetition is more than
+// sim.DisturbedRatio above its best, in either column, is marked with a
+// note, and the "steady" statistics leave exactly those rows out. The
+// reference is computed here from the recording's own repetitions
+// (rerun29/net-broadcast.json: NCCL's LL rows were disturbed, most of its
+// Simple ones and our executor's were not).
+func TestCompareMarksDisturbed(t *testing.T) {
+	const name = "rerun29/net-broadcast.json"
+	data, err := os.ReadFile(filepath.Join(h100Dir(), name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw struct {
+		Rows []struct {
+			Bytes    int64     `json:"bytes"`
+			Reps     []float64 `json:"reps_us"`
+			NCCLReps []float64 `json:"nccl_reps_us"`
+		} `json:"rows"`
+	}
+	if err := json.Unmarshal(data, &raw); err != nil {
+		t.Fatal(err)
+	}
+	mid := func(v []float64) float64 {
+		s := append([]float64(nil), v...)
+		sort.Float64s(s)
+		if len(s)%2 == 0 {
+			return (s[len(s)/2-1] + s[len(s)/2]) / 2
+		}
+		return s[len(s)/2]
+	}
+	disturbed := func(reps []float64) bool { return mid(reps) > 1.25*slices.Min(reps) }
+	in, cp := openMachineFile(t, h100Dir(), name)
+	ours, err := sim.LoadCalib(calibFile("h100-twinccl.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cp, err = cp.WithOursCalib(ours, "h100-twinccl.json"); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := cp.Compare(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Rows) != len(raw.Rows) {
+		t.Fatalf("%d rows compared, the file has %d", len(rep.Rows), len(raw.Rows))
+	}
+	// steady[col][proto] are the |err| of the rows that should count.
+	steady := map[string]map[string][]float64{ColOurs: {}, ColNCCL: {}}
+	marked := 0
+	for i, r := range rep.Rows {
+		for _, col := range []string{ColOurs, ColNCCL} {
+			reps, e, proto := raw.Rows[i].Reps, r.Err, r.SimProto
+			if col == ColNCCL {
+				reps, e, proto = raw.Rows[i].NCCLReps, r.NCCLErr, r.ncclProto()
+			}
+			want := disturbed(reps)
+			note := strings.Contains(strings.Join(r.Notes, "; "), col+" disturbed")
+			if r.Disturbed(col) != want || note != want {
+				t.Errorf("%s %d B, %s: Disturbed %v, note %v; its repetitions say %v", r.Coll, r.Bytes, col, r.Disturbed(col), note, want)
+			}
+			if want {
+				marked++
+				continue
+			}
+			steady[col][proto] = append(steady[col][proto], math.Abs(e))
+			steady[col]["all"] = append(steady[col]["all"], math.Abs(e))
+		}
+	}
+	if marked == 0 || marked == 2*len(rep.Rows) {
+		t.Fatalf("%d of %d row columns disturbed: the file no longer tests both kinds", marked, 2*len(rep.Rows))
+	}
+	got := map[string]Stat{}
+	for _, st := range rep.Stats {
+		got[st.Column+"/"+st.Proto+"/"+st.Bucket] = st
+	}
+	for col, byProto := range steady {
+		for proto, errs := range byProto {
+			all, ok := got[col+"/"+proto+"/"+BucketAll]
+			if !ok {
+				t.Errorf("%s %s: no %q statistic", col, proto, BucketAll)
+				continue
+			}
+			st, ok := got[col+"/"+proto+"/"+BucketSteady]
+			if len(errs) == all.N {
+				if ok {
+					t.Errorf("%s %s: a %q statistic where no row was disturbed", col, proto, BucketSteady)
+				}
+				continue
+			}
+			if !ok {
+				t.Errorf("%s %s: no %q statistic, %d of %d rows undisturbed", col, proto, BucketSteady, len(errs), all.N)
+				continue
+			}
+			if st.N != len(errs) || math.Abs(st.MedianAbs-mid(errs)) > 1e-12 || math.Abs(st.MaxAbs-slices.Max(errs)) > 1e-12 {
+				t.Errorf("%s %s steady: n %d median %.4f max %.4f, want %d, %.4f, %.4f", col, proto, st.N, st.MedianAbs, st.MaxAbs, len(errs), mid(errs), slices.Max(errs))
+			}
+		}
 	}
 }
