@@ -340,6 +340,9 @@ type Group struct {
 	// BusBW and NCCLBusBW are the measured busbw (GB/s), SimBusBW and
 	// SimNCCLBusBW the simulated ones (SetBusBW).
 	BusBW, NCCLBusBW, SimBusBW, SimNCCLBusBW float64
+	// Disturbed and NCCLDisturbed say that a call of the group was
+	// disturbed in our executor's or NCCL's column (Row.Disturbed).
+	Disturbed, NCCLDisturbed bool
 }
 
 // groupRows groups rows by (op, bytes, protocol), in op then size order.
@@ -365,6 +368,8 @@ func groupRows(rows []Row) []Group {
 		}
 		g := &gs[i]
 		g.Calls++
+		g.Disturbed = g.Disturbed || r.Disturbed(ColOurs)
+		g.NCCLDisturbed = g.NCCLDisturbed || r.Disturbed(ColNCCL)
 		g.HwUs += r.HwUs
 		g.SimUs += r.SimUs
 		if r.NCCLUs > 0 {

@@ -831,6 +831,19 @@ func TestCompareMarksDisturbed(t *testing.T) {
 	if marked == 0 || marked == 2*len(rep.Rows) {
 		t.Fatalf("%d of %d row columns disturbed: the file no longer tests both kinds", marked, 2*len(rep.Rows))
 	}
+	// The plot draws each disturbed row's measured busbw and its error
+	// unfilled (one call per size here), and says so in its legend.
+	var b bytes.Buffer
+	if err := WriteSVG(&b, rep, name); err != nil {
+		t.Fatal(err)
+	}
+	hollow := 0
+	for _, col := range []string{`fill="white" stroke="#1f77b4"`, `fill="white" stroke="#ff7f0e"`} {
+		hollow += strings.Count(b.String(), col)
+	}
+	if hollow != 2*marked || !strings.Contains(b.String(), "disturbed row: median repetition over 1.25x the best") {
+		t.Errorf("svg: %d hollow markers, want %d (two per disturbed row and column), and a legend line", hollow, 2*marked)
+	}
 	got := map[string]Stat{}
 	for _, st := range rep.Stats {
 		got[st.Column+"/"+st.Proto+"/"+st.Bucket] = st

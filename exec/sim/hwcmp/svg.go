@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/twinccl/twinccl/exec/sim"
 )
 
 // svgSeries is one line of the plot.
@@ -17,15 +19,17 @@ type svgSeries struct {
 	dash   string // stroke-dasharray, "" for solid
 	marker string // circle, square, triangle, diamond
 	x, y   []float64
+	// hollow marks the points of disturbed rows (drawn unfilled)
+	hollow []bool
 }
 
 // plot geometry (pixels).
 const (
 	svgW      = 820
-	svgH      = 640
+	svgH      = 653
 	svgLeft   = 80
 	svgRight  = 24
-	svgTop    = 78
+	svgTop    = 91
 	svgMainH  = 330
 	svgGap    = 62
 	svgErrH   = 110
@@ -44,19 +48,26 @@ func WriteSVG(w io.Writer, rep *Report, title string) error {
 		ours = "hardware (ours, traced kernel)"
 	}
 	var ser []svgSeries
-	add := func(s svgSeries, get func(g *Group) float64) {
+	add := func(s svgSeries, get func(g *Group) float64, hollow func(g *Group) bool) {
 		for i := range gs {
 			if v := get(&gs[i]); v > 0 && !math.IsInf(v, 0) && !math.IsNaN(v) {
 				s.x = append(s.x, float64(gs[i].Bytes))
 				s.y = append(s.y, v)
+				s.hollow = append(s.hollow, hollow != nil && hollow(&gs[i]))
 			}
 		}
 		if len(s.x) > 0 {
 			ser = append(ser, s)
 		}
 	}
-	add(svgSeries{name: ours, color: "#1f77b4", marker: "circle"}, func(g *Group) float64 { return g.BusBW })
-	add(svgSeries{name: ncclName, color: "#ff7f0e", marker: "square"}, func(g *Group) float64 { return g.NCCLBusBW })
+	disturbed := false // some row was disturbed
+	for _, g := range gs {
+		disturbed = disturbed || g.Disturbed || g.NCCLDisturbed
+	}
+	oursDisturbed := func(g *Group) bool { return g.Disturbed }
+	ncclDisturbed := func(g *Group) bool { return g.NCCLDisturbed }
+	add(svgSeries{name: ours, color: "#1f77b4", marker: "circle"}, func(g *Group) float64 { return g.BusBW }, oursDisturbed)
+	add(svgSeries{name: ncclName, color: "#ff7f0e", marker: "square"}, func(g *Group) float64 { return g.NCCLBusBW }, ncclDisturbed)
 	differ := false
 	for _, g := range gs {
 		if g.NCCLUs > 0 && g.SimNCCLUs != g.SimUs {
@@ -67,7 +78,7 @@ func WriteSVG(w io.Writer, rep *Report, title string) error {
 	if differ {
 		simName = "simulation (our executor's algorithm/protocol/channels)"
 	}
-	add(svgSeries{name: simName, color: "#2ca02c", dash: "7,4", marker: "triangle"}, func(g *Group) float64 { return g.SimBusBW })
+	add(svgSeries{name: simName, color: "#2ca02c", dash: "7,4", marker: "triangle"}, func(g *Group) float64 { return g.SimBusBW }, nil)
 	if differ {
 		add(svgSeries{name: "simulation (tuner's choice, as NCCL runs)", color: "#9467bd", dash: "2,3", marker: "diamond"},
 			func(g *Group) float64 {
@@ -75,7 +86,7 @@ func WriteSVG(w io.Writer, rep *Report, title string) error {
 					return g.SimNCCLBusBW
 				}
 				return 0
-			})
+			}, nil)
 	}
 	if len(ser) == 0 {
 		return fmt.Errorf("svg: no positive busbw to plot")
@@ -107,10 +118,16 @@ func WriteSVG(w io.Writer, rep *Report, title string) error {
 	p(`<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="Helvetica, Arial, sans-serif" font-size="12">`+"\n", svgW, svgH, svgW, svgH)
 	p(`<rect x="0" y="0" width="%d" height="%d" fill="white"/>`+"\n", svgW, svgH)
 	p(`<text x="%d" y="24" font-size="%s" font-weight="bold">%s</text>`+"\n", svgLeft, fitFont(title, 16), xmlEscape(title))
-	sub, settings := subtitle(rep)
-	p(`<text x="%d" y="44" font-size="%s" fill="#444">%s</text>`+"\n", svgLeft, fitFont(sub, 11), xmlEscape(sub))
+	parts, settings := subtitle(rep)
+	subLines := []string{strings.Join(parts, "; ")}
+	if len(wrapHeader(subLines[0], 11, 2)) > 1 {
+		subLines = parts // one line per column rather than a break mid-phrase
+	}
+	for i, line := range subLines {
+		p(`<text x="%d" y="%d" font-size="%s" fill="#444">%s</text>`+"\n", svgLeft, 44+13*i, fitFont(line, 11), xmlEscape(line))
+	}
 	for i, line := range wrapHeader(settings, svgSettingsPx, 2) {
-		p(`<text x="%d" y="%d" font-size="%s" fill="#444">%s</text>`+"\n", svgLeft, 58+13*i, fitFont(line, svgSettingsPx), xmlEscape(line))
+		p(`<text x="%d" y="%d" font-size="%s" fill="#444">%s</text>`+"\n", svgLeft, 45+13*(len(subLines)+i), fitFont(line, svgSettingsPx), xmlEscape(line))
 	}
 
 	// Main panel: grid, ticks, labels.
@@ -159,7 +176,7 @@ func WriteSVG(w io.Writer, rep *Report, title string) error {
 		}
 		p(`<polyline fill="none" stroke="%s" stroke-width="2"%s points="%s"/>`+"\n", s.color, dash, strings.Join(pts, " "))
 		for i := range s.x {
-			marker(b, s.marker, s.color, px(s.x[i]), py(s.y[i]))
+			marker(b, s.marker, s.color, px(s.x[i]), py(s.y[i]), s.hollow[i])
 		}
 	}
 
@@ -197,11 +214,16 @@ func WriteSVG(w io.Writer, rep *Report, title string) error {
 		p(`<text x="%.1f" y="%.1f" text-anchor="end">%+.0f%%</text>`+"\n", x0-8, ey(e)+4, e)
 	}
 	p(`<text transform="translate(20,%.1f) rotate(-90)" text-anchor="middle">sim error</text>`+"\n", ey0+svgErrH/2)
-	p(`<text x="%.1f" y="%.1f" font-size="11" fill="#444">simulation error (sim − hw) / hw, clamped to ±%.0f%%: circles vs ours, squares vs NCCL</text>`+"\n", x0, ey0-6, lim)
+	caption := "circles vs ours, squares vs NCCL"
+	if disturbed {
+		caption += "; hollow: disturbed rows"
+	}
+	p(`<text x="%.1f" y="%.1f" font-size="11" fill="#444">simulation error (sim − hw) / hw, clamped to ±%.0f%%: %s</text>`+"\n", x0, ey0-6, lim, caption)
 	for _, es := range []struct {
 		color, mark string
 		get         func(g *Group) float64
-	}{{"#1f77b4", "circle", func(g *Group) float64 { return g.Err }}, {"#ff7f0e", "square", func(g *Group) float64 { return g.NCCLErr }}} {
+		hollow      func(g *Group) bool
+	}{{"#1f77b4", "circle", func(g *Group) float64 { return g.Err }, oursDisturbed}, {"#ff7f0e", "square", func(g *Group) float64 { return g.NCCLErr }, ncclDisturbed}} {
 		var pts []string
 		for i := range gs {
 			e := es.get(&gs[i])
@@ -210,7 +232,7 @@ func WriteSVG(w io.Writer, rep *Report, title string) error {
 			}
 			x, y := px(float64(gs[i].Bytes)), ey(100*e)
 			pts = append(pts, fmt.Sprintf("%.1f,%.1f", x, y))
-			marker(b, es.mark, es.color, x, y)
+			marker(b, es.mark, es.color, x, y, es.hollow(&gs[i]))
 		}
 		if len(pts) > 1 {
 			p(`<polyline fill="none" stroke="%s" stroke-width="1.2" points="%s"/>`+"\n", es.color, strings.Join(pts, " "))
@@ -232,7 +254,11 @@ func WriteSVG(w io.Writer, rep *Report, title string) error {
 	// Legend, inside the main panel's top left.
 	lx, ly := x0+12, float64(svgTop)+16
 	lh := 18.0
-	p(`<rect x="%.1f" y="%.1f" width="%d" height="%.1f" fill="white" fill-opacity="0.85" stroke="#bbb"/>`+"\n", lx-6, ly-12, 420, lh*float64(len(ser))+6)
+	lines := len(ser)
+	if disturbed {
+		lines++
+	}
+	p(`<rect x="%.1f" y="%.1f" width="%d" height="%.1f" fill="white" fill-opacity="0.85" stroke="#bbb"/>`+"\n", lx-6, ly-12, 420, lh*float64(lines)+6)
 	for i, s := range ser {
 		y := ly + lh*float64(i)
 		dash := ""
@@ -240,16 +266,23 @@ func WriteSVG(w io.Writer, rep *Report, title string) error {
 			dash = fmt.Sprintf(` stroke-dasharray="%s"`, s.dash)
 		}
 		p(`<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="2"%s/>`+"\n", lx, y-4, lx+34, y-4, s.color, dash)
-		marker(b, s.marker, s.color, lx+17, y-4)
+		marker(b, s.marker, s.color, lx+17, y-4, false)
 		p(`<text x="%.1f" y="%.1f">%s</text>`+"\n", lx+42, y, xmlEscape(s.name))
+	}
+	if disturbed {
+		y := ly + lh*float64(len(ser))
+		marker(b, "circle", "#555", lx+10, y-4, true)
+		marker(b, "square", "#555", lx+24, y-4, true)
+		p(`<text x="%.1f" y="%.1f">disturbed row: median repetition over %gx the best</text>`+"\n", lx+42, y, sim.DisturbedRatio)
 	}
 	p("</svg>\n")
 	return b.Flush()
 }
 
-// subtitle states the errors of the report in one line, and the
-// topology, settings and timing in another.
-func subtitle(rep *Report) (string, string) {
+// subtitle states the errors of the report, one part per column (drawn
+// on one line where they fit, else one line each), and the topology,
+// settings and timing.
+func subtitle(rep *Report) ([]string, string) {
 	var parts []string
 	for _, col := range []string{ColOurs, ColNCCL} {
 		if s, ok := rep.Stat(col, "all", BucketAll); ok {
@@ -257,7 +290,11 @@ func subtitle(rep *Report) (string, string) {
 			if col == ColNCCL {
 				name = "NCCL"
 			}
-			parts = append(parts, fmt.Sprintf("sim vs %s: median |err| %.1f%%, max %.1f%%, bias %+.1f%%", name, 100*s.MedianAbs, 100*s.MaxAbs, 100*s.Bias))
+			part := fmt.Sprintf("sim vs %s: median |err| %.1f%%, max %.1f%%, bias %+.1f%%", name, 100*s.MedianAbs, 100*s.MaxAbs, 100*s.Bias)
+			if st, ok := rep.Stat(col, "all", BucketSteady); ok {
+				part += fmt.Sprintf(" (steady rows %.1f%%, %.1f%%)", 100*st.MedianAbs, 100*st.MaxAbs)
+			}
+			parts = append(parts, part)
 		}
 	}
 	t := rep.Topology
@@ -271,7 +308,7 @@ func subtitle(rep *Report) (string, string) {
 	} else {
 		t += "; traced kernel times"
 	}
-	return strings.Join(parts, "; "), t
+	return parts, t
 }
 
 // xStep is the spacing, in powers of two, of the x labels.
@@ -312,17 +349,22 @@ func decLabel(d float64) string {
 	return fmt.Sprintf("%.*f", int(-d), math.Pow(10, d))
 }
 
-// marker draws one point's marker.
-func marker(w io.Writer, kind, color string, x, y float64) {
+// marker draws one point's marker; hollow draws a circle or square
+// unfilled (a disturbed row; triangles and diamonds are always hollow).
+func marker(w io.Writer, kind, color string, x, y float64, hollow bool) {
+	fill := fmt.Sprintf(`fill="%s"`, color)
+	if hollow {
+		fill = fmt.Sprintf(`fill="white" stroke="%s" stroke-width="1.5"`, color)
+	}
 	switch kind {
 	case "square":
-		fmt.Fprintf(w, `<rect x="%.1f" y="%.1f" width="7" height="7" fill="%s"/>`+"\n", x-3.5, y-3.5, color)
+		fmt.Fprintf(w, `<rect x="%.1f" y="%.1f" width="7" height="7" %s/>`+"\n", x-3.5, y-3.5, fill)
 	case "triangle":
 		fmt.Fprintf(w, `<polygon points="%.1f,%.1f %.1f,%.1f %.1f,%.1f" fill="white" stroke="%s" stroke-width="1.5"/>`+"\n", x, y-5, x-4.5, y+3.5, x+4.5, y+3.5, color)
 	case "diamond":
 		fmt.Fprintf(w, `<polygon points="%.1f,%.1f %.1f,%.1f %.1f,%.1f %.1f,%.1f" fill="white" stroke="%s" stroke-width="1.5"/>`+"\n", x, y-5, x+5, y, x, y+5, x-5, y, color)
 	default:
-		fmt.Fprintf(w, `<circle cx="%.1f" cy="%.1f" r="3.5" fill="%s"/>`+"\n", x, y, color)
+		fmt.Fprintf(w, `<circle cx="%.1f" cy="%.1f" r="3.5" %s/>`+"\n", x, y, fill)
 	}
 }
 
