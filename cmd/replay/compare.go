@@ -20,6 +20,7 @@ import (
 const compareHelp = `Usage: replay compare HW.parquet|HW.json [--topo FILE.xml] [--nodes N] [--env KEY=VALUE]...
                       [--calib FILE.json] [--calib-ours FILE.json] [--json OUT] [--svg OUT.svg]
                       [--title T] [--events]
+       replay compare HW.json|DIR... [--topo FILE.xml] [flags as above but --svg, --title, --events]
 
 Compares hardware measurements with the simulator. HW is either a hardware call
 trace ("run gpu --trace", one row per call and rank) or the --json file of
@@ -84,6 +85,16 @@ their data and send credits (the hardware's where its trace has data stamps,
 data_ns: schema 1.1) and how early (negative) or late the simulator ends them,
 measured from the kernel's start on the rank that started last.
 
+Given several inputs, or a directory (every run gpu JSON file under it, e.g.
+the recordings of one start of a machine: testdata/hw/h100x2/rerun30), it
+compares each as above and prints one line per file, then pools the rows of
+every file per transport (how the ranks reach each other in the simulation:
+P2P, SHM, NET/Socket or NET/IB), column and protocol: the median and maximum
+absolute error per transport and protocol, over every row and over the steady
+ones. Give the machine's topology with both its GPUs: a split-host file
+keeps a host's share of it. --json then writes each file's comparison and
+the pooled statistics.
+
 Flags:
 `
 
@@ -104,16 +115,17 @@ func (e envFlags) Set(s string) error {
 func runCompare(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	topo := fs.String("topo", "", "topology XML `FILE` (default: the embedded one)")
-	nodes := fs.Int("nodes", 0, "the run spanned `N` hosts, each like the topology FILE (e.g. one GPU per host over sockets); default: the hosts the recording names, else 1")
-	env := envFlags{}
-	fs.Var(env, "env", "NCCL_* setting `KEY=VALUE` the run was recorded under (repeatable; wins over the environment)")
-	calibPath := fs.String("calib", "", calibFlagHelp+"; by default the one measured on the GPUs the recording names")
-	oursPath := fs.String("calib-ours", "", "calibration `FILE.json` (or embedded:NAME.json) of our executor's column (default: the embedded one of our kernels that goes with --calib's)")
+	var o compareOpts
+	fs.StringVar(&o.topo, "topo", "", "topology XML `FILE` (default: the embedded one)")
+	fs.IntVar(&o.nodes, "nodes", 0, "the run spanned `N` hosts, each like the topology FILE (e.g. one GPU per host over sockets); default: the hosts the recording names, else 1")
+	o.env = envFlags{}
+	fs.Var(o.env, "env", "NCCL_* setting `KEY=VALUE` the run was recorded under (repeatable; wins over the environment)")
+	fs.StringVar(&o.calib, "calib", "", calibFlagHelp+"; by default the one measured on the GPUs the recording names")
+	fs.StringVar(&o.ours, "calib-ours", "", "calibration `FILE.json` (or embedded:NAME.json) of our executor's column (default: the embedded one of our kernels that goes with --calib's)")
 	jsonOut := fs.String("json", "", "write the comparison as JSON to `OUT` (- for stdout)")
 	svgOut := fs.String("svg", "", "write a busbw-vs-size plot to `OUT.svg`")
 	title := fs.String("title", "", "title of the SVG plot (default: the op and the input's name)")
-	loop := fs.Int("loop", sim.DefaultLoopCalls, "simulate graph-timed rows as loops of `N` calls back to back after an aligning one, as they were timed (0: isolated calls; traced calls are always isolated)")
+	fs.IntVar(&o.loop, "loop", sim.DefaultLoopCalls, "simulate graph-timed rows as loops of `N` calls back to back after an aligning one, as they were timed (0: isolated calls; traced calls are always isolated)")
 	events := fs.Bool("events", false, "also compare the event trace beside a call trace (HW.events.parquet) step by step")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, compareHelp, twinccl.DefaultTopology)
@@ -123,11 +135,23 @@ func runCompare(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		return fmt.Errorf("%w: replay compare wants one input (HW.parquet or HW.json)", errUsage)
+	if len(pos) == 0 {
+		return fmt.Errorf("%w: replay compare wants an input (HW.parquet, HW.json, or several JSON files or directories)", errUsage)
 	}
 	if *svgOut == "-" && *jsonOut == "-" {
 		return fmt.Errorf("%w: only one of --json and --svg may write to stdout", errUsage)
+	}
+	if o.nodes < 0 {
+		return fmt.Errorf("%w: --nodes %d: want at least 1 (or 0, the default: the hosts the recording names)", errUsage, o.nodes)
+	}
+	if err := checkLoop(o.loop); err != nil {
+		return err
+	}
+	if len(pos) > 1 || isDir(pos[0]) {
+		if *svgOut != "" || *title != "" || *events {
+			return fmt.Errorf("%w: --svg, --title and --events take one input; several are pooled", errUsage)
+		}
+		return comparePooled(pos, &o, *jsonOut, stdout, stderr)
 	}
 	in, err := hwcmp.Open(pos[0])
 	if err != nil {
@@ -143,74 +167,7 @@ func runCompare(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("--events: %w", err)
 		}
 	}
-	if *nodes < 0 {
-		return fmt.Errorf("%w: --nodes %d: want at least 1 (or 0, the default: the hosts the recording names)", errUsage, *nodes)
-	}
-	if *nodes == 0 {
-		*nodes = max(in.Hosts, 1)
-	}
-	if h := in.NCCLEnv["NCCL_HOSTID"]; h != "" && *nodes == 1 && in.Hosts == 0 && in.NRanks > 1 {
-		// run gpu's split-host runs give every rank a host id of its own:
-		// simulated on one host, they would talk over P2P, not sockets.
-		fmt.Fprintf(stderr, "replay compare: warning: %s was recorded under NCCL_HOSTID=%s: if its %d ranks were on hosts of their own (run gpu's split-host runs), compare it on one host's topology with --nodes %d (e.g. --topo testdata/hw/h200x2/topo-1gpu.xml --nodes %d)\n",
-			pos[0], h, in.NRanks, in.NRanks, in.NRanks)
-	}
-	// The settings NCCL's run recorded, then this environment's, then
-	// --env. NCCL_VERSION is no setting: NVIDIA's containers name the
-	// installed library with it (run gpu leaves it out of nccl_env now;
-	// recordings made before carry it).
-	settings := map[string]string{}
-	for k, v := range in.NCCLEnv {
-		settings[k] = v
-	}
-	for _, kv := range os.Environ() {
-		if k, v, ok := strings.Cut(kv, "="); ok && strings.HasPrefix(k, "NCCL_") {
-			settings[k] = v
-		}
-	}
-	delete(settings, "NCCL_VERSION")
-	for k, v := range env {
-		settings[k] = v
-	}
-	root, file, err := readTopologyRoot(*topo)
-	if err != nil {
-		return err
-	}
-	if *nodes > 1 && in.NRanks%*nodes == 0 {
-		// one host's share of the GPUs of a file that describes more
-		model.KeepRanks(root, in.NRanks / *nodes)
-	}
-	calib, calibName, err := loadCompareCalib(*calibPath, root, file, in.GPUs)
-	if err != nil {
-		return err
-	}
-	cp, err := hwcmp.NewComparerNodes(root, file, *nodes, settings, calib, calibName)
-	if err != nil {
-		return err
-	}
-	if *nodes > 1 {
-		cp.Topology = fmt.Sprintf("%s as %d hosts of %d GPU(s)", cp.Topology, *nodes, cp.Sim.Machine.Cluster.NRanks / *nodes)
-	}
-	if err := checkLoop(*loop); err != nil {
-		return err
-	}
-	cp.Sim.Loop = *loop // before WithOursCalib, whose simulator copies it
-	if ours := oursCalibPath(*oursPath, calibName); ours != "" && ours != calibName {
-		c, err := sim.LoadCalib(ours)
-		if err != nil {
-			return fmt.Errorf("--calib-ours: %w", err)
-		}
-		if cp, err = cp.WithOursCalib(c, ours); err != nil {
-			return err
-		}
-	}
-	if len(in.Calls) == 0 {
-		return fmt.Errorf("%s: every row is an empty call (count 0): nothing to compare", in.Path)
-	}
-	if in.Empty > 0 {
-		fmt.Fprintf(stderr, "replay compare: %s: %d empty row(s) (count 0) left out\n", in.Path, in.Empty)
-	}
-	rep, err := cp.Compare(in)
+	rep, cp, err := o.compare(in, stderr)
 	if err != nil {
 		return err
 	}
@@ -244,6 +201,86 @@ func runCompare(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// compareOpts are the flags of replay compare that say how an input is
+// simulated.
+type compareOpts struct {
+	topo, calib, ours string
+	nodes, loop       int
+	env               envFlags
+}
+
+// compare simulates input in as the options say (its hosts, settings,
+// topology and calibrations) and compares it.
+func (o *compareOpts) compare(in *hwcmp.Input, stderr io.Writer) (*hwcmp.Report, *hwcmp.Comparer, error) {
+	nodes := o.nodes
+	if nodes == 0 {
+		nodes = max(in.Hosts, 1)
+	}
+	if h := in.NCCLEnv["NCCL_HOSTID"]; h != "" && nodes == 1 && in.Hosts == 0 && in.NRanks > 1 {
+		// run gpu's split-host runs give every rank a host id of its own:
+		// simulated on one host, they would talk over P2P, not sockets.
+		fmt.Fprintf(stderr, "replay compare: warning: %s was recorded under NCCL_HOSTID=%s: if its %d ranks were on hosts of their own (run gpu's split-host runs), compare it on one host's topology with --nodes %d (e.g. --topo testdata/hw/h200x2/topo-1gpu.xml --nodes %d)\n",
+			in.Path, h, in.NRanks, in.NRanks, in.NRanks)
+	}
+	// The settings NCCL's run recorded, then this environment's, then
+	// --env. NCCL_VERSION is no setting: NVIDIA's containers name the
+	// installed library with it (run gpu leaves it out of nccl_env now;
+	// recordings made before carry it).
+	settings := map[string]string{}
+	for k, v := range in.NCCLEnv {
+		settings[k] = v
+	}
+	for _, kv := range os.Environ() {
+		if k, v, ok := strings.Cut(kv, "="); ok && strings.HasPrefix(k, "NCCL_") {
+			settings[k] = v
+		}
+	}
+	delete(settings, "NCCL_VERSION")
+	for k, v := range o.env {
+		settings[k] = v
+	}
+	root, file, err := readTopologyRoot(o.topo)
+	if err != nil {
+		return nil, nil, err
+	}
+	if nodes > 1 && in.NRanks%nodes == 0 {
+		// one host's share of the GPUs of a file that describes more
+		model.KeepRanks(root, in.NRanks/nodes)
+	}
+	calib, calibName, err := loadCompareCalib(o.calib, root, file, in.GPUs)
+	if err != nil {
+		return nil, nil, err
+	}
+	cp, err := hwcmp.NewComparerNodes(root, file, nodes, settings, calib, calibName)
+	if err != nil {
+		return nil, nil, err
+	}
+	if nodes > 1 {
+		cp.Topology = fmt.Sprintf("%s as %d hosts of %d GPU(s)", cp.Topology, nodes, cp.Sim.Machine.Cluster.NRanks/nodes)
+	}
+	cp.Sim.Loop = o.loop // before WithOursCalib, whose simulator copies it
+	if ours := oursCalibPath(o.ours, calibName); ours != "" && ours != calibName {
+		c, err := sim.LoadCalib(ours)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--calib-ours: %w", err)
+		}
+		if cp, err = cp.WithOursCalib(c, ours); err != nil {
+			return nil, nil, err
+		}
+	}
+	if len(in.Calls) == 0 {
+		return nil, nil, fmt.Errorf("%s: every row is an empty call (count 0): nothing to compare", in.Path)
+	}
+	if in.Empty > 0 {
+		fmt.Fprintf(stderr, "replay compare: %s: %d empty row(s) (count 0) left out\n", in.Path, in.Empty)
+	}
+	rep, err := cp.Compare(in)
+	if err != nil {
+		return nil, nil, err
+	}
+	return rep, cp, nil
 }
 
 // readTopologyRoot parses the topology file (the embedded default when
@@ -463,19 +500,20 @@ type compareStatJSON struct {
 
 // compareJSON is the --json document.
 type compareJSON struct {
-	Input    string             `json:"input"`
-	Kind     string             `json:"kind"`
-	NRanks   int                `json:"nranks"`
-	Topology string             `json:"topology"`
-	Settings string             `json:"settings"`
-	Calib    string             `json:"calibration"`
-	Kernel   string             `json:"kernel,omitempty"`
-	Note     string             `json:"kernel_note,omitempty"`
-	Timing   string             `json:"timing"`
-	Calls    []compareCallJSON  `json:"calls"`
-	Groups   []compareGroupJSON `json:"groups"`
-	Stats    []compareStatJSON  `json:"stats"`
-	Steps    *hwcmp.StepReport  `json:"steps,omitempty"`
+	Input     string             `json:"input"`
+	Kind      string             `json:"kind"`
+	NRanks    int                `json:"nranks"`
+	Topology  string             `json:"topology"`
+	Settings  string             `json:"settings"`
+	Calib     string             `json:"calibration"`
+	Kernel    string             `json:"kernel,omitempty"`
+	Note      string             `json:"kernel_note,omitempty"`
+	Timing    string             `json:"timing"`
+	Transport string             `json:"transport"`
+	Calls     []compareCallJSON  `json:"calls"`
+	Groups    []compareGroupJSON `json:"groups"`
+	Stats     []compareStatJSON  `json:"stats"`
+	Steps     *hwcmp.StepReport  `json:"steps,omitempty"`
 }
 
 // optF is a pointer to v rounded, nil when v is absent (NaN, zero).
@@ -498,7 +536,7 @@ func round6(v float64) float64 {
 // compareDoc builds the --json document.
 func compareDoc(rep *hwcmp.Report, steps *hwcmp.StepReport) compareJSON {
 	d := compareJSON{Input: rep.Input.Path, Kind: rep.Input.Kind, NRanks: rep.Input.NRanks, Topology: rep.Topology,
-		Settings: rep.Settings, Calib: rep.Calib, Kernel: rep.Input.Kernel, Note: rep.KernelNote, Timing: rep.Timing(), Steps: steps}
+		Settings: rep.Settings, Calib: rep.Calib, Kernel: rep.Input.Kernel, Note: rep.KernelNote, Timing: rep.Timing(), Transport: rep.Transport, Steps: steps}
 	for _, r := range rep.Rows {
 		c := compareCallJSON{Index: r.Index, Op: r.Coll.String(), Bytes: r.Bytes, Count: r.Count, Dtype: r.Dtype.String(),
 			Algo: r.SimAlgo, Proto: r.SimProto, NChannels: r.SimChannels, TunerAlgo: r.TunerAlgo, TunerProto: r.TunerProto,
@@ -526,8 +564,13 @@ func compareDoc(rep *hwcmp.Report, steps *hwcmp.StepReport) compareJSON {
 			NCCLUs: optF(g.NCCLUs, has), SimNCCLUs: optF(g.SimNCCLUs, has), NCCLErr: optF(g.NCCLErr, has), NCCLBusBW: optF(g.NCCLBusBW, has)})
 	}
 	for _, s := range rep.Stats {
-		d.Stats = append(d.Stats, compareStatJSON{Versus: s.Column, Proto: s.Proto, Bucket: s.Bucket, N: s.N,
-			MedianAbs: round6(s.MedianAbs), MaxAbs: round6(s.MaxAbs), Bias: round6(s.Bias), Worst: s.Worst})
+		d.Stats = append(d.Stats, statJSON(s))
 	}
 	return d
+}
+
+// statJSON is an error statistic as --json writes it.
+func statJSON(s hwcmp.Stat) compareStatJSON {
+	return compareStatJSON{Versus: s.Column, Proto: s.Proto, Bucket: s.Bucket, N: s.N,
+		MedianAbs: round6(s.MedianAbs), MaxAbs: round6(s.MaxAbs), Bias: round6(s.Bias), Worst: s.Worst}
 }

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 
@@ -80,8 +82,12 @@ func TestCompareErrors(t *testing.T) {
 		usage bool
 		want  string
 	}{
-		{nil, true, "one input"},
-		{[]string{"a", "b"}, true, "one input"},
+		{nil, true, "wants an input"},
+		{[]string{filepath.Join(dir, "nosuch-a.json"), filepath.Join(dir, "nosuch-b.json")}, false, "nosuch-a.json"},
+		{[]string{hwRecordings(), "--svg", filepath.Join(dir, "x.svg")}, true, "several are pooled"},
+		{[]string{hwRecordings(), filepath.Join(hwRecordings(), "p2p-allreduce.json"), "--events"}, true, "several are pooled"},
+		{[]string{dir}, false, "no JSON recordings"},
+		{[]string{filepath.Join(hwRecordings(), "p2p-allreduce.parquet"), filepath.Join(hwRecordings(), "p2p-allreduce.json")}, true, "call trace: pool"},
 		{[]string{filepath.Join(hwRecordings(), "p2p-allreduce.json"), "--events"}, true, "call trace"},
 		{[]string{filepath.Join(hwRecordings(), "p2p-allreduce.json"), "--env", "novalue"}, true, "KEY=VALUE"},
 		{[]string{filepath.Join(hwRecordings(), "p2p-allreduce.json"), "--json", "-", "--svg", "-"}, true, "stdout"},
@@ -402,11 +408,17 @@ func runCompareJSON(t *testing.T, args ...string) compareJSON {
 // readCompareJSON reads the --json document replay compare wrote to path.
 func readCompareJSON(t *testing.T, path string) compareJSON {
 	t.Helper()
-	var doc compareJSON
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return readCompareJSONBytes(t, data)
+}
+
+// readCompareJSONBytes decodes a --json document of one input.
+func readCompareJSONBytes(t *testing.T, data []byte) compareJSON {
+	t.Helper()
+	var doc compareJSON
 	if err := json.Unmarshal(data, &doc); err != nil {
 		t.Fatal(err)
 	}
@@ -422,5 +434,99 @@ func copyFile(t *testing.T, from, to string) {
 	}
 	if err := os.WriteFile(to, data, 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestComparePooled compares the recordings of one start of the H100 pair
+// (a directory: split-host sockets, and P2P and SHM at held-out sizes) on
+// the machine's two-GPU topology and checks the pooled statistics against
+// the per-file comparisons in the same document: per transport, column
+// and protocol, the rows counted, their median and maximum |err|, and the
+// steady bucket without the disturbed rows. Each file's errors are the
+// same as its comparison alone.
+func TestComparePooled(t *testing.T) {
+	start := filepath.Join("..", "..", "testdata", "hw", "h100x2", "rerun30")
+	topo := filepath.Join(start, "..", "topo.xml")
+	var so, se bytes.Buffer
+	if err := runCompare([]string{start, "--topo", topo, "--json", "-"}, &so, &se); err != nil {
+		t.Fatalf("%v\n%s", err, se.String())
+	}
+	var doc pooledJSON
+	if err := json.Unmarshal(so.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Files) != 42 {
+		t.Fatalf("%d files pooled, want rerun30/'s 42 JSON recordings", len(doc.Files))
+	}
+	type key struct{ col, transport, proto, bucket string }
+	errs := map[key][]float64{}
+	transports := map[string]bool{}
+	for _, f := range doc.Files {
+		transports[f.Transport] = true
+		want := map[string]string{"net-": "NET/Socket", "p2p-": "P2P", "shm-": "SHM"}
+		if w := want[filepath.Base(f.Input)[:4]]; f.Transport != w {
+			t.Errorf("%s: transport %q, want %q", f.Input, f.Transport, w)
+		}
+		for _, c := range f.Calls {
+			add := func(col, proto string, e float64, disturbed bool) {
+				for _, p := range []string{"all", proto} {
+					errs[key{col, f.Transport, p, "all"}] = append(errs[key{col, f.Transport, p, "all"}], math.Abs(e))
+					if !disturbed {
+						errs[key{col, f.Transport, p, "steady"}] = append(errs[key{col, f.Transport, p, "steady"}], math.Abs(e))
+					}
+				}
+			}
+			notes := strings.Join(c.Notes, "; ")
+			add("ours", c.Proto, c.Err, strings.Contains(notes, "ours disturbed"))
+			if c.NCCLErr != nil {
+				proto := c.Proto
+				if c.TunerProto != "" {
+					proto = c.TunerProto
+				}
+				add("nccl", proto, *c.NCCLErr, strings.Contains(notes, "nccl disturbed"))
+			}
+		}
+	}
+	if len(transports) != 3 {
+		t.Errorf("transports %v, want NET/Socket, P2P and SHM", transports)
+	}
+	checked := 0
+	for _, s := range doc.Pooled {
+		if s.Bucket != "all" && s.Bucket != "steady" {
+			continue
+		}
+		e := errs[key{s.Versus, s.Transport, s.Proto, s.Bucket}]
+		if len(e) == 0 {
+			t.Errorf("%+v: no such rows in the files", s)
+			continue
+		}
+		sort.Float64s(e)
+		med := e[len(e)/2]
+		if len(e)%2 == 0 {
+			med = (e[len(e)/2-1] + e[len(e)/2]) / 2
+		}
+		if s.N != len(e) || math.Abs(s.MedianAbs-med) > 2e-6 || math.Abs(s.MaxAbs-e[len(e)-1]) > 2e-6 {
+			t.Errorf("%s %s %s %s: n %d median %.6f max %.6f; the files give %d, %.6f, %.6f",
+				s.Versus, s.Transport, s.Proto, s.Bucket, s.N, s.MedianAbs, s.MaxAbs, len(e), med, e[len(e)-1])
+		}
+		checked++
+	}
+	if checked < 20 {
+		t.Errorf("%d pooled statistics checked, want every transport's columns and protocols", checked)
+	}
+	// One file alone gives the errors it has in the pool.
+	one := doc.Files[0]
+	so.Reset()
+	if err := runCompare([]string{one.Input, "--topo", topo, "--json", "-"}, &so, &se); err != nil {
+		t.Fatal(err)
+	}
+	alone := readCompareJSONBytes(t, so.Bytes())
+	if len(alone.Calls) != len(one.Calls) {
+		t.Fatalf("%s: %d calls alone, %d pooled", one.Input, len(alone.Calls), len(one.Calls))
+	}
+	for i := range alone.Calls {
+		if alone.Calls[i].Err != one.Calls[i].Err {
+			t.Errorf("%s call %d: err %v alone, %v pooled", one.Input, i, alone.Calls[i].Err, one.Calls[i].Err)
+		}
 	}
 }

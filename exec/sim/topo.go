@@ -286,6 +286,23 @@ func (m *Machine) linksToRoute(rt *route, p *model.Path, what string) error {
 	return nil
 }
 
+// TransportName names how the connection from rank from to rank to on
+// channel 0 moves its data: "P2P", "SHM", "NET/Socket" (through the
+// socket plugin's proxies) or "NET/IB".
+func (m *Machine) TransportName(from, to int) (string, error) {
+	rt, err := m.route(from, to, 0)
+	if err != nil {
+		return "", err
+	}
+	switch {
+	case rt.transport != TransportNET:
+		return rt.transport.String(), nil
+	case rt.proxyCopies > 0:
+		return "NET/Socket", nil
+	}
+	return "NET/IB", nil
+}
+
 // route returns (building it once) the route of the connection from rank
 // from to rank to on a channel, following NCCL's transport choice: P2P
 // when ncclTopoCheckP2p allows it and the NIC is not preferred, else SHM

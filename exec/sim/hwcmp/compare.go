@@ -139,9 +139,13 @@ type Report struct {
 	// kernel other than those the calibration's last fit used ("" when
 	// they match or either side does not say).
 	KernelNote string
-	Rows       []Row
-	Groups     []Group
-	Stats      []Stat
+	// Transport is how the recording's ranks reach each other in the
+	// simulation ("P2P", "SHM", "NET/Socket", "NET/IB"; see
+	// Comparer.transport): the transport of Pool's statistics.
+	Transport string
+	Rows      []Row
+	Groups    []Group
+	Stats     []Stat
 }
 
 // kernelNote compares the kernel in was recorded with to those of the
@@ -192,6 +196,9 @@ func (cp *Comparer) Compare(in *Input) (*Report, error) {
 		return nil, fmt.Errorf("%s: %w", in.Path, err)
 	}
 	rep := &Report{Input: in, Topology: cp.Topology, Settings: cp.Settings, Calib: cp.calibNames(), KernelNote: cp.oursComparer().kernelNote(in)}
+	if rep.Transport, err = cp.transport(); err != nil {
+		return nil, fmt.Errorf("%s: %w", in.Path, err)
+	}
 	for _, c := range in.Calls {
 		row, err := cp.compareCall(c, in.Kind)
 		if err != nil {
@@ -203,6 +210,22 @@ func (cp *Comparer) Compare(in *Input) (*Report, error) {
 	rep.Stats = statsOf(rep.Rows)
 	rep.SetBusBW()
 	return rep, nil
+}
+
+// transport names how the recording's ranks reach each other
+// (sim.Machine.TransportName): rank 0 and the first rank of the next
+// host where the run spanned several, else ranks 0 and 1 ("self" for a
+// single rank).
+func (cp *Comparer) transport() (string, error) {
+	cl := cp.Sim.Machine.Cluster
+	if cl.NRanks < 2 {
+		return "self", nil
+	}
+	peer := 1
+	if nodes := len(cl.Nodes); nodes > 1 {
+		peer = cl.NRanks / nodes
+	}
+	return cp.Sim.Machine.TransportName(0, peer)
 }
 
 // forInput is cp as in was timed, and so is the comparer of our column:
@@ -461,8 +484,25 @@ type Stat struct {
 	Worst string
 }
 
+// statRow is a row of a statistic, with the name it has as the worst.
+type statRow struct {
+	*Row
+	name string
+}
+
 // statsOf computes the statistics per column, protocol and bucket.
 func statsOf(rows []Row) []Stat {
+	sr := make([]statRow, len(rows))
+	for i := range rows {
+		sr[i] = statRow{&rows[i], fmt.Sprintf("%s %d B", rows[i].Coll, rows[i].Bytes)}
+	}
+	return statsOfRows(sr)
+}
+
+// statsOfRows computes the statistics of rows per column, protocol and
+// bucket: BucketAll, BucketSmall and BucketLarge, and BucketSteady,
+// each only where it differs from BucketAll.
+func statsOfRows(rows []statRow) []Stat {
 	protos := []string{"all"}
 	seen := map[string]bool{}
 	for _, r := range rows {
@@ -500,7 +540,7 @@ func statsOf(rows []Row) []Stat {
 						continue
 					}
 					errs = append(errs, e)
-					names = append(names, fmt.Sprintf("%s %d B", r.Coll, r.Bytes))
+					names = append(names, r.name)
 				}
 				if len(errs) == 0 {
 					continue
@@ -520,6 +560,45 @@ func statsOf(rows []Row) []Stat {
 				}
 				out = append(out, st)
 			}
+		}
+	}
+	return out
+}
+
+// PoolStat is a statistic over the rows of several reports that share
+// a transport: the measure the simulator's accuracy is judged by, per
+// transport and protocol over a start's recordings.
+type PoolStat struct {
+	Stat
+	// Transport is the reports' Report.Transport; Files how many
+	// reports had rows in the statistic's transport.
+	Transport string
+	Files     int
+}
+
+// Pool computes the statistics of several reports' rows together, per
+// transport (Report.Transport), column, protocol and bucket, in
+// transport order; the worst row is named with its report's input.
+func Pool(reps []*Report) []PoolStat {
+	byTransport := map[string][]statRow{}
+	files := map[string]int{}
+	var transports []string
+	for _, rep := range reps {
+		t := rep.Transport
+		if files[t] == 0 {
+			transports = append(transports, t)
+		}
+		files[t]++
+		for i := range rep.Rows {
+			r := &rep.Rows[i]
+			byTransport[t] = append(byTransport[t], statRow{r, fmt.Sprintf("%s: %s %d B", rep.Input.Path, r.Coll, r.Bytes)})
+		}
+	}
+	sort.Strings(transports)
+	var out []PoolStat
+	for _, t := range transports {
+		for _, st := range statsOfRows(byTransport[t]) {
+			out = append(out, PoolStat{Stat: st, Transport: t, Files: files[t]})
 		}
 	}
 	return out
