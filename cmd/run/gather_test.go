@@ -145,3 +145,39 @@ func TestSweepPasses(t *testing.T) {
 		}
 	}
 }
+
+// TestSweepRetries: a sweep retries disturbed sizes as often as --retries
+// says, and by default (-1) twice where its ranks are on several hosts,
+// never on one.
+func TestSweepRetries(t *testing.T) {
+	for _, c := range []struct{ retries, hosts, want int }{{-1, 1, 0}, {-1, 2, netRetries}, {-1, 4, netRetries}, {0, 2, 0}, {3, 1, 3}, {1, 2, 1}} {
+		if got := sweepRetries(c.retries, c.hosts); got != c.want {
+			t.Errorf("--retries %d on %d host(s): %d retries, want %d", c.retries, c.hosts, got, c.want)
+		}
+	}
+}
+
+// TestDisturbedRows: the rows a retry times again are those whose median
+// repetition is more than 1.25 times their best in either column (as
+// replay compare marks them), and a retry's steady repetitions, added to
+// the row, can bring its median back.
+func TestDisturbedRows(t *testing.T) {
+	steady := []float64{10, 10.5, 11, 10, 12}
+	slow := []float64{10, 14, 15, 16, 13} // median 14: 1.4x the best
+	rows := []gpuRow{
+		{RepsUs: steady, NCCLRepsUs: steady},
+		{RepsUs: slow, NCCLRepsUs: steady},
+		{RepsUs: steady, NCCLRepsUs: slow},
+		{RepsUs: steady},                                // no NCCL column
+		{RepsUs: []float64{10, 12.4, 12.5, 12.6, 12.4}}, // 1.25x exactly: not over
+		{RepsUs: []float64{16, 10, 14, 12}},             // even count: median 13
+		{RepsUs: []float64{16, 10, 10, 12}},             // even count: median 11
+	}
+	if got, want := disturbedRows(rows), []int{1, 2, 5}; !slices.Equal(got, want) {
+		t.Errorf("disturbed rows %v, want %v", got, want)
+	}
+	rows[1].addPass(gpuRow{RepsUs: []float64{10, 10.2, 10.1, 10.4, 10.3}, NCCLRepsUs: steady})
+	if got := disturbedRows(rows[:2]); len(got) != 0 {
+		t.Errorf("after a steady retry: disturbed rows %v, want none (repetitions %v)", got, rows[1].RepsUs)
+	}
+}

@@ -51,6 +51,8 @@ func TestGPUUsageErrors(t *testing.T) {
 		{[]string{"--timeout", "0s"}, "--timeout must be positive"},
 		{[]string{"--passes", "-1"}, "--passes must be from 1 to 100"},
 		{[]string{"--passes", "101"}, "--passes must be from 1 to 100"},
+		{[]string{"--retries", "-2"}, "--retries must be from 0 to 100"},
+		{[]string{"--retries", "101"}, "--retries must be from 0 to 100"},
 		// No -np and no job variables.
 		{nil, "no job"},
 	}

@@ -24,7 +24,9 @@
 # shared host held whole socket rows 1.5-2.5x slow, and one P2P row of
 # 2026-11-27 repeated at 8.5-15.2 us; the net groups take 2-2.5x as long,
 # 2026-11-27: heldout:net 118-125 s, proto:net 34-38 s, tuner:net
-# 116-137 s on the H100 pair). proto and heldout files go to OUT/proto and OUT/heldout (FLAT=1:
+# 116-137 s on the H100 pair; over sockets run gpu then times the sizes
+# whose repetitions still disagree again, --retries, twice by default).
+# proto and heldout files go to OUT/proto and OUT/heldout (FLAT=1:
 # OUT itself), the others to OUT. DRY=1 prints the commands instead of
 # running them.
 #
