@@ -11,7 +11,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -84,30 +83,18 @@ func sweepRetries(retries, hosts int) int {
 }
 
 // disturbedRows are the indexes of the rows whose repetitions disagree
-// in either column: their median more than sim.DisturbedRatio above
-// their best, as replay compare marks them. Every rank holds the same
-// repetitions (gatherRow), so every rank finds the same rows.
+// in either column (sim.DisturbedReps: their median more than
+// sim.DisturbedRatio above their best, as replay compare marks them).
+// Every rank holds the same repetitions (gatherRow), so every rank finds
+// the same rows.
 func disturbedRows(rows []gpuRow) []int {
 	var out []int
 	for i, r := range rows {
-		for _, reps := range [][]float64{r.RepsUs, r.NCCLRepsUs} {
-			if len(reps) > 0 && sim.Disturbed(medianUs(reps), slices.Min(reps)) {
-				out = append(out, i)
-				break
-			}
+		if sim.DisturbedReps(r.RepsUs) || sim.DisturbedReps(r.NCCLRepsUs) {
+			out = append(out, i)
 		}
 	}
 	return out
-}
-
-// medianUs is the median of some repetitions.
-func medianUs(reps []float64) float64 {
-	s := slices.Clone(reps)
-	slices.Sort(s)
-	if n := len(s); n%2 == 0 {
-		return (s[n/2-1] + s[n/2]) / 2
-	}
-	return s[len(s)/2]
 }
 
 // gpuOpts are the flags of run gpu.

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -295,6 +296,21 @@ const DisturbedRatio = 1.25
 // Disturbed reports whether a measured time of us with best repetition
 // best (0: unknown) is more than DisturbedRatio above it.
 func Disturbed(us, best float64) bool { return best > 0 && us > DisturbedRatio*best }
+
+// DisturbedReps reports whether a row timed by the median of its
+// repetitions reps is Disturbed (false without repetitions).
+func DisturbedReps(reps []float64) bool {
+	if len(reps) == 0 {
+		return false
+	}
+	s := slices.Sorted(slices.Values(reps))
+	n := len(s)
+	med := s[n/2]
+	if n%2 == 0 {
+		med = (s[n/2-1] + s[n/2]) / 2
+	}
+	return Disturbed(med, s[0])
+}
 
 // Noisy reports whether the row's mean is more than 25% above its best
 // repetition: a disturbed measurement (Disturbed).

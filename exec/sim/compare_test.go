@@ -107,3 +107,24 @@ func TestHarnessInPlace(t *testing.T) {
 		}
 	}
 }
+
+// TestDisturbedReps: a row timed by the median of its repetitions is
+// disturbed when that median is more than DisturbedRatio above the best,
+// with an even count's median the mean of the middle two; none is not.
+func TestDisturbedReps(t *testing.T) {
+	for _, c := range []struct {
+		reps []float64
+		want bool
+	}{
+		{nil, false},
+		{[]float64{10, 11, 12, 10, 11}, false},
+		{[]float64{10, 14, 15, 16, 13}, true},      // median 14
+		{[]float64{10, 12.5, 12.5, 13, 12}, false}, // median 12.5: 1.25x exactly
+		{[]float64{16, 10, 14, 12}, true},          // median 13
+		{[]float64{16, 10, 10, 12}, false},         // median 11
+	} {
+		if got := DisturbedReps(c.reps); got != c.want {
+			t.Errorf("%v: disturbed %v, want %v", c.reps, got, c.want)
+		}
+	}
+}
