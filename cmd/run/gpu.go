@@ -422,9 +422,11 @@ type gpuRow struct {
 
 // gpuReport is what --json writes.
 type gpuReport struct {
-	NRanks      int      `json:"nranks"`
-	Collective  string   `json:"collective"`
-	Graph       bool     `json:"cuda_graph"`
+	NRanks     int    `json:"nranks"`
+	Collective string `json:"collective"`
+	Graph      bool   `json:"cuda_graph"`
+	// Repetitions are every row's repetitions over the passes; a row
+	// timed again (--retries) holds more (its reps_us say how many).
 	Repetitions int      `json:"repetitions"`
 	Topology    string   `json:"topology"`
 	GPUs        []string `json:"gpus"`
