@@ -303,13 +303,20 @@ func DisturbedReps(reps []float64) bool {
 	if len(reps) == 0 {
 		return false
 	}
-	s := slices.Sorted(slices.Values(reps))
-	n := len(s)
-	med := s[n/2]
-	if n%2 == 0 {
-		med = (s[n/2-1] + s[n/2]) / 2
+	return Disturbed(Median(reps), slices.Min(reps))
+}
+
+// Median is the median of v (the mean of the middle two for an even
+// count; 0 for none), v left as it is.
+func Median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
 	}
-	return Disturbed(med, s[0])
+	s := slices.Sorted(slices.Values(v))
+	if n := len(s); n%2 == 0 {
+		return (s[n/2-1] + s[n/2]) / 2
+	}
+	return s[len(s)/2]
 }
 
 // Noisy reports whether the row's mean is more than 25% above its best
@@ -325,11 +332,5 @@ func ErrorStats(cs []Comparison) (median, maxAbs float64) {
 	for i, c := range cs {
 		a[i] = math.Abs(c.Err)
 	}
-	sort.Float64s(a)
-	if n := len(a); n%2 == 1 {
-		median = a[n/2]
-	} else {
-		median = (a[n/2-1] + a[n/2]) / 2
-	}
-	return median, a[len(a)-1]
+	return Median(a), slices.Max(a)
 }

@@ -553,8 +553,8 @@ func statsOfRows(rows []statRow) []Stat {
 						st.MaxAbs, st.Worst = abs[i], names[i]
 					}
 				}
-				st.MedianAbs = median(abs)
-				st.Bias = median(append([]float64(nil), errs...))
+				st.MedianAbs = sim.Median(abs)
+				st.Bias = sim.Median(errs)
 				if all := allStat(out, col, p); b != BucketAll && all != nil && all.N == st.N {
 					continue // the same rows as the protocol's "all"
 				}
@@ -622,19 +622,6 @@ func (r *Row) ncclProto() string {
 		return r.TunerProto
 	}
 	return r.SimProto
-}
-
-// median of v (v is sorted in place); 0 when empty.
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	sort.Float64s(v)
-	n := len(v)
-	if n%2 == 1 {
-		return v[n/2]
-	}
-	return (v[n/2-1] + v[n/2]) / 2
 }
 
 // Stat returns the statistic of a column, protocol and bucket, if any.

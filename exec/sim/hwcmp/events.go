@@ -204,7 +204,7 @@ func (cp *Comparer) CompareEvents(rep *Report, path string) (*StepReport, error)
 				a.simWait, sw = append(a.simWait, w), append(sw, w)
 				cs.Bytes += h[i].bytes
 			}
-			cs.HwStepUs, cs.SimStepUs, cs.LateUs = median(hd), median(sd), median(late)
+			cs.HwStepUs, cs.SimStepUs, cs.LateUs = sim.Median(hd), sim.Median(sd), sim.Median(late)
 			cs.HwWaitUs, cs.SimWaitUs = medianOf(hw, n), medianOf(sw, n)
 			sr.ByChannel = append(sr.ByChannel, cs)
 		}
@@ -218,7 +218,7 @@ func (cp *Comparer) CompareEvents(rep *Report, path string) (*StepReport, error)
 	for _, k := range primKeys {
 		a := byPrim[k]
 		sr.ByPrim = append(sr.ByPrim, StepStat{StepKey: k, Call: -1, Channel: -1, Steps: len(a.hwDur), Bytes: a.bytes,
-			HwStepUs: median(a.hwDur), SimStepUs: median(a.simDur), LateUs: median(a.late),
+			HwStepUs: sim.Median(a.hwDur), SimStepUs: sim.Median(a.simDur), LateUs: sim.Median(a.late),
 			HwWaitUs: medianOf(a.hwWait, len(a.hwDur)), SimWaitUs: medianOf(a.simWait, len(a.simDur))})
 	}
 	return sr, nil
@@ -230,6 +230,6 @@ func medianOf(v []float64, n int) *float64 {
 	if n == 0 || len(v) != n {
 		return nil
 	}
-	m := median(v)
+	m := sim.Median(v)
 	return &m
 }

@@ -1133,7 +1133,7 @@ func checkPool(t *testing.T, calib string, b poolBound, names []string, reports 
 			if !inBucket(r, b.bucket) {
 				continue
 			}
-			e, hw, _, s := r.column(b.col)
+			e, hw, s := r.column(b.col)
 			if math.IsNaN(e) {
 				continue
 			}

@@ -227,7 +227,7 @@ func checkRegression(t *testing.T, dir string, bounds []bound, comparer func(nam
 				if !inBucket(r, b.bucket) {
 					continue
 				}
-				e, hw, _, s := r.column(b.col)
+				e, hw, s := r.column(b.col)
 				if !math.IsNaN(e) && math.Abs(e) > b.max {
 					fmt.Fprintf(&off, "\n  %-14s %11d %-6s hw %9.2f us  sim %9.2f us  err %+6.1f%% (bound %.0f%%)", r.Coll, r.Bytes, r.SimProto, hw, s, 100*e, 100*b.max)
 				}
@@ -246,13 +246,13 @@ func inBucket(r Row, bucket string) bool {
 	return !(bucket == BucketSmall && r.Bytes >= SmallBytes || bucket == BucketLarge && r.Bytes < SmallBytes)
 }
 
-// column is row r's error, measured time, best repetition and simulated
-// time against column col (ColOurs or ColNCCL).
-func (r Row) column(col string) (err, hwUs, bestUs, simUs float64) {
+// column is row r's error, measured time and simulated time against
+// column col (ColOurs or ColNCCL).
+func (r Row) column(col string) (err, hwUs, simUs float64) {
 	if col == ColNCCL {
-		return r.NCCLErr, r.NCCLUs, r.NCCLBestUs, r.SimNCCLUs
+		return r.NCCLErr, r.NCCLUs, r.SimNCCLUs
 	}
-	return r.Err, r.HwUs, r.HwBestUs, r.SimUs
+	return r.Err, r.HwUs, r.SimUs
 }
 
 // compareAllReduce compares the first recordings' P2P AllReduce (ext

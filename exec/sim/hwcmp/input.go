@@ -19,7 +19,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"slices"
 	"sort"
 	"strings"
 
@@ -405,7 +404,7 @@ func repMedian(reps []float64) (float64, error) {
 			return 0, fmt.Errorf("repetition %d: %v: want a positive finite time", i, v)
 		}
 	}
-	return median(slices.Clone(reps)), nil
+	return sim.Median(reps), nil
 }
 
 // setKind parses the names of a call's collective, datatype, reduction,
