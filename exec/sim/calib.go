@@ -54,7 +54,8 @@ import (
 //     as twinccl's kernel sizes them), and net_socket.recv_post_us (the
 //     part of a socket receive an idle proxy does before its message), and
 //     net_socket.post_fence_us (twinccl's fence before it publishes an LL
-//     step to its socket proxy).
+//     step to its socket proxy), and forward_us per protocol (a step
+//     that receives and sends to a peer GPU).
 //
 // Since the simulator predicts measured rows as the back-to-back loops
 // they were timed with (Simulator.Loop, loop.go), the embedded files are
@@ -221,6 +222,14 @@ type ProtoCalib struct {
 	// not overlap, and unlike SliceOverheadUs only the sender pays it. 0:
 	// none.
 	RemoteFenceUs float64 `json:"remote_fence_us,omitempty"`
+	// ForwardUs is paid, after its data and before it posts, by every
+	// slice with data of a step that both receives and sends to a peer
+	// GPU (P2P, either mode): a ring's recvCopySend, recvReduceSend and
+	// recvReduceCopySend, which must see what they received before they
+	// store it on. Two ranks' rings have such steps only in AllReduce;
+	// four ranks' have them in every collective (2 of 3 steps of an
+	// AllGather, the middle ranks of a Broadcast's chain). 0: none.
+	ForwardUs float64 `json:"forward_us,omitempty"`
 	// RemoteLoadCost is the cost, in units of a local store, of a load
 	// from a peer GPU's memory: the receiver's reads of the sender's
 	// buffer in P2P read mode (Calib.P2PRead). 0 reads as LoadCost.
@@ -789,6 +798,7 @@ func (c *Calib) Validate() error {
 			{"link_eff", pc.LinkEff, 1e-3, 10},
 			{"reduce_frac", pc.ReduceFrac, 0.05, 0.95},
 			{"remote_fence_us", pc.RemoteFenceUs, 0, 1e6},
+			{"forward_us", pc.ForwardUs, 0, 1e6},
 			{"remote_load_cost", pc.RemoteLoadCost, 0, 100},
 			{"p2p_lane_share", pc.P2PLaneShare, 0, 1},
 			{"gpu_copy_GBps", pc.GPUCopyGBps, 0, 1e6},

@@ -59,6 +59,9 @@ type fitUse struct {
 	// peer's memory, readProtos those that load from one (P2P read mode):
 	// their remote fence and remote load cost can be fitted.
 	fenceProtos, readProtos []model.Protocol
+	// forwardProtos are the protocols of rows with P2P routes between
+	// GPUs, whose steps that receive and send pay ForwardUs
+	forwardProtos []model.Protocol
 	// colls are the collectives (not p2p) of the rows of each protocol
 	// (CollUs)
 	colls [model.NumProtocols][]model.Collective
@@ -172,6 +175,12 @@ func fitParams(u fitUse) []FitParam {
 		n := strings.ToLower(p.String())
 		ps = append(ps, FitParam{Name: n + ".remote_fence_us", Floor: 0.01, Lo: 0, Hi: 20,
 			get: func(c *Calib) float64 { return c.Proto(p).RemoteFenceUs }, set: func(c *Calib, v float64) { c.Proto(p).RemoteFenceUs = v }})
+	}
+	for _, p := range u.forwardProtos {
+		p := p
+		n := strings.ToLower(p.String())
+		ps = append(ps, FitParam{Name: n + ".forward_us", Floor: 0.01, Lo: 0, Hi: 20,
+			get: func(c *Calib) float64 { return c.Proto(p).ForwardUs }, set: func(c *Calib, v float64) { c.Proto(p).ForwardUs = v }})
 	}
 	for _, p := range u.p2pProtos {
 		p := p
@@ -641,6 +650,7 @@ func usage(tables []FitTable, c *Calib) (fitUse, error) {
 	var collSet [model.NumProtocols][model.NumTunedCollectives]bool
 	fenceSet := map[model.Protocol]bool{}
 	readSet := map[model.Protocol]bool{}
+	forwardSet := map[model.Protocol]bool{}
 	p2pSet := map[model.Protocol]bool{}
 	// A call (protocol, collective, size) seen on two channel counts
 	// identifies the protocol's GPUCopyGBps.
@@ -714,6 +724,7 @@ func usage(tables []FitTable, c *Calib) (fitUse, error) {
 					hostSet[p.Proto] = true
 				}
 				if rt.transport == TransportP2P && len(rt.res) > 0 {
+					forwardSet[p.Proto] = true
 					if p.Proto == model.ProtoSimple && c.p2pRead(p.Coll) {
 						readSet[p.Proto] = true
 					} else if m.Recorded != nil && m.Recorded.Algo >= 0 && p.Proto == model.ProtoSimple {
@@ -740,6 +751,9 @@ func usage(tables []FitTable, c *Calib) (fitUse, error) {
 		}
 		if readSet[p] {
 			u.readProtos = append(u.readProtos, p)
+		}
+		if forwardSet[p] {
+			u.forwardProtos = append(u.forwardProtos, p)
 		}
 		if p2pSet[p] {
 			u.p2pProtos = append(u.p2pProtos, p)

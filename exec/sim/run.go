@@ -92,8 +92,9 @@ type actor struct {
 	kind         model.PrimKind
 	recvs, sends bool
 	// remote says the lane stores into another GPU's memory; hostRecv
-	// that it loads what it receives from host memory
-	remote, hostRecv bool
+	// that it loads what it receives from host memory; p2pSend that it
+	// sends to another GPU over P2P, in either mode (ForwardUs)
+	remote, hostRecv, p2pSend bool
 	// turned says the lane's last slice with data stored into a SHM
 	// connection's host memory: its next receive from host memory pays
 	// HostTurnUs
@@ -326,9 +327,10 @@ type runner struct {
 	// LL128 slice sent through a socket proxy (SocketCalib.PostFenceUs)
 	hostFence, postFence Time
 	// fence is the remote fence of a slice that stores into a peer's
-	// memory; read says Simple P2P steps run in read mode
-	fence Time
-	read  bool
+	// memory, forward what a step that receives and sends to a peer GPU
+	// adds to it (ForwardUs); read says Simple P2P steps run in read mode
+	fence, forward Time
+	read           bool
 	// rec, when set, receives every slice as it ends; steps numbers the
 	// slices of every (rank, channel) for it.
 	rec   func(*SliceEvent)
@@ -552,6 +554,7 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 	x.hostStore = x.pc.hostStoreCost()
 	x.remoteLoad = x.pc.remoteLoadCost()
 	x.fence = usToPs(x.pc.RemoteFenceUs)
+	x.forward = usToPs(x.pc.ForwardUs)
 	if x.proto == model.ProtoSimple {
 		x.hostFence = usToPs(x.pc.HostFenceUs)
 		x.emptyOv = usToPs(x.pc.EmptySliceUs)
@@ -704,9 +707,11 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 				ac.shm = ac.shm || rt.transport == TransportSHM
 			case x.read && rt.transport == TransportP2P:
 				// read mode: the sender stores into its own memory
+				a.p2pSend = a.p2pSend || len(rt.res) > 0
 			case rt.transport != TransportNET && len(rt.res) > 0:
 				ac.remote++
 				a.remote = true
+				a.p2pSend = a.p2pSend || rt.transport == TransportP2P
 			}
 		}
 		ac.direct = x.directOv > 0 && len(ac.ops) > 0 && ac.ops[0].flags&model.PrimDirect != 0
@@ -1419,6 +1424,9 @@ func (x *runner) fenceOf(a *actor) Time {
 	}
 	if a.proxySend {
 		f = max(f, x.postFence)
+	}
+	if a.p2pSend && a.recvs {
+		f += x.forward
 	}
 	return f
 }
