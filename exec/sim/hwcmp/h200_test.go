@@ -446,9 +446,30 @@ var h100x4OursBounds = []poolBound{
 	{"heldout/p2p-*-simple", ColOurs, BucketAll, 0.05, 0.17}, // 1.5, 11.3 (11.3, 18.5 before forward_us)
 }
 
-// TestRegressionH100x4 predicts the four-H100 held-out recordings.
+// h100x4RerunBounds are tolerances on testdata/hw/h100x4/rerun: the same
+// recordings on a second start (another machine of the kind), which no
+// fit saw: forward_us held out.
+var h100x4RerunBounds = []poolBound{
+	{"heldout/p2p-*-ll", ColNCCL, BucketAll, 0.08, 0.18},     // 4.5, 12.2
+	{"heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.09, 0.21},  // 5.7, 15.8
+	{"heldout/p2p-*-simple", ColNCCL, BucketAll, 0.12, 0.34}, // 8.4, 28.2
+}
+
+// h100x4RerunOursBounds bound our executor's column of the same files.
+var h100x4RerunOursBounds = []poolBound{
+	{"heldout/p2p-*-ll", ColOurs, BucketAll, 0.07, 0.19},     // 3.9, 13.5 (7.7, 17.8 before forward_us)
+	{"heldout/p2p-*-ll128", ColOurs, BucketAll, 0.08, 0.25},  // 4.5, 19.8 (6.7, 19.1 before forward_us)
+	{"heldout/p2p-*-simple", ColOurs, BucketAll, 0.05, 0.17}, // 1.7, 11.2 (11.6, 20.8 before forward_us)
+}
+
+// TestRegressionH100x4 predicts the four-H100 held-out recordings of both
+// starts.
 func TestRegressionH100x4(t *testing.T) {
-	checkMachine(t, filepath.Join(hwDir(), "..", "h100x4", "2026-11-27"), 15, nil, []calibBounds{
+	dir := filepath.Join(hwDir(), "..", "h100x4")
+	checkMachine(t, filepath.Join(dir, "2026-11-27"), 15, nil, []calibBounds{
 		{calibFile("h100.json"), h100x4Bounds}, {calibFile("h100-twinccl.json"), h100x4OursBounds},
+	})
+	checkMachine(t, filepath.Join(dir, "rerun"), 15, nil, []calibBounds{
+		{calibFile("h100.json"), h100x4RerunBounds}, {calibFile("h100-twinccl.json"), h100x4RerunOursBounds},
 	})
 }
