@@ -145,6 +145,19 @@
 #                      With STARTS=2 (two further starting points, 7503
 #                      evaluations) the same fit ends at the same loss
 #                      and constants: the first start's search wins.
+#   h200-twinccl.json (fifteenth session, on the H200 host itself: the
+#   first H200 starts of the current build, after its Simple refit), from
+#   its own file with h100-twinccl.json's socket block:
+#                      the PARAMS and SET above, with START.json = this
+#                      file with h100-twinccl.json's net_socket, ours,
+#                        h200x2/rerun8 -- h200x2/rerun7
+#                      (with the five H100 starts as well, the H200
+#                      starts stayed 4-6% slow: the probes do not carry
+#                      the H100 host's sockets over to the H200 host's).
+#   h200.json (fifteenth session):
+#                      LOSS=abs bash testdata/hw/fit-sockets.sh exec/sim/calib/h200.json OUT.json nccl \
+#                        h200x2/rerun3 h200x2/rerun4 h200x2/rerun5 h200x2/rerun6 h200x2/rerun7 \
+#                        h100x2/leader h100x2/rerun5 h100x2/rerun7 -- h200x2/rerun8
 # testdata/hw/start-errors.py gives each start's median and maximum |err|
 # per protocol under a calibration, as the closing notes report them.
 # (each then merged into the file: its net_socket block, its source text
