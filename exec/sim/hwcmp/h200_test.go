@@ -464,8 +464,20 @@ var h100x4RerunOursBounds = []poolBound{
 	{"heldout/p2p-*-simple", ColOurs, BucketAll, 0.05, 0.17}, // 1.7, 11.2 (11.6, 20.8 before forward_us)
 }
 
-// TestRegressionH100x4 predicts the four-H100 held-out recordings of both
-// starts.
+// h100x4TunerBounds are tolerances on testdata/hw/h100x4/tuner: the
+// tuner's choices of every collective (8 B-256 MiB) on a third start,
+// which no fit saw, both columns.
+var h100x4TunerBounds = []poolBound{
+	{"p2p-*", ColNCCL, BucketAll, 0.08, 0.21}, // 4.9, 15.5
+}
+
+// h100x4TunerOursBounds bound our executor's column of the same files.
+var h100x4TunerOursBounds = []poolBound{
+	{"p2p-*", ColOurs, BucketAll, 0.08, 0.26}, // 5.0, 20.8
+}
+
+// TestRegressionH100x4 predicts the four-H100 recordings: the held-out
+// sizes of two starts and the tuner's choices of a third.
 func TestRegressionH100x4(t *testing.T) {
 	dir := filepath.Join(hwDir(), "..", "h100x4")
 	checkMachine(t, filepath.Join(dir, "2026-11-27"), 15, nil, []calibBounds{
@@ -473,5 +485,8 @@ func TestRegressionH100x4(t *testing.T) {
 	})
 	checkMachine(t, filepath.Join(dir, "rerun"), 15, nil, []calibBounds{
 		{calibFile("h100.json"), h100x4RerunBounds}, {calibFile("h100-twinccl.json"), h100x4RerunOursBounds},
+	})
+	checkMachine(t, filepath.Join(dir, "tuner"), 5, nil, []calibBounds{
+		{calibFile("h100.json"), h100x4TunerBounds}, {calibFile("h100-twinccl.json"), h100x4TunerOursBounds},
 	})
 }
