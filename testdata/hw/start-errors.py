@@ -9,7 +9,8 @@ repo root after `make build`:
 (net-*.json, proto/net-*.json, heldout/net-*.json), simulated on its
 machine's topo-1gpu.xml with two nodes; p2p and shm take its recordings at
 the held-out sizes (heldout/p2p-*.json, heldout/shm-*.json) on the
-machine's topo.xml. --max-bytes leaves out rows larger than B bytes (e.g.
+machine's topo.xml (or the start's own, where the machine has none, as
+h200x4/ and h100x4/). --max-bytes leaves out rows larger than B bytes (e.g.
 2097152 where a fit took a start's rows from 12 MiB, as fit-ours.sh's
 LARGE does). COLUMN is nccl (NCCL's column) or ours (our executor's);
 CALIB a calibration file or embedded:NAME.json, which simulates that
@@ -34,6 +35,7 @@ with the median, best and worst of their repetitions.
 import argparse
 import glob
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -67,7 +69,9 @@ def main():
         if a.transport == "net":
             args += ["--topo", machine + "/topo-1gpu.xml", "--nodes", "2"]
         else:
-            args += ["--topo", machine + "/topo.xml"]
+            # a machine of more GPUs keeps a topology per start (h200x4/DATE)
+            own = "testdata/hw/%s/topo.xml" % s
+            args += ["--topo", own if not os.path.exists(machine + "/topo.xml") and os.path.exists(own) else machine + "/topo.xml"]
         r = subprocess.run(args, capture_output=True, text=True)
         if r.returncode:
             sys.exit("%s: %s" % (f, r.stderr.strip()))
