@@ -230,6 +230,17 @@ type ProtoCalib struct {
 	// four ranks' have them in every collective (2 of 3 steps of an
 	// AllGather, the middle ranks of a Broadcast's chain). 0: none.
 	ForwardUs float64 `json:"forward_us,omitempty"`
+	// RelayUs delays, beyond the link's latency, what a lane that
+	// receives from one GPU and sends to another over P2P (a ring of
+	// three or more ranks) posts while it receives: its receiver sees the
+	// step RelayUs later, and the lane itself goes on at once. A
+	// latency, where ForwardUs holds the lane: on four H100 NCCL's Simple
+	// AllGather, ReduceScatter and AllReduce took 3.7-4.0 us more per
+	// extra ring step than on two (the simulation 1.9), while its
+	// Broadcast and Reduce chains, whose loops overlap the steps of
+	// successive calls, took about as long per call as on two. Two ranks'
+	// rings have no such lane. 0: none.
+	RelayUs float64 `json:"relay_us,omitempty"`
 	// RemoteLoadCost is the cost, in units of a local store, of a load
 	// from a peer GPU's memory: the receiver's reads of the sender's
 	// buffer in P2P read mode (Calib.P2PRead). 0 reads as LoadCost.
@@ -799,6 +810,7 @@ func (c *Calib) Validate() error {
 			{"reduce_frac", pc.ReduceFrac, 0.05, 0.95},
 			{"remote_fence_us", pc.RemoteFenceUs, 0, 1e6},
 			{"forward_us", pc.ForwardUs, 0, 1e6},
+			{"relay_us", pc.RelayUs, 0, 1e6},
 			{"remote_load_cost", pc.RemoteLoadCost, 0, 100},
 			{"p2p_lane_share", pc.P2PLaneShare, 0, 1},
 			{"gpu_copy_GBps", pc.GPUCopyGBps, 0, 1e6},

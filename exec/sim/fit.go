@@ -62,6 +62,10 @@ type fitUse struct {
 	// forwardProtos are the protocols of rows with P2P routes between
 	// GPUs, whose steps that receive and send pay ForwardUs
 	forwardProtos []model.Protocol
+	// relayProtos are the protocols of rows of three or more ranks with
+	// P2P routes between GPUs, whose relaying lanes' posts are seen
+	// RelayUs late
+	relayProtos []model.Protocol
 	// colls are the collectives (not p2p) of the rows of each protocol
 	// (CollUs)
 	colls [model.NumProtocols][]model.Collective
@@ -181,6 +185,12 @@ func fitParams(u fitUse) []FitParam {
 		n := strings.ToLower(p.String())
 		ps = append(ps, FitParam{Name: n + ".forward_us", Floor: 0.01, Lo: 0, Hi: 20,
 			get: func(c *Calib) float64 { return c.Proto(p).ForwardUs }, set: func(c *Calib, v float64) { c.Proto(p).ForwardUs = v }})
+	}
+	for _, p := range u.relayProtos {
+		p := p
+		n := strings.ToLower(p.String())
+		ps = append(ps, FitParam{Name: n + ".relay_us", Floor: 0.01, Lo: 0, Hi: 20,
+			get: func(c *Calib) float64 { return c.Proto(p).RelayUs }, set: func(c *Calib, v float64) { c.Proto(p).RelayUs = v }})
 	}
 	for _, p := range u.p2pProtos {
 		p := p
@@ -651,6 +661,7 @@ func usage(tables []FitTable, c *Calib) (fitUse, error) {
 	fenceSet := map[model.Protocol]bool{}
 	readSet := map[model.Protocol]bool{}
 	forwardSet := map[model.Protocol]bool{}
+	relaySet := map[model.Protocol]bool{}
 	p2pSet := map[model.Protocol]bool{}
 	// A call (protocol, collective, size) seen on two channel counts
 	// identifies the protocol's GPUCopyGBps.
@@ -725,6 +736,9 @@ func usage(tables []FitTable, c *Calib) (fitUse, error) {
 				}
 				if rt.transport == TransportP2P && len(rt.res) > 0 {
 					forwardSet[p.Proto] = true
+					if p.NRanks > 2 {
+						relaySet[p.Proto] = true
+					}
 					if p.Proto == model.ProtoSimple && c.p2pRead(p.Coll) {
 						readSet[p.Proto] = true
 					} else if m.Recorded != nil && m.Recorded.Algo >= 0 && p.Proto == model.ProtoSimple {
@@ -754,6 +768,9 @@ func usage(tables []FitTable, c *Calib) (fitUse, error) {
 		}
 		if forwardSet[p] {
 			u.forwardProtos = append(u.forwardProtos, p)
+		}
+		if relaySet[p] {
+			u.relayProtos = append(u.relayProtos, p)
 		}
 		if p2pSet[p] {
 			u.p2pProtos = append(u.p2pProtos, p)

@@ -95,6 +95,10 @@ type actor struct {
 	// that it loads what it receives from host memory; p2pSend that it
 	// sends to another GPU over P2P, in either mode (ForwardUs)
 	remote, hostRecv, p2pSend bool
+	// relay says the lane receives from one GPU and sends to another over
+	// P2P (a ring of three or more ranks): what it posts while it
+	// receives reaches its receiver RelayUs late
+	relay bool
 	// turned says the lane's last slice with data stored into a SHM
 	// connection's host memory: its next receive from host memory pays
 	// HostTurnUs
@@ -191,6 +195,10 @@ type sendConn struct {
 	proxyFrom, proxyTo int32
 	// blocked says the sender waits for this connection's credits
 	blocked bool
+	// seenTail and seenStart are when the receiver sees the last tail
+	// (and, LL and LL128, the last slice's first lines) posted: a
+	// sender's posts become visible in the order it made them
+	seenTail, seenStart Time
 }
 
 // connTraffic is the traffic of a connection, or what a lane sends to
@@ -330,7 +338,10 @@ type runner struct {
 	// memory, forward what a step that receives and sends to a peer GPU
 	// adds to it (ForwardUs); read says Simple P2P steps run in read mode
 	fence, forward Time
-	read           bool
+	// relay is how much later than its link's latency what a relaying
+	// lane posts while it receives is seen (RelayUs)
+	relay Time
+	read  bool
 	// rec, when set, receives every slice as it ends; steps numbers the
 	// slices of every (rank, channel) for it.
 	rec   func(*SliceEvent)
@@ -555,6 +566,7 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 	x.remoteLoad = x.pc.remoteLoadCost()
 	x.fence = usToPs(x.pc.RemoteFenceUs)
 	x.forward = usToPs(x.pc.ForwardUs)
+	x.relay = usToPs(x.pc.RelayUs)
 	if x.proto == model.ProtoSimple {
 		x.hostFence = usToPs(x.pc.HostFenceUs)
 		x.emptyOv = usToPs(x.pc.EmptySliceUs)
@@ -714,6 +726,7 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 				a.p2pSend = a.p2pSend || rt.transport == TransportP2P
 			}
 		}
+		a.relay = x.relay > 0 && relays(p, l, x.rt)
 		ac.direct = x.directOv > 0 && len(ac.ops) > 0 && ac.ops[0].flags&model.PrimDirect != 0
 		for _, c := range l.Recv {
 			x.rc[c].recver = int32(i)
@@ -1170,8 +1183,9 @@ func (x *runner) startSlice(ai int32, a *actor) {
 	if a.sends && x.stream {
 		st := uint64(a.opS+uint32(a.sl)*uint32(x.sps)) + uint64(x.sps)
 		for _, c := range x.cids[a.sb:a.se] {
-			if x.sc[c].proxyFrom < 0 { // a proxy hands over whole slices
-				x.q.push(x.now+x.sc[c].lat, evStarted, c, st)
+			if cs := &x.sc[c]; cs.proxyFrom < 0 { // a proxy hands over whole slices
+				cs.seenStart = x.visible(a, cs, cs.seenStart)
+				x.q.push(cs.seenStart, evStarted, c, st)
 			}
 		}
 	}
@@ -1240,7 +1254,8 @@ func (x *runner) post(a *actor, st uint32) {
 				x.proxySend(c, cs, tail, a.elems()*x.esize)
 				continue
 			}
-			x.q.push(x.now+cs.lat, evTail, c, tail)
+			cs.seenTail = x.visible(a, cs, cs.seenTail)
+			x.q.push(cs.seenTail, evTail, c, tail)
 		}
 	}
 	if a.recvs {
@@ -1252,6 +1267,34 @@ func (x *runner) post(a *actor, st uint32) {
 			}
 		}
 	}
+}
+
+// visible is when the receiver of connection cs sees what actor a posts
+// to it now, where the last such post was seen at last: after the link's
+// latency, plus the relay's delay for a relaying lane's receiving steps,
+// and never before an earlier post.
+func (x *runner) visible(a *actor, cs *sendConn, last Time) Time {
+	at := x.now + cs.lat
+	if a.relay && a.recvs {
+		at += x.relay
+	}
+	return max(at, last)
+}
+
+// relays says lane l of Program p receives from one GPU and sends to
+// another, both over P2P routes between GPUs (routes by connection).
+func relays(p *model.Program, l *model.ProgLane, routes []*route) bool {
+	for _, rc := range l.Recv {
+		for _, sc := range l.Send {
+			from, to := p.Conns[rc].From, p.Conns[sc].To
+			if from != to && from != l.Rank && to != l.Rank &&
+				routes[rc].transport == TransportP2P && len(routes[rc].res) > 0 &&
+				routes[sc].transport == TransportP2P && len(routes[sc].res) > 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // proxySend hands a slice of data bytes, posted now on socket connection
