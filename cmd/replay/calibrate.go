@@ -61,7 +61,8 @@ memory costs (SHM, NET staged through host memory: LL's rounds of loads, a recei
 right after a send into it), the SHM and network latencies, the socket proxies' costs,
 what a step that receives and sends on to a peer GPU adds (forward_us: rings of more
 than two ranks, and a two-rank AllReduce's one such step; relay_us: how much later such
-a step of a ring of three or more ranks is seen, a latency that holds no lane), the copy share of a p2p
+a step of a ring of three or more ranks is seen, a latency that holds no lane, and
+relay_hold_us: what it holds its lane), the copy share of a p2p
 channel's lanes (AlltoAll, SendRecv rows) and the harness's cost per call. --params restricts the fit to the constants whose names
 match REGEX (fit in stages: P2P tables first, then SHM and NET ones with --start). The
 fit is a deterministic Nelder–Mead search in log space minimising the mean over tables

@@ -135,7 +135,7 @@ func zeroCalib(copyGBps, nvlEff float64) *Calib {
 	for _, pc := range []*ProtoCalib{&c.LL, &c.LL128, &c.Simple} {
 		pc.StartUs, pc.OpOverheadUs, pc.SliceOverheadUs, pc.ReduceCost, pc.LinkEff, pc.CopyGBps = 0, 0, 0, 0, 1, copyGBps
 		pc.FirstOpUs, pc.ThreadOpUs, pc.DirectUs, pc.RateThreads, pc.P2PSliceOverheadUs = 0, 0, 0, 0, 0
-		pc.LoadCost, pc.RemoteStoreCost, pc.ForwardUs, pc.RelayUs = 1, 1, 0, 0
+		pc.LoadCost, pc.RemoteStoreCost, pc.ForwardUs, pc.RelayUs, pc.RelayHoldUs = 1, 1, 0, 0, 0
 	}
 	for k, l := range c.Links {
 		l.LatencyUs = 0

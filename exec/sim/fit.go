@@ -64,7 +64,7 @@ type fitUse struct {
 	forwardProtos []model.Protocol
 	// relayProtos are the protocols of rows of three or more ranks with
 	// P2P routes between GPUs, whose relaying lanes' posts are seen
-	// RelayUs late
+	// RelayUs late, after RelayHoldUs
 	relayProtos []model.Protocol
 	// colls are the collectives (not p2p) of the rows of each protocol
 	// (CollUs)
@@ -191,6 +191,8 @@ func fitParams(u fitUse) []FitParam {
 		n := strings.ToLower(p.String())
 		ps = append(ps, FitParam{Name: n + ".relay_us", Floor: 0.01, Lo: 0, Hi: 20,
 			get: func(c *Calib) float64 { return c.Proto(p).RelayUs }, set: func(c *Calib, v float64) { c.Proto(p).RelayUs = v }})
+		ps = append(ps, FitParam{Name: n + ".relay_hold_us", Floor: 0.01, Lo: 0, Hi: 20,
+			get: func(c *Calib) float64 { return c.Proto(p).RelayHoldUs }, set: func(c *Calib, v float64) { c.Proto(p).RelayHoldUs = v }})
 	}
 	for _, p := range u.p2pProtos {
 		p := p

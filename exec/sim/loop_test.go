@@ -35,7 +35,9 @@ func runLoop(t *testing.T, s *Simulator, c Call, loop int) CallResult {
 // no other step: n-2 times along the isolated chain, once in the middle
 // stage of the loop. A relay delay ρ (RelayUs) holds no lane: each middle
 // rank's step reaches the next rank ρ late, n-2 times along the isolated
-// chain, and the loop, whose stages overlap across calls, hides it.
+// chain, and the loop, whose stages overlap across calls, hides it. A
+// relay hold (RelayHoldUs) is paid where φ is: a chain's middle ranks
+// relay.
 func TestLoopAnalyticChain(t *testing.T) {
 	res := loadSearch(t, h100XML(t), 1)
 	const slice = 512 << 10
@@ -47,32 +49,36 @@ func TestLoopAnalyticChain(t *testing.T) {
 		root, mid, last float64
 		forward         float64 // ForwardUs
 		relay           float64 // RelayUs
+		hold            float64 // RelayHoldUs
 	}{
 		// copySend and recvCopySend load once and store twice (one store
 		// into the next GPU), recv loads once and stores once
-		{"unit-costs", 1, 1, 10, 10, 15, 0, 0},
-		{"store-costs", 0.5, 2.5, 7.5, 7.5, 20, 0, 0},
+		{"unit-costs", 1, 1, 10, 10, 15, 0, 0, 0},
+		{"store-costs", 0.5, 2.5, 7.5, 7.5, 20, 0, 0, 0},
 		// 52.4 us a stage: the middle ranks' 5 us make them the slowest
-		{"forward", 1, 1, 10, 10, 15, 5, 0},
-		{"relay", 1, 1, 10, 10, 15, 0, 7},
+		{"forward", 1, 1, 10, 10, 15, 5, 0, 0},
+		{"relay", 1, 1, 10, 10, 15, 0, 7, 0},
+		// a relaying lane's hold is the forward's cost on a ring's lanes
+		{"relay-hold", 1, 1, 10, 10, 15, 0, 0, 5},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := zeroCalib(30, 1)
 			c.LaunchUs = launch
 			c.Simple.StartUs = start
-			c.Simple.LoadCost, c.Simple.RemoteStoreCost, c.Simple.ForwardUs, c.Simple.RelayUs = tc.load, tc.remote, tc.forward, tc.relay
+			c.Simple.LoadCost, c.Simple.RemoteStoreCost, c.Simple.ForwardUs = tc.load, tc.remote, tc.forward
+			c.Simple.RelayUs, c.Simple.RelayHoldUs = tc.relay, tc.hold
 			s := newSim(t, res, c)
 			n := s.Machine.Cluster.NRanks
 			call := Call{Coll: model.CollBroadcast, Count: slice / 4, Dtype: model.DtypeFP32, Algo: model.AlgoRing, Proto: model.ProtoSimple, NChannels: 1}
 			us := func(gbps float64) float64 { return slice / (gbps * 1e3) }
 			single := runLoop(t, s, call, 0)
-			wantSingle := launch + start + us(tc.root) + float64(n-2)*(us(tc.mid)+tc.forward+tc.relay) + us(tc.last)
+			wantSingle := launch + start + us(tc.root) + float64(n-2)*(us(tc.mid)+tc.forward+tc.relay+tc.hold) + us(tc.last)
 			if math.Abs(single.TimeUs-wantSingle) > 1e-3*wantSingle {
 				t.Errorf("isolated call: %.4f us, want %.4f", single.TimeUs, wantSingle)
 			}
 			for _, loop := range []int{1, 2, 5} {
 				r := runLoop(t, s, call, loop)
-				want := launch + start + max(us(tc.root), us(tc.mid)+tc.forward, us(tc.last))
+				want := launch + start + max(us(tc.root), us(tc.mid)+tc.forward+tc.hold, us(tc.last))
 				if math.Abs(r.TimeUs-want) > 1e-3*want {
 					t.Errorf("loop of %d: %.4f us per call, want %.4f", loop, r.TimeUs, want)
 				}

@@ -97,7 +97,7 @@ type actor struct {
 	remote, hostRecv, p2pSend bool
 	// relay says the lane receives from one GPU and sends to another over
 	// P2P (a ring of three or more ranks): what it posts while it
-	// receives reaches its receiver RelayUs late
+	// receives reaches its receiver RelayUs late, after RelayHoldUs
 	relay bool
 	// turned says the lane's last slice with data stored into a SHM
 	// connection's host memory: its next receive from host memory pays
@@ -339,9 +339,10 @@ type runner struct {
 	// adds to it (ForwardUs); read says Simple P2P steps run in read mode
 	fence, forward Time
 	// relay is how much later than its link's latency what a relaying
-	// lane posts while it receives is seen (RelayUs)
-	relay Time
-	read  bool
+	// lane posts while it receives is seen (RelayUs); relayHold what such
+	// a step holds the lane (RelayHoldUs)
+	relay, relayHold Time
+	read             bool
 	// rec, when set, receives every slice as it ends; steps numbers the
 	// slices of every (rank, channel) for it.
 	rec   func(*SliceEvent)
@@ -567,6 +568,7 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 	x.fence = usToPs(x.pc.RemoteFenceUs)
 	x.forward = usToPs(x.pc.ForwardUs)
 	x.relay = usToPs(x.pc.RelayUs)
+	x.relayHold = usToPs(x.pc.RelayHoldUs)
 	if x.proto == model.ProtoSimple {
 		x.hostFence = usToPs(x.pc.HostFenceUs)
 		x.emptyOv = usToPs(x.pc.EmptySliceUs)
@@ -726,7 +728,7 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 				a.p2pSend = a.p2pSend || rt.transport == TransportP2P
 			}
 		}
-		a.relay = x.relay > 0 && relays(p, l, x.rt)
+		a.relay = (x.relay > 0 || x.relayHold > 0) && relays(p, l, x.rt)
 		ac.direct = x.directOv > 0 && len(ac.ops) > 0 && ac.ops[0].flags&model.PrimDirect != 0
 		for _, c := range l.Recv {
 			x.rc[c].recver = int32(i)
@@ -1470,6 +1472,9 @@ func (x *runner) fenceOf(a *actor) Time {
 	}
 	if a.p2pSend && a.recvs {
 		f += x.forward
+	}
+	if a.relay && a.recvs {
+		f += x.relayHold
 	}
 	return f
 }
