@@ -568,6 +568,15 @@ var h100NCCLBounds = []poolBound{
 	{"rerun31/proto/net-*-simple", ColNCCL, BucketAll, 0.07, 0.19},   // 3.3, 13.3
 	{"rerun31/heldout/net-*-ll", ColNCCL, BucketAll, 0.07, 0.20},     // 3.7, 14.8
 	{"rerun31/heldout/net-*-simple", ColNCCL, BucketAll, 0.08, 0.15}, // 4.8, 9.7
+	// rerun32/ (a thirty-sixth start, sixteenth session: the held-out sizes
+	// over P2P, SHM and sockets, recorded after every fit of the session)
+	{"rerun32/heldout/p2p-*-ll", ColNCCL, BucketAll, 0.07, 0.17},     // 3.4, 11.1
+	{"rerun32/heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.06, 0.16},  // 2.4, 10.3
+	{"rerun32/heldout/p2p-*-simple", ColNCCL, BucketAll, 0.06, 0.15}, // 2.9, 9.6
+	{"rerun32/heldout/shm-*-ll", ColNCCL, BucketAll, 0.05, 0.15},     // 2.0, 9.3
+	{"rerun32/heldout/shm-*-simple", ColNCCL, BucketAll, 0.07, 0.16}, // 3.6, 10.7
+	{"rerun32/heldout/net-*-ll", ColNCCL, BucketAll, 0.07, 0.23},     // 3.8, 17.8
+	{"rerun32/heldout/net-*-simple", ColNCCL, BucketAll, 0.07, 0.12}, // 3.5, 6.8
 	// algo/ (twelfth session: AllReduce Simple forced to ring and to tree
 	// over split-host sockets, 8 B-2 KiB, with traces; no fit saw it)
 	{"algo/net-*", ColNCCL, BucketAll, 0.09, 0.18}, // 5.9, 12.7
@@ -932,6 +941,15 @@ var h100CurrentBounds = []poolBound{
 	{"rerun31/proto/net-*-simple", ColOurs, BucketAll, 0.08, 0.20},   // 4.3, 14.6
 	{"rerun31/heldout/net-*-ll", ColOurs, BucketAll, 0.07, 0.27},     // 3.3, 21.4
 	{"rerun31/heldout/net-*-simple", ColOurs, BucketAll, 0.07, 0.18}, // 3.6, 12.2
+	// rerun32/ (a thirty-sixth start, sixteenth session: the held-out sizes
+	// over P2P, SHM and sockets, recorded after every fit of the session)
+	{"rerun32/heldout/p2p-*-ll", ColOurs, BucketAll, 0.07, 0.14},     // 3.5, 8.6
+	{"rerun32/heldout/p2p-*-ll128", ColOurs, BucketAll, 0.05, 0.17},  // 2.0, 11.4
+	{"rerun32/heldout/p2p-*-simple", ColOurs, BucketAll, 0.05, 0.14}, // 1.4, 8.9
+	{"rerun32/heldout/shm-*-ll", ColOurs, BucketAll, 0.06, 0.14},     // 3.0, 9.0
+	{"rerun32/heldout/shm-*-simple", ColOurs, BucketAll, 0.06, 0.15}, // 2.1, 9.6
+	{"rerun32/heldout/net-*-ll", ColOurs, BucketAll, 0.07, 0.25},     // 3.1, 19.1
+	{"rerun32/heldout/net-*-simple", ColOurs, BucketAll, 0.07, 0.19}, // 3.4, 13.4
 	// algo/ (AllReduce Simple forced to ring and to tree, held out)
 	{"algo/net-*", ColOurs, BucketAll, 0.07, 0.11}, // 3.8, 5.9
 }
@@ -1038,7 +1056,8 @@ func TestRegressionH100x2(t *testing.T) {
 		"rerun22/", "rerun22/proto/", "rerun22/heldout/", "rerun23/", "rerun23/proto/", "rerun23/heldout/", "algo/",
 		"rerun24/", "rerun24/proto/", "rerun24/heldout/", "rerun25/", "rerun25/proto/", "rerun25/heldout/", "rerun26/", "rerun26/proto/", "rerun26/heldout/",
 		"rerun27/proto/", "rerun27/heldout/",
-		"rerun28/", "rerun28/proto/", "rerun28/heldout/", "rerun29/", "rerun29/proto/", "rerun29/heldout/", "rerun30/", "rerun30/proto/", "rerun30/heldout/", "rerun31/", "rerun31/proto/", "rerun31/heldout/"},
+		"rerun28/", "rerun28/proto/", "rerun28/heldout/", "rerun29/", "rerun29/proto/", "rerun29/heldout/", "rerun30/", "rerun30/proto/", "rerun30/heldout/", "rerun31/", "rerun31/proto/", "rerun31/heldout/",
+		"rerun32/heldout/"},
 		[]calibBounds{{"", h100Bounds}, {earlyOwnCalib(), h100TwincclBounds}, {eightPackCalib(), h100OursBounds}, {calibFile("h100.json"), h100NCCLBounds},
 			{noLeaderH100Calib(), h100NoLeaderBounds}, {combinedH100Calib(), h100CombinedBounds},
 			{perProto512H100Calib(), h100PerProto512Bounds}, {calibFile("h100-twinccl.json"), h100CurrentBounds},
