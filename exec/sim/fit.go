@@ -81,6 +81,13 @@ type fitUse struct {
 	direct bool
 }
 
+// protoUs is the fitted parameter PROTO.NAME, a cost of protocol p in
+// microseconds (0-20 us, 0.01 us its smallest step) that field points to.
+func protoUs(p model.Protocol, name string, field func(*ProtoCalib) *float64) FitParam {
+	return FitParam{Name: strings.ToLower(p.String()) + "." + name, Floor: 0.01, Lo: 0, Hi: 20,
+		get: func(c *Calib) float64 { return *field(c.Proto(p)) }, set: func(c *Calib, v float64) { *field(c.Proto(p)) = v }}
+}
+
 // fitParams are the constants that measurements of what u describes can
 // identify. Protocols, link types and transports absent from the
 // measurements keep their values.
@@ -147,10 +154,8 @@ func fitParams(u fitUse) []FitParam {
 	for _, p := range u.protos {
 		p := p
 		n := strings.ToLower(p.String())
-		ps = append(ps, FitParam{Name: n + ".first_op_us", Floor: 0.01, Lo: 0, Hi: 20,
-			get: func(c *Calib) float64 { return c.Proto(p).FirstOpUs }, set: func(c *Calib, v float64) { c.Proto(p).FirstOpUs = v }})
-		ps = append(ps, FitParam{Name: n + ".thread_op_us", Floor: 0.01, Lo: 0, Hi: 20,
-			get: func(c *Calib) float64 { return c.Proto(p).ThreadOpUs }, set: func(c *Calib, v float64) { c.Proto(p).ThreadOpUs = v }},
+		ps = append(ps, protoUs(p, "first_op_us", func(pc *ProtoCalib) *float64 { return &pc.FirstOpUs }),
+			protoUs(p, "thread_op_us", func(pc *ProtoCalib) *float64 { return &pc.ThreadOpUs }),
 			FitParam{Name: n + ".rate_threads", Floor: 32, Lo: 32, Hi: 4096,
 				get: func(c *Calib) float64 { return c.Proto(p).RateThreads }, set: func(c *Calib, v float64) { c.Proto(p).RateThreads = v }})
 	}
@@ -175,24 +180,14 @@ func fitParams(u fitUse) []FitParam {
 			get: func(c *Calib) float64 { return c.Simple.DirectUs }, set: func(c *Calib, v float64) { c.Simple.DirectUs = v }})
 	}
 	for _, p := range u.fenceProtos {
-		p := p
-		n := strings.ToLower(p.String())
-		ps = append(ps, FitParam{Name: n + ".remote_fence_us", Floor: 0.01, Lo: 0, Hi: 20,
-			get: func(c *Calib) float64 { return c.Proto(p).RemoteFenceUs }, set: func(c *Calib, v float64) { c.Proto(p).RemoteFenceUs = v }})
+		ps = append(ps, protoUs(p, "remote_fence_us", func(pc *ProtoCalib) *float64 { return &pc.RemoteFenceUs }))
 	}
 	for _, p := range u.forwardProtos {
-		p := p
-		n := strings.ToLower(p.String())
-		ps = append(ps, FitParam{Name: n + ".forward_us", Floor: 0.01, Lo: 0, Hi: 20,
-			get: func(c *Calib) float64 { return c.Proto(p).ForwardUs }, set: func(c *Calib, v float64) { c.Proto(p).ForwardUs = v }})
+		ps = append(ps, protoUs(p, "forward_us", func(pc *ProtoCalib) *float64 { return &pc.ForwardUs }))
 	}
 	for _, p := range u.relayProtos {
-		p := p
-		n := strings.ToLower(p.String())
-		ps = append(ps, FitParam{Name: n + ".relay_us", Floor: 0.01, Lo: 0, Hi: 20,
-			get: func(c *Calib) float64 { return c.Proto(p).RelayUs }, set: func(c *Calib, v float64) { c.Proto(p).RelayUs = v }})
-		ps = append(ps, FitParam{Name: n + ".relay_hold_us", Floor: 0.01, Lo: 0, Hi: 20,
-			get: func(c *Calib) float64 { return c.Proto(p).RelayHoldUs }, set: func(c *Calib, v float64) { c.Proto(p).RelayHoldUs = v }})
+		ps = append(ps, protoUs(p, "relay_us", func(pc *ProtoCalib) *float64 { return &pc.RelayUs }),
+			protoUs(p, "relay_hold_us", func(pc *ProtoCalib) *float64 { return &pc.RelayHoldUs }))
 	}
 	for _, p := range u.p2pProtos {
 		p := p

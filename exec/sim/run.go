@@ -1458,7 +1458,8 @@ func (r *Result) LinkBytesByName() map[string]float64 {
 // before it posts: the remote fence when it stores into a peer GPU's
 // memory, the host fence when it stores into a SHM connection's host
 // memory, the post fence when it sends through a socket proxy, the
-// longest of those that apply.
+// longest of those that apply; plus ForwardUs for a step that receives
+// and sends to a peer GPU, and RelayHoldUs for a relaying lane's.
 func (x *runner) fenceOf(a *actor) Time {
 	var f Time
 	if a.remote {
