@@ -373,7 +373,7 @@ func TestRegressionH200x2(t *testing.T) {
 // constants say (our executor's small SHM calls 35% slower): SHM on
 // another host needs that host's constants, as the H100 pair's did.
 var h200x4HeldoutBounds = []poolBound{
-	{"heldout/p2p-*-ll", ColNCCL, BucketAll, 0.06, 0.20},     // 3.0, 14.9 (3.6, 16.7 before relay_hold_us, fitted on these files)
+	{"heldout/p2p-*-ll", ColNCCL, BucketAll, 0.06, 0.20},     // 3.0, 14.9 (4.4, 17.3 before relay_hold_us, fitted on these files)
 	{"heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.07, 0.21},  // 3.9, 15.7 (5.0, 18.1 before)
 	{"heldout/p2p-*-simple", ColNCCL, BucketAll, 0.07, 0.21}, // 3.8, 15.2 (6.6, 22.5 before relay_us, fitted on these files)
 	{"heldout/shm-*-ll", ColNCCL, BucketAll, 0.08, 0.96},     // 4.7, 90.1
