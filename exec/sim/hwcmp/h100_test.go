@@ -577,6 +577,13 @@ var h100NCCLBounds = []poolBound{
 	{"rerun32/heldout/shm-*-simple", ColNCCL, BucketAll, 0.07, 0.16}, // 3.6, 10.7
 	{"rerun32/heldout/net-*-ll", ColNCCL, BucketAll, 0.07, 0.23},     // 3.8, 17.8
 	{"rerun32/heldout/net-*-simple", ColNCCL, BucketAll, 0.07, 0.12}, // 3.5, 6.8
+	// rerun33/ (a thirty-seventh start, sixteenth session: the sockets,
+	// recorded after every fit of the session)
+	{"rerun33/net-*", ColNCCL, BucketAll, 0.07, 0.20},                // 3.7, 14.4
+	{"rerun33/proto/net-*-ll", ColNCCL, BucketAll, 0.09, 0.16},       // 5.5, 10.8
+	{"rerun33/proto/net-*-simple", ColNCCL, BucketAll, 0.09, 0.20},   // 5.7, 15.0
+	{"rerun33/heldout/net-*-ll", ColNCCL, BucketAll, 0.08, 0.20},     // 4.2, 14.3
+	{"rerun33/heldout/net-*-simple", ColNCCL, BucketAll, 0.07, 0.19}, // 3.3, 13.7
 	// algo/ (twelfth session: AllReduce Simple forced to ring and to tree
 	// over split-host sockets, 8 B-2 KiB, with traces; no fit saw it)
 	{"algo/net-*", ColNCCL, BucketAll, 0.09, 0.18}, // 5.9, 12.7
@@ -950,6 +957,13 @@ var h100CurrentBounds = []poolBound{
 	{"rerun32/heldout/shm-*-simple", ColOurs, BucketAll, 0.06, 0.15}, // 2.1, 9.6
 	{"rerun32/heldout/net-*-ll", ColOurs, BucketAll, 0.07, 0.25},     // 3.1, 19.1
 	{"rerun32/heldout/net-*-simple", ColOurs, BucketAll, 0.07, 0.19}, // 3.4, 13.4
+	// rerun33/ (a thirty-seventh start, sixteenth session: the sockets,
+	// recorded after every fit of the session)
+	{"rerun33/net-*", ColOurs, BucketAll, 0.08, 0.26},                // 4.6, 20.9
+	{"rerun33/proto/net-*-ll", ColOurs, BucketAll, 0.08, 0.21},       // 4.7, 16.0
+	{"rerun33/proto/net-*-simple", ColOurs, BucketAll, 0.07, 0.23},   // 3.6, 17.7
+	{"rerun33/heldout/net-*-ll", ColOurs, BucketAll, 0.05, 0.23},     // 1.4, 17.8
+	{"rerun33/heldout/net-*-simple", ColOurs, BucketAll, 0.06, 0.32}, // 2.2, 26.5
 	// algo/ (AllReduce Simple forced to ring and to tree, held out)
 	{"algo/net-*", ColOurs, BucketAll, 0.07, 0.11}, // 3.8, 5.9
 }
@@ -1057,7 +1071,7 @@ func TestRegressionH100x2(t *testing.T) {
 		"rerun24/", "rerun24/proto/", "rerun24/heldout/", "rerun25/", "rerun25/proto/", "rerun25/heldout/", "rerun26/", "rerun26/proto/", "rerun26/heldout/",
 		"rerun27/proto/", "rerun27/heldout/",
 		"rerun28/", "rerun28/proto/", "rerun28/heldout/", "rerun29/", "rerun29/proto/", "rerun29/heldout/", "rerun30/", "rerun30/proto/", "rerun30/heldout/", "rerun31/", "rerun31/proto/", "rerun31/heldout/",
-		"rerun32/heldout/"},
+		"rerun32/heldout/", "rerun33/", "rerun33/proto/", "rerun33/heldout/"},
 		[]calibBounds{{"", h100Bounds}, {earlyOwnCalib(), h100TwincclBounds}, {eightPackCalib(), h100OursBounds}, {calibFile("h100.json"), h100NCCLBounds},
 			{noLeaderH100Calib(), h100NoLeaderBounds}, {combinedH100Calib(), h100CombinedBounds},
 			{perProto512H100Calib(), h100PerProto512Bounds}, {calibFile("h100-twinccl.json"), h100CurrentBounds},

@@ -506,6 +506,20 @@ var h100x4SHMOursBounds = []poolBound{
 	{"heldout/shm-*-simple", ColOurs, BucketAll, 0.10, 0.35}, // 6.5, 29.6 (21.0, 69.8 before the SHM refit)
 }
 
+// h100x4SHM2Bounds are tolerances on testdata/hw/h100x4/shm2: the same
+// SHM recordings on a sixth start, recorded after every fit of the
+// session: no fit saw them.
+var h100x4SHM2Bounds = []poolBound{
+	{"heldout/shm-*-ll", ColNCCL, BucketAll, 0.07, 0.77},     // 3.9, 71.3
+	{"heldout/shm-*-simple", ColNCCL, BucketAll, 0.19, 1.32}, // 15.5, 126.9
+}
+
+// h100x4SHM2OursBounds bound our executor's column of the same files.
+var h100x4SHM2OursBounds = []poolBound{
+	{"heldout/shm-*-ll", ColOurs, BucketAll, 0.14, 0.31},     // 10.5, 25.6
+	{"heldout/shm-*-simple", ColOurs, BucketAll, 0.10, 0.39}, // 6.7, 33.4 (19.6, 74.7 under the constants before the SHM refit)
+}
+
 // h100x4TunerBounds are tolerances on testdata/hw/h100x4/tuner: the
 // tuner's choices of every collective (8 B-256 MiB) on a third start,
 // which no fit saw, both columns.
@@ -520,7 +534,7 @@ var h100x4TunerOursBounds = []poolBound{
 
 // TestRegressionH100x4 predicts the four-H100 recordings: the held-out
 // sizes of three starts, the tuner's choices of a fourth and SHM on a
-// fifth.
+// fifth and a sixth.
 func TestRegressionH100x4(t *testing.T) {
 	for _, start := range []struct {
 		dir        string
@@ -531,6 +545,7 @@ func TestRegressionH100x4(t *testing.T) {
 		{"rerun", 15, h100x4RerunBounds, h100x4RerunOursBounds},
 		{"rerun2", 15, h100x4Rerun2Bounds, h100x4Rerun2OursBounds},
 		{"shm", 10, h100x4SHMBounds, h100x4SHMOursBounds},
+		{"shm2", 10, h100x4SHM2Bounds, h100x4SHM2OursBounds},
 		{"tuner", 5, h100x4TunerBounds, h100x4TunerOursBounds},
 	} {
 		checkMachine(t, filepath.Join(hwDir(), "..", "h100x4", start.dir), start.minFiles, nil, []calibBounds{
