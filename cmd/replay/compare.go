@@ -83,7 +83,13 @@ underneath. With --events, the event trace beside a call trace
 and protocol, how long steps take on either side, how long they wait for
 their data and send credits (the hardware's where its trace has data stamps,
 data_ns: schema 1.1) and how early (negative) or late the simulator ends them,
-measured from the kernel's start on the rank that started last.
+measured from the kernel's start on the rank that started last. Each
+channel's lateness is taken apart, and the part that moves its last step
+most names why it is off: launch (the kernel's set-up before the first
+step), link (the steps' waits for data and send credits: the link and the
+peer), protocol (the steps' own work once their data came: copies, flags,
+fences) or between (the gaps between steps: the cost of a primitive call);
+steps where the trace has no data stamps to tell waits from work.
 
 Given several inputs, or a directory (every run gpu JSON file under it, e.g.
 the recordings of one start of a machine: testdata/hw/h100x2/rerun30), it
@@ -375,6 +381,14 @@ func waitOrDash(us *float64) string {
 	return fmt.Sprintf("%.3f", *us)
 }
 
+// signedOrDash is a lateness in us with its sign, or "-" when absent.
+func signedOrDash(us *float64) string {
+	if us == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%+.3f", *us)
+}
+
 // printCompare prints the comparison tables.
 func printCompare(w io.Writer, rep *hwcmp.Report, steps *hwcmp.StepReport) {
 	fmt.Fprintf(w, "# replay compare: %s\n# timing: %s\n", rep.Describe(), rep.Timing())
@@ -423,12 +437,43 @@ func printCompare(w io.Writer, rep *hwcmp.Report, steps *hwcmp.StepReport) {
 		fmt.Fprintf(w, "  %-20s %-6s %7d %12d %10.3f %10.3f %10s %10s %+10.3f\n", s.Primitive, s.Protocol, s.Steps, s.Bytes, s.HwStepUs, s.SimStepUs,
 			waitOrDash(s.HwWaitUs), waitOrDash(s.SimWaitUs), s.LateUs)
 	}
-	fmt.Fprintf(w, "#\n# per call and channel: first step's start after the kernel start (set-up), median step, lateness\n")
-	fmt.Fprintf(w, "# %5s %4s %-6s %6s %12s %9s %9s %10s %10s %9s %9s\n", "call", "ch", "proto", "steps", "bytes", "hw_first", "sim_first", "hw_step", "sim_step", "late_med", "late_end")
+	fmt.Fprintf(w, "#\n# per call and channel: first step's start after the kernel start (set-up), median step, lateness;\n")
+	fmt.Fprintf(w, "# late_end taken apart (sim - hw, summed over the steps): launch = the set-up before the first step,\n")
+	fmt.Fprintf(w, "# wait = the steps' waits for data and credits (the link, the peer), work = their own work once the data\n")
+	fmt.Fprintf(w, "# came (the protocol: copies, flags, fences), between = the gaps between steps; why = the term that\n")
+	fmt.Fprintf(w, "# moves the last step most the way it is off (link, protocol, launch, between; steps where the trace\n")
+	fmt.Fprintf(w, "# has no data stamps to split wait from work; on time within %g us)\n", hwcmp.OnTimeUs)
+	fmt.Fprintf(w, "# %5s %4s %-6s %6s %12s %9s %9s %10s %10s %9s %9s %9s %9s %9s %9s  %s\n", "call", "ch", "proto", "steps", "bytes",
+		"hw_first", "sim_first", "hw_step", "sim_step", "late_med", "late_end", "launch", "wait", "work", "between", "why")
+	why := map[string]int{}
 	for _, s := range steps.ByChannel {
-		fmt.Fprintf(w, "  %5d %4d %-6s %6d %12d %9.3f %9.3f %10.3f %10.3f %+9.3f %+9.3f\n", s.Call, s.Channel, s.Protocol, s.Steps, s.Bytes,
-			s.FirstStartHwUs, s.FirstStartSimUs, s.HwStepUs, s.SimStepUs, s.LateUs, s.EndLateUs)
+		l := s.Why
+		if l == nil {
+			l = &hwcmp.Lateness{Cause: "-"}
+		}
+		wait, work := signedOrDash(l.WaitUs), signedOrDash(l.WorkUs)
+		if l.WaitUs == nil {
+			wait = fmt.Sprintf("%+.3f", l.StepsUs) // the steps as a whole
+		}
+		why[l.Cause]++
+		fmt.Fprintf(w, "  %5d %4d %-6s %6d %12d %9.3f %9.3f %10.3f %10.3f %+9.3f %+9.3f %+9.3f %9s %9s %+9.3f  %s\n", s.Call, s.Channel, s.Protocol, s.Steps, s.Bytes,
+			s.FirstStartHwUs, s.FirstStartSimUs, s.HwStepUs, s.SimStepUs, s.LateUs, s.EndLateUs, l.LaunchUs, wait, work, l.BetweenUs, l.Cause)
 	}
+	var causes []string
+	for c := range why {
+		causes = append(causes, c)
+	}
+	slices.SortFunc(causes, func(a, b string) int {
+		if why[a] != why[b] {
+			return why[b] - why[a]
+		}
+		return strings.Compare(a, b)
+	})
+	fmt.Fprintf(w, "# why, over %d channel(s):", len(steps.ByChannel))
+	for _, c := range causes {
+		fmt.Fprintf(w, " %s %d", c, why[c])
+	}
+	fmt.Fprintln(w)
 	for _, m := range steps.Mismatched {
 		fmt.Fprintf(w, "# step count differs: %s\n", m)
 	}

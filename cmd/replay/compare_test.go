@@ -60,7 +60,7 @@ func TestCompareTraceEvents(t *testing.T) {
 		t.Fatalf("%v\n%s", err, se.String())
 	}
 	out := so.String()
-	for _, want := range []string{"traced run", "# steps:", "matched step", "late_us", "Simple", "LL"} {
+	for _, want := range []string{"traced run", "# steps:", "matched step", "late_us", "Simple", "LL", "between  why", "# why, over"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}

@@ -2,6 +2,7 @@ package hwcmp
 
 import (
 	"fmt"
+	"math"
 	"sort"
 
 	"github.com/twinccl/twinccl/exec/sim"
@@ -42,6 +43,98 @@ type StepStat struct {
 	// after the kernel start (per-channel rows; 0 in per-primitive rows):
 	// the kernel's set-up.
 	FirstStartHwUs, FirstStartSimUs float64
+	// Why takes EndLateUs apart into its causes (per-channel rows; nil in
+	// per-primitive rows).
+	Why *Lateness `json:",omitempty"`
+}
+
+// Lateness takes the lateness of a channel's last step (sim end - hw end,
+// from the kernel start) apart: it is the sum of the simulation's excess
+// over the hardware in the kernel's set-up before the first step
+// (LaunchUs), in the steps' waits for their data and send credits
+// (WaitUs: the link, and the peer's progress), in the steps' own work
+// once their data came (WorkUs: the protocol's copies, flags and fences)
+// and in the gaps between one step's end and the next one's start
+// (BetweenUs: the lane's cost of a primitive call). A trace without data
+// stamps (schema 1.0) splits no step: WaitUs and WorkUs are nil and
+// StepsUs, their sum, stands alone.
+type Lateness struct {
+	LaunchUs       float64
+	WaitUs, WorkUs *float64 `json:",omitempty"`
+	StepsUs        float64
+	BetweenUs      float64
+	// Cause names the term that moves the last step most in the
+	// direction of its lateness: CauseLaunch, CauseLink, CauseProtocol,
+	// CauseBetween or CauseSteps, or CauseOnTime when the last step ends
+	// within OnTimeUs of the hardware's.
+	Cause string
+}
+
+// The causes a Lateness names.
+const (
+	CauseLaunch   = "launch"   // the kernel's set-up before the first step
+	CauseLink     = "link"     // the steps' waits for data and credits
+	CauseProtocol = "protocol" // the steps' own work
+	CauseBetween  = "between"  // the gaps between steps
+	CauseSteps    = "steps"    // the steps, where no data stamp splits them
+	CauseOnTime   = "on time"
+)
+
+// OnTimeUs is how close (us) a last step's end must be to the hardware's
+// for its Lateness to name no cause.
+const OnTimeUs = 0.1
+
+// lateness takes the lateness of the last of the steps h (hardware) and s
+// (simulated), matched one to one and in order, apart (see Lateness).
+func lateness(h, s []stepTimes) *Lateness {
+	n := min(len(h), len(s))
+	if n == 0 {
+		return nil
+	}
+	l := &Lateness{LaunchUs: (s[0].start - h[0].start) / 1e3}
+	split := true
+	var wait, work float64
+	for i := 0; i < n; i++ {
+		l.StepsUs += ((s[i].end - s[i].start) - (h[i].end - h[i].start)) / 1e3
+		if i > 0 {
+			l.BetweenUs += ((s[i].start - s[i-1].end) - (h[i].start - h[i-1].end)) / 1e3
+		}
+		if !h[i].hasData {
+			split = false
+			continue
+		}
+		wait += ((s[i].data - s[i].start) - (h[i].data - h[i].start)) / 1e3
+		work += ((s[i].end - s[i].data) - (h[i].end - h[i].data)) / 1e3
+	}
+	if split {
+		l.WaitUs, l.WorkUs = &wait, &work
+	}
+	total := (s[n-1].end - h[n-1].end) / 1e3
+	if math.Abs(total) < OnTimeUs {
+		l.Cause = CauseOnTime
+		return l
+	}
+	type term struct {
+		cause string
+		us    float64
+	}
+	terms := []term{{CauseLaunch, l.LaunchUs}, {CauseBetween, l.BetweenUs}}
+	if split {
+		terms = append(terms, term{CauseLink, wait}, term{CauseProtocol, work})
+	} else {
+		terms = append(terms, term{CauseSteps, l.StepsUs})
+	}
+	best := 0.0
+	for _, t := range terms {
+		v := t.us
+		if total < 0 {
+			v = -v
+		}
+		if v > best {
+			best, l.Cause = v, t.cause
+		}
+	}
+	return l
 }
 
 // StepReport is the step-level comparison of an event trace.
@@ -181,7 +274,7 @@ func (cp *Comparer) CompareEvents(rep *Report, path string) (*StepReport, error)
 			}
 			cs := StepStat{Call: c.Index, Channel: ch, StepKey: StepKey{h[0].prim, h[0].proto}, Steps: n,
 				FirstStartHwUs: h[0].start / 1e3, FirstStartSimUs: s[0].start / 1e3,
-				EndLateUs: (s[n-1].end - h[n-1].end) / 1e3}
+				EndLateUs: (s[n-1].end - h[n-1].end) / 1e3, Why: lateness(h, s)}
 			var late, hd, sd, hw, sw []float64
 			for i := 0; i < n; i++ {
 				sr.Matched++

@@ -297,6 +297,91 @@ func TestTraceAndEvents(t *testing.T) {
 	for _, s := range sr.ByPrim {
 		t.Logf("%-20s %-6s steps %4d hw %8.3f us sim %8.3f us late %+8.3f us", s.Primitive, s.Protocol, s.Steps, s.HwStepUs, s.SimStepUs, s.LateUs)
 	}
+	checkLateness(t, sr, false)
+}
+
+// checkLateness: every channel's lateness is taken apart into terms that
+// add up to it, split into wait and work where split says the trace has
+// data stamps, and names a cause.
+func checkLateness(t *testing.T, sr *StepReport, split bool) {
+	t.Helper()
+	for _, s := range sr.ByChannel {
+		l := s.Why
+		if l == nil {
+			t.Errorf("call %d channel %d: no lateness", s.Call, s.Channel)
+			continue
+		}
+		if sum := l.LaunchUs + l.StepsUs + l.BetweenUs; math.Abs(sum-s.EndLateUs) > 1e-6 {
+			t.Errorf("call %d channel %d: launch %+.3f + steps %+.3f + between %+.3f = %+.3f, last step %+.3f us late",
+				s.Call, s.Channel, l.LaunchUs, l.StepsUs, l.BetweenUs, sum, s.EndLateUs)
+		}
+		if (l.WaitUs != nil) != split || (l.WorkUs != nil) != split {
+			t.Errorf("call %d channel %d: wait %v work %v, want them split: %v", s.Call, s.Channel, l.WaitUs, l.WorkUs, split)
+		} else if split && math.Abs(*l.WaitUs+*l.WorkUs-l.StepsUs) > 1e-6 {
+			t.Errorf("call %d channel %d: wait %+.3f + work %+.3f != steps %+.3f", s.Call, s.Channel, *l.WaitUs, *l.WorkUs, l.StepsUs)
+		}
+		if l.Cause == "" {
+			t.Errorf("call %d channel %d: no cause", s.Call, s.Channel)
+		}
+	}
+}
+
+// TestLatenessCause: the cause named is the term that moves the last
+// step the way it is off, whichever that is.
+func TestLatenessCause(t *testing.T) {
+	// Two steps of the hardware, 0-10 and 12-20 us (data at 4 and 15).
+	hw := func() []stepTimes {
+		return []stepTimes{{start: 0, data: 4e3, end: 10e3, hasData: true}, {start: 12e3, data: 15e3, end: 20e3, hasData: true}}
+	}
+	shift := func(s []stepTimes, from int, what string, ns float64) []stepTimes {
+		for i := from; i < len(s); i++ {
+			switch {
+			case what == "start" || i > from:
+				s[i].start += ns
+				s[i].data += ns
+				s[i].end += ns
+			case what == "data":
+				s[i].data += ns
+				s[i].end += ns
+			case what == "end":
+				s[i].end += ns
+			}
+		}
+		return s
+	}
+	for _, tc := range []struct {
+		name string
+		sim  []stepTimes
+		want string
+		late float64
+	}{
+		{"identical", hw(), CauseOnTime, 0},
+		{"set-up", shift(hw(), 0, "start", 2e3), CauseLaunch, 2},
+		{"early set-up", shift(hw(), 0, "start", -1e3), CauseLaunch, -1},
+		{"a longer wait", shift(hw(), 1, "data", 3e3), CauseLink, 3},
+		{"a shorter copy", shift(hw(), 0, "end", -2e3), CauseProtocol, -2},
+		{"a gap", shift(hw(), 1, "start", 1.5e3), CauseBetween, 1.5},
+		// A late set-up that a shorter wait more than makes up for.
+		{"mixed", shift(shift(hw(), 0, "start", 1e3), 0, "data", -3e3), CauseLink, -2},
+		{"within the tolerance", shift(hw(), 0, "start", 0.05e3), CauseOnTime, 0.05},
+	} {
+		l := lateness(hw(), tc.sim)
+		total := l.LaunchUs + l.StepsUs + l.BetweenUs
+		if l.Cause != tc.want || math.Abs(total-tc.late) > 1e-9 {
+			t.Errorf("%s: cause %q, %+.3f us late; want %q, %+.3f", tc.name, l.Cause, total, tc.want, tc.late)
+		}
+	}
+	// Without data stamps the steps stay whole.
+	h := hw()
+	for i := range h {
+		h[i].hasData = false
+	}
+	if l := lateness(h, shift(hw(), 1, "data", 3e3)); l.Cause != CauseSteps || l.WaitUs != nil || math.Abs(l.StepsUs-3) > 1e-9 {
+		t.Errorf("no data stamps: cause %q, wait %v, steps %+.3f; want steps, none, +3", l.Cause, l.WaitUs, l.StepsUs)
+	}
+	if lateness(nil, hw()) != nil {
+		t.Errorf("no steps: a lateness")
+	}
 }
 
 // TestEventWaits: an event trace with data stamps (schema 1.1's data_ns)
@@ -347,6 +432,7 @@ func TestEventWaits(t *testing.T) {
 			t.Errorf("%s %s: sim wait %v outside its %.3f us step", s.Primitive, s.Protocol, s.SimWaitUs, s.SimStepUs)
 		}
 	}
+	checkLateness(t, sr, true)
 	old, err := cp.CompareEvents(rep, base+".events.parquet")
 	if err != nil {
 		t.Fatal(err)
