@@ -269,11 +269,15 @@ func (t *Table) Lookup(name string) (string, bool) {
 	return v, ok
 }
 
-// Settings returns the environment as sorted "K=V" words.
+// Settings returns the environment as sorted "K=V" words, less
+// NCCL_TOPO_DUMP_FILE: where the recording's run wrote its topology, which
+// changes none of NCCL's decisions (record.sh sets it on the device).
 func (t *Table) Settings() string {
 	keys := make([]string, 0, len(t.Env))
 	for k := range t.Env {
-		keys = append(keys, k)
+		if k != "NCCL_TOPO_DUMP_FILE" {
+			keys = append(keys, k)
+		}
 	}
 	sort.Strings(keys)
 	var b strings.Builder

@@ -99,3 +99,12 @@ func TestTableEagerColumn(t *testing.T) {
 		t.Errorf("eager table %q (eager %v): rows %+v", tb.Name, tb.Eager, tb.Rows)
 	}
 }
+
+// TestTableSettings: a table's settings are its environment as sorted
+// words, less where its run dumped its topology.
+func TestTableSettings(t *testing.T) {
+	tb := &Table{Env: map[string]string{"NCCL_PROTO": "LL", "NCCL_TOPO_DUMP_FILE": "/tmp/p2/topo.xml", "NCCL_NVLS_ENABLE": "0"}}
+	if got, want := tb.Settings(), "NCCL_NVLS_ENABLE=0 NCCL_PROTO=LL"; got != want {
+		t.Errorf("settings %q, want %q", got, want)
+	}
+}
