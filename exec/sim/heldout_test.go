@@ -185,3 +185,38 @@ func offenders(rows []Comparison, max float64) string {
 	}
 	return off.String()
 }
+
+// machineLogs are NCCL's INFO logs (libnccl 2.28.3) of the H100 machines
+// the hardware recordings come from, with the topology NCCL dumped there
+// (testdata/hw/*/nccl-log; their READMEs say how they were taken): the
+// log's per-call choices are what NCCL's tuner picked on that machine.
+var machineLogs = []struct {
+	name, dir, log string
+	nodes          int
+	env            map[string]string
+}{
+	{"h100x2 split-host sockets", "h100x2/nccl-log/net", "choices.log", 2,
+		map[string]string{"NCCL_NVLS_ENABLE": "0", "NCCL_NET": "Socket", "NCCL_IB_DISABLE": "1", "NCCL_SOCKET_IFNAME": "lo"}},
+	{"h100x4 P2P", "h100x4/nccl-log/p2p", "choices.log", 1, map[string]string{"NCCL_NVLS_ENABLE": "0"}},
+	{"h100x4 SHM", "h100x4/nccl-log/shm", "choices.log", 1, map[string]string{"NCCL_NVLS_ENABLE": "0", "NCCL_P2P_DISABLE": "1"}},
+}
+
+// TestTunerMatchesMachineLogs: on each machine's own topology and settings,
+// the tuner picks the algorithm, protocol and channel count NCCL logged for
+// every call there.
+func TestTunerMatchesMachineLogs(t *testing.T) {
+	for _, m := range machineLogs {
+		dir := filepath.Join(repoRoot(), "testdata", "hw", filepath.FromSlash(m.dir))
+		topo := filepath.Join(dir, "topo.xml")
+		root, _, err := model.ReadTopologyFile(topo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tb := &Table{Name: m.name, Env: m.env}
+		res, err := SearchTable(root, topo, m.nodes, tb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkLoggedChoices(t, tb, res, filepath.Join(dir, m.log))
+	}
+}
