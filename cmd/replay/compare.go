@@ -438,11 +438,14 @@ func printCompare(w io.Writer, rep *hwcmp.Report, steps *hwcmp.StepReport) {
 			waitOrDash(s.HwWaitUs), waitOrDash(s.SimWaitUs), s.LateUs)
 	}
 	fmt.Fprintf(w, "#\n# per call and channel: first step's start after the kernel start (set-up), median step, lateness;\n")
-	fmt.Fprintf(w, "# late_end taken apart (sim - hw, summed over the steps): launch = the set-up before the first step,\n")
-	fmt.Fprintf(w, "# wait = the steps' waits for data and credits (the link, the peer), work = their own work once the data\n")
-	fmt.Fprintf(w, "# came (the protocol: copies, flags, fences), between = the gaps between steps; why = the term that\n")
-	fmt.Fprintf(w, "# moves the last step most the way it is off (link, protocol, launch, between; steps where the trace\n")
-	fmt.Fprintf(w, "# has no data stamps to split wait from work; on time within %g us)\n", hwcmp.OnTimeUs)
+	fmt.Fprintf(w, "# late_end taken apart (sim - hw, summed over the channel's steps):\n")
+	fmt.Fprintf(w, "#   launch  = the set-up before the first step\n")
+	fmt.Fprintf(w, "#   wait    = the steps' waits for data and credits (the link, the peer)\n")
+	fmt.Fprintf(w, "#   work    = the steps' own work once their data came (the protocol: copies, flags, fences)\n")
+	fmt.Fprintf(w, "#   between = the gaps between steps (a primitive call's cost)\n")
+	fmt.Fprintf(w, "#   (a trace without data stamps splits no step: wait then holds the whole steps, work is -)\n")
+	fmt.Fprintf(w, "# why = the part that moves the last step most the way it is off: link (wait), protocol (work),\n")
+	fmt.Fprintf(w, "# launch, between, steps (unsplit), or on time (within %g us)\n", hwcmp.OnTimeUs)
 	fmt.Fprintf(w, "# %5s %4s %-6s %6s %12s %9s %9s %10s %10s %9s %9s %9s %9s %9s %9s  %s\n", "call", "ch", "proto", "steps", "bytes",
 		"hw_first", "sim_first", "hw_step", "sim_step", "late_med", "late_end", "launch", "wait", "work", "between", "why")
 	why := map[string]int{}
