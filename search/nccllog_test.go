@@ -42,9 +42,10 @@ func readNCCLLog(t *testing.T, path string) []string {
 // that NCCL (2.28.3, the device's library) dumped on the H100 machines and
 // compares with what NCCL decided there: on four H100 under NVSwitch with
 // P2P on and with NCCL_P2P_DISABLE=1 (SHM through the CPU,
-// testdata/hw/h100x4/nccl-log), and on the H100 pair split into two
-// "hosts" of one GPU over loopback sockets (testdata/hw/h100x2/nccl-log/net,
-// run gpu's split-host runs): its NCCL_GRAPH_DUMP_FILE byte for byte,
+// testdata/hw/h100x4/nccl-log), and on the H100 pair the same two ways
+// and split into two "hosts" of one GPU over loopback sockets
+// (testdata/hw/h100x2/nccl-log, net/: run gpu's split-host runs): its
+// NCCL_GRAPH_DUMP_FILE byte for byte,
 // rank 0's tuning table and channel counts line for line, and every line
 // of rank 0's channel layout (rings, trees).
 func TestH100MatchesNCCLLogs(t *testing.T) {
@@ -55,6 +56,8 @@ func TestH100MatchesNCCLLogs(t *testing.T) {
 	}{
 		{"four/p2p", "h100x4/nccl-log/p2p", 1, map[string]string{"NCCL_NVLS_ENABLE": "0"}},
 		{"four/shm", "h100x4/nccl-log/shm", 1, map[string]string{"NCCL_NVLS_ENABLE": "0", "NCCL_P2P_DISABLE": "1"}},
+		{"pair/p2p", "h100x2/nccl-log/p2p", 1, map[string]string{"NCCL_NVLS_ENABLE": "0"}},
+		{"pair/shm", "h100x2/nccl-log/shm", 1, map[string]string{"NCCL_NVLS_ENABLE": "0", "NCCL_P2P_DISABLE": "1"}},
 		{"pair/sockets", "h100x2/nccl-log/net", 2, map[string]string{"NCCL_NVLS_ENABLE": "0", "NCCL_NET": "Socket", "NCCL_IB_DISABLE": "1"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
