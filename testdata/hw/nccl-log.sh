@@ -24,32 +24,8 @@ DIR=${DIR:?set DIR to the output directory}
 export NCCL_NVLS_ENABLE=0
 OPS="allreduce allgather reducescatter broadcast reduce"
 port=${PORT:-29960}
-do_run() { # ENV... -- ARGS...: run gpu, or both ranks of a split-host run
-  local env=() link=$1 out=$2; shift 2
-  while [ "$1" != -- ]; do env+=("$1"); shift; done
-  shift
-  if [ "$link" = net ]; then
-    port=$((port + 1))
-    for r in 0 1; do
-      local e=("${env[@]}" RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port
-        TWINCCL_HOSTID=split:1 NCCL_HOSTID=host$r NCCL_NET=Socket NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1
-        NCCL_DEBUG_FILE=$tmp/$op.rank$r.log)
-      if [ -n "${DRY:-}" ]; then
-        echo "env ${e[*]} bin/run gpu $* > $out.rank$r.txt"
-      else
-        env "${e[@]}" timeout 150 bin/run gpu "$@" > "$out.rank$r.txt" 2>&1 &
-      fi
-    done
-    [ -n "${DRY:-}" ] || wait
-  else
-    env+=(NCCL_DEBUG_FILE=$tmp/$op.%p.log)
-    if [ -n "${DRY:-}" ]; then
-      echo "env ${env[*]} bin/run gpu -np ${NP:-2} $* > $out.txt"
-    else
-      env "${env[@]}" timeout 150 bin/run gpu -np "${NP:-2}" "$@" > "$out.txt" 2>&1 || echo "FAILED $out"
-    fi
-  fi
-}
+failed=0
+. testdata/hw/run-ranks.sh
 for link in "$@"; do
   case $link in p2p | shm | net) ;; *) echo "unknown link $link (p2p, shm, net)" >&2; exit 2 ;; esac
   out=$DIR/$link tmp=$(mktemp -d)
@@ -58,7 +34,7 @@ for link in "$@"; do
   [ "$link" = shm ] && env+=(NCCL_P2P_DISABLE=1)
   max=256M; [ "$link" = net ] && max=32M
   for op in $OPS; do
-    do_run "$link" "$tmp/run-$op" "${env[@]}" -- --op "$op" -b 8 -e $max -f 4 -c 1 -n 1 -w 1 --passes 1 --retries 0 --baseline nccl
+    run "$link" "$tmp/run-$op" "${env[@]}" NCCL_DEBUG_FILE="$tmp/$op.%p.log" -- --op "$op" -b 8 -e $max -f 4 -c 1 -n 1 -w 1 --passes 1 --retries 0 --baseline nccl
   done
   if [ -n "${DRY:-}" ]; then rm -rf "$tmp"; continue; fi
   # rank 0's log of the AllReduce sweep, its table, and every distinct call
@@ -74,3 +50,4 @@ done
 if [ -n "${TAR:-}" ] && [ -z "${DRY:-}" ]; then
   tar czf "$TAR" -C "$DIR" .
 fi
+exit $failed

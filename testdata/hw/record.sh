@@ -44,31 +44,7 @@ OPS3="allreduce allgather broadcast"
 port=${PORT:-29900}
 failed=0
 
-run() { # ENV... -- ARGS...: one run gpu, or both ranks of a split-host run
-  local env=() link=$1 out=$2; shift 2
-  while [ "$1" != -- ]; do env+=("$1"); shift; done
-  shift
-  if [ "$link" = net ]; then
-    port=$((port + 1))
-    for r in 0 1; do
-      local e=("${env[@]}" RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port
-        TWINCCL_HOSTID=split:1 NCCL_HOSTID=host$r NCCL_NET=Socket NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1)
-      if [ -n "${DRY:-}" ]; then
-        echo "env ${e[*]} bin/run gpu $* > $out.rank$r.txt"
-      else
-        env "${e[@]}" timeout 240 bin/run gpu "$@" > "$out.rank$r.txt" 2>&1 &
-      fi
-    done
-    [ -n "${DRY:-}" ] || wait || true
-    [ -n "${DRY:-}" ] || grep -q "^ *[0-9]" "$out.rank0.txt" || { echo "FAILED $out"; failed=1; }
-  else
-    if [ -n "${DRY:-}" ]; then
-      echo "env ${env[*]} bin/run gpu -np ${NP:-2} $* > $out.txt"
-    else
-      env "${env[@]}" timeout 240 bin/run gpu -np "${NP:-2}" "$@" > "$out.txt" 2>&1 || { echo "FAILED $out"; failed=1; }
-    fi
-  fi
-}
+. testdata/hw/run-ranks.sh
 
 mkdir -p "$DIR"
 if [ -z "${DRY:-}" ]; then
