@@ -197,6 +197,10 @@ var machineLogs = []struct {
 }{
 	{"h100x2 split-host sockets", "h100x2/nccl-log/net", "choices.log", 2,
 		map[string]string{"NCCL_NVLS_ENABLE": "0", "NCCL_NET": "Socket", "NCCL_IB_DISABLE": "1", "NCCL_SOCKET_IFNAME": "lo"}},
+	{"h100x2 split-host sockets, Simple forced", "h100x2/nccl-log/net", "choices-simple.log", 2,
+		map[string]string{"NCCL_NVLS_ENABLE": "0", "NCCL_NET": "Socket", "NCCL_IB_DISABLE": "1", "NCCL_SOCKET_IFNAME": "lo", "NCCL_PROTO": "Simple"}},
+	{"h100x2 split-host sockets, LL forced", "h100x2/nccl-log/net", "choices-ll.log", 2,
+		map[string]string{"NCCL_NVLS_ENABLE": "0", "NCCL_NET": "Socket", "NCCL_IB_DISABLE": "1", "NCCL_SOCKET_IFNAME": "lo", "NCCL_PROTO": "LL"}},
 	{"h100x2 P2P", "h100x2/nccl-log/p2p", "choices.log", 1, map[string]string{"NCCL_NVLS_ENABLE": "0"}},
 	{"h100x2 SHM", "h100x2/nccl-log/shm", "choices.log", 1, map[string]string{"NCCL_NVLS_ENABLE": "0", "NCCL_P2P_DISABLE": "1"}},
 	{"h100x4 P2P", "h100x4/nccl-log/p2p", "choices.log", 1, map[string]string{"NCCL_NVLS_ENABLE": "0"}},
