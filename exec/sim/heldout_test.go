@@ -205,6 +205,9 @@ var machineLogs = []struct {
 	{"h100x2 SHM", "h100x2/nccl-log/shm", "choices.log", 1, map[string]string{"NCCL_NVLS_ENABLE": "0", "NCCL_P2P_DISABLE": "1"}},
 	{"h100x4 P2P", "h100x4/nccl-log/p2p", "choices.log", 1, map[string]string{"NCCL_NVLS_ENABLE": "0"}},
 	{"h100x4 SHM", "h100x4/nccl-log/shm", "choices.log", 1, map[string]string{"NCCL_NVLS_ENABLE": "0", "NCCL_P2P_DISABLE": "1"}},
+	{"h100x4 P2P, LL forced", "h100x4/nccl-log/p2p", "choices-ll.log", 1, map[string]string{"NCCL_NVLS_ENABLE": "0", "NCCL_PROTO": "LL"}},
+	{"h100x4 P2P, LL128 forced", "h100x4/nccl-log/p2p", "choices-ll128.log", 1, map[string]string{"NCCL_NVLS_ENABLE": "0", "NCCL_PROTO": "LL128"}},
+	{"h100x4 P2P, Simple forced", "h100x4/nccl-log/p2p", "choices-simple.log", 1, map[string]string{"NCCL_NVLS_ENABLE": "0", "NCCL_PROTO": "Simple"}},
 }
 
 // TestTunerMatchesMachineLogs: on each machine's own topology and settings,
