@@ -123,10 +123,8 @@ func fitParams(u fitUse) []FitParam {
 		ps = append(ps,
 			FitParam{Name: n + ".start_us", Floor: 1, Lo: 0, Hi: 20,
 				get: func(c *Calib) float64 { return c.Proto(p).StartUs }, set: func(c *Calib, v float64) { c.Proto(p).StartUs = v }},
-			FitParam{Name: n + ".op_overhead_us", Floor: 0.01, Lo: 0, Hi: 20,
-				get: func(c *Calib) float64 { return c.Proto(p).OpOverheadUs }, set: func(c *Calib, v float64) { c.Proto(p).OpOverheadUs = v }},
-			FitParam{Name: n + ".slice_overhead_us", Floor: 0.01, Lo: 0, Hi: 20,
-				get: func(c *Calib) float64 { return c.Proto(p).SliceOverheadUs }, set: func(c *Calib, v float64) { c.Proto(p).SliceOverheadUs = v }},
+			protoUs(p, "op_overhead_us", func(pc *ProtoCalib) *float64 { return &pc.OpOverheadUs }),
+			protoUs(p, "slice_overhead_us", func(pc *ProtoCalib) *float64 { return &pc.SliceOverheadUs }),
 			FitParam{Name: n + ".copy_GBps", Floor: 0, Lo: 1, Hi: 1000,
 				get: func(c *Calib) float64 { return c.Proto(p).CopyGBps }, set: func(c *Calib, v float64) { c.Proto(p).CopyGBps = v }},
 			FitParam{Name: n + ".reduce_cost", Floor: 0.01, Lo: 0, Hi: 4,
@@ -209,24 +207,18 @@ func fitParams(u fitUse) []FitParam {
 				get: func(c *Calib) float64 { return c.Proto(p).hostLoadCost() }, set: func(c *Calib, v float64) { c.Proto(p).HostLoadCost = v }},
 			FitParam{Name: n + ".host_store_cost", Floor: 0, Lo: 0.05, Hi: 100,
 				get: func(c *Calib) float64 { return c.Proto(p).hostStoreCost() }, set: func(c *Calib, v float64) { c.Proto(p).HostStoreCost = v }},
-			FitParam{Name: n + ".host_load_us", Floor: 0.01, Lo: 0, Hi: 20,
-				get: func(c *Calib) float64 { return c.Proto(p).HostLoadUs }, set: func(c *Calib, v float64) { c.Proto(p).HostLoadUs = v }},
+			protoUs(p, "host_load_us", func(pc *ProtoCalib) *float64 { return &pc.HostLoadUs }),
 		)
 		if p == model.ProtoLL {
-			ps = append(ps, FitParam{Name: n + ".host_round_us", Floor: 0.01, Lo: 0, Hi: 20,
-				get: func(c *Calib) float64 { return c.Proto(p).HostRoundUs }, set: func(c *Calib, v float64) { c.Proto(p).HostRoundUs = v }})
+			ps = append(ps, protoUs(p, "host_round_us", func(pc *ProtoCalib) *float64 { return &pc.HostRoundUs }))
 		}
 		if u.shm {
-			ps = append(ps, FitParam{Name: n + ".host_start_us", Floor: 0.01, Lo: 0, Hi: 20,
-				get: func(c *Calib) float64 { return c.Proto(p).HostStartUs }, set: func(c *Calib, v float64) { c.Proto(p).HostStartUs = v }})
-			ps = append(ps, FitParam{Name: n + ".host_turn_us", Floor: 0.01, Lo: 0, Hi: 20,
-				get: func(c *Calib) float64 { return c.Proto(p).HostTurnUs }, set: func(c *Calib, v float64) { c.Proto(p).HostTurnUs = v }})
+			ps = append(ps, protoUs(p, "host_start_us", func(pc *ProtoCalib) *float64 { return &pc.HostStartUs }),
+				protoUs(p, "host_turn_us", func(pc *ProtoCalib) *float64 { return &pc.HostTurnUs }))
 		}
 		if p == model.ProtoSimple && u.shm {
-			ps = append(ps, FitParam{Name: n + ".host_fence_us", Floor: 0.01, Lo: 0, Hi: 20,
-				get: func(c *Calib) float64 { return c.Proto(p).HostFenceUs }, set: func(c *Calib, v float64) { c.Proto(p).HostFenceUs = v }},
-				FitParam{Name: n + ".empty_slice_us", Floor: 0.01, Lo: 0, Hi: 20,
-					get: func(c *Calib) float64 { return c.Proto(p).EmptySliceUs }, set: func(c *Calib, v float64) { c.Proto(p).EmptySliceUs = v }})
+			ps = append(ps, protoUs(p, "host_fence_us", func(pc *ProtoCalib) *float64 { return &pc.HostFenceUs }),
+				protoUs(p, "empty_slice_us", func(pc *ProtoCalib) *float64 { return &pc.EmptySliceUs }))
 		}
 	}
 	if u.shm || u.noGDR {
