@@ -55,7 +55,10 @@ import (
 //     part of a socket receive an idle proxy does before its message), and
 //     net_socket.post_fence_us (twinccl's fence before it publishes an LL
 //     step to its socket proxy), and forward_us per protocol (a step
-//     that receives and sends to a peer GPU).
+//     that receives and sends to a peer GPU), and host_cache_MiB and
+//     host_cache_GBps (host memory's cache of the staged buffers) and
+//     host_reduce_cost per protocol (a reduction's cost per source loaded
+//     from host memory).
 //
 // Since the simulator predicts measured rows as the back-to-back loops
 // they were timed with (Simulator.Loop, loop.go), the embedded files are
@@ -108,6 +111,15 @@ type ProtoCalib struct {
 	// HostStoreCost is the cost of a store into host memory (SHM and
 	// staged NET sends). 0 reads as RemoteStoreCost.
 	HostStoreCost float64 `json:"host_store_cost,omitempty"`
+	// HostReduceCost is added to ReduceCost for each source of a
+	// reduction that the lane loads from host memory (SHM, NET staged
+	// through host memory): the block waits out a read across PCIe
+	// before it can reduce. On two H100 NCCL's Simple AllReduce over SHM
+	// moves 26 GB/s each way per GPU at 96 MiB where its AllGather moves
+	// 25 and a four-GPU Broadcast's forwarding GPUs 35: its receive-
+	// reduce-copy-send step takes about as long as a send and a receive
+	// together. 0: none.
+	HostReduceCost float64 `json:"host_reduce_cost,omitempty"`
 	// HostLoadUs is paid, like SliceOverheadUs, by every slice with data
 	// that a lane receives from host memory (SHM, or NET staged through
 	// host memory): the round trip of the first loads over PCIe, which the
@@ -593,6 +605,22 @@ func (c *Calib) hostMemGBps() float64 {
 	return c.HostMemGBps
 }
 
+// hostMemFor is host memory's bandwidth (GB/s) for a call whose
+// connections through it cycle through footprint bytes of its buffers
+// (HostCacheMiB).
+func (c *Calib) hostMemFor(footprint float64) float64 {
+	mem := c.hostMemGBps()
+	if c.HostCacheMiB <= 0 || footprint <= 0 {
+		return mem
+	}
+	cache := c.HostCacheGBps
+	if cache <= 0 {
+		cache = mem
+	}
+	hit := min(1, c.HostCacheMiB*(1<<20)/footprint)
+	return 1 / (hit/cache + (1-hit)/mem)
+}
+
 // LinkCalib are the costs of one link type.
 type LinkCalib struct {
 	// Eff multiplies NCCL's bandwidth of the link (GB/s) to give its
@@ -640,6 +668,23 @@ type Calib struct {
 	// it twice per byte (written by the sender's GPU, read by the
 	// receiver's), a staged NET connection once on each side. 0: 200.
 	HostMemGBps float64 `json:"host_mem_GBps,omitempty"`
+	// HostCacheMiB is how much of the buffers that GPU traffic stages in
+	// a host's memory (SHM connections, NET ones without GPUDirect RDMA)
+	// the host's cache keeps: a GPU's writes into host memory land in the
+	// CPU's last-level cache (DDIO), and a peer's reads that follow soon
+	// find them there. A call whose connections cycle through F MiB of
+	// those buffers (per connection its slots times what a slice fills
+	// of them) hits the cache with fraction h = min(1, HostCacheMiB/F),
+	// and host memory carries its traffic at 1/(h/HostCacheGBps +
+	// (1-h)/HostMemGBps). On four H100 NCCL's Simple AllGather over SHM
+	// moves 236-260 GB/s through host memory at 1.5-12 MiB (48-384 KiB
+	// slices) and 194 at 96 MiB (1 MiB slices, every slot full). 0: no
+	// cache (HostMemGBps for every call).
+	HostCacheMiB float64 `json:"host_cache_MiB,omitempty"`
+	// HostCacheGBps is host memory's bandwidth (reads plus writes) for
+	// traffic that hits the cache of HostCacheMiB; 0 reads as
+	// HostMemGBps.
+	HostCacheGBps float64 `json:"host_cache_GBps,omitempty"`
 	// SHMReadLeg splits a SHM connection's traffic where it happens: a
 	// slice's stores cross the sender's way to host memory while it sends
 	// (host memory once), and its loads cross host memory and the way to
@@ -802,6 +847,7 @@ func (c *Calib) Validate() error {
 			{"load_cost", pc.LoadCost, 0, 100},
 			{"host_load_cost", pc.HostLoadCost, 0, 1000},
 			{"host_store_cost", pc.HostStoreCost, 0, 1000},
+			{"host_reduce_cost", pc.HostReduceCost, 0, 1000},
 			{"host_load_us", pc.HostLoadUs, 0, 1e6},
 			{"host_fence_us", pc.HostFenceUs, 0, 1e6},
 			{"host_round_us", pc.HostRoundUs, 0, 1e6},
@@ -861,7 +907,7 @@ func (c *Calib) Validate() error {
 	for _, k := range []struct {
 		name string
 		v    float64
-	}{{"host_mem_GBps", c.HostMemGBps}, {"shm_latency_us", c.SHMLatencyUs},
+	}{{"host_mem_GBps", c.HostMemGBps}, {"host_cache_MiB", c.HostCacheMiB}, {"host_cache_GBps", c.HostCacheGBps}, {"shm_latency_us", c.SHMLatencyUs},
 		{"net_socket.proxy_GBps", c.NetSocket.ProxyGBps}, {"net_socket.latency_us", c.NetSocket.LatencyUs},
 		{"net_socket.send_op_us", c.NetSocket.SendOpUs}, {"net_socket.recv_op_us", c.NetSocket.RecvOpUs},
 		{"net_socket.recv_post_us", c.NetSocket.RecvPostUs}, {"net_socket.recv_conn_us", c.NetSocket.RecvConnUs},

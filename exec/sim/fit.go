@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"math/rand"
@@ -208,6 +209,8 @@ func fitParams(u fitUse) []FitParam {
 			FitParam{Name: n + ".host_store_cost", Floor: 0, Lo: 0.05, Hi: 100,
 				get: func(c *Calib) float64 { return c.Proto(p).hostStoreCost() }, set: func(c *Calib, v float64) { c.Proto(p).HostStoreCost = v }},
 			protoUs(p, "host_load_us", func(pc *ProtoCalib) *float64 { return &pc.HostLoadUs }),
+			FitParam{Name: n + ".host_reduce_cost", Floor: 0.01, Lo: 0, Hi: 100,
+				get: func(c *Calib) float64 { return c.Proto(p).HostReduceCost }, set: func(c *Calib, v float64) { c.Proto(p).HostReduceCost = v }},
 		)
 		if p == model.ProtoLL {
 			ps = append(ps, protoUs(p, "host_round_us", func(pc *ProtoCalib) *float64 { return &pc.HostRoundUs }))
@@ -223,7 +226,12 @@ func fitParams(u fitUse) []FitParam {
 	}
 	if u.shm || u.noGDR {
 		ps = append(ps, FitParam{Name: "host_mem_GBps", Floor: 0, Lo: 5, Hi: 2000,
-			get: func(c *Calib) float64 { return c.hostMemGBps() }, set: func(c *Calib, v float64) { c.HostMemGBps = v }})
+			get: func(c *Calib) float64 { return c.hostMemGBps() }, set: func(c *Calib, v float64) { c.HostMemGBps = v }},
+			FitParam{Name: "host_cache_MiB", Floor: 1, Lo: 0, Hi: 4096,
+				get: func(c *Calib) float64 { return c.HostCacheMiB }, set: func(c *Calib, v float64) { c.HostCacheMiB = v }},
+			FitParam{Name: "host_cache_GBps", Floor: 0, Lo: 5, Hi: 5000,
+				get: func(c *Calib) float64 { return cmp.Or(c.HostCacheGBps, c.hostMemGBps()) },
+				set: func(c *Calib, v float64) { c.HostCacheGBps = v }})
 	}
 	if u.shm {
 		ps = append(ps,

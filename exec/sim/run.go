@@ -747,6 +747,7 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 		}
 	}
 	x.sizeBlock()
+	x.cacheHostMem()
 	if m.LoopCalls > 0 {
 		lp, err := x.newLoop(m.LoopCalls)
 		if err != nil {
@@ -784,6 +785,49 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 		x.loop.finish(r, x.c.LaunchUs)
 	}
 	return r, nil
+}
+
+// cacheHostMem sets the bandwidth of each host memory the run's
+// connections stage data in from the footprint of their buffers
+// (Calib.HostCacheMiB): per connection, its slots times what one slice
+// of the run's largest primitive call fills of them.
+func (x *runner) cacheHostMem() {
+	if x.c.HostCacheMiB <= 0 {
+		return
+	}
+	var n int64
+	for i := range x.cold {
+		for _, r := range x.cold[i].ops {
+			n = max(n, int64(r.n))
+		}
+	}
+	slice := n
+	if x.proto == model.ProtoSimple {
+		slice = max((n+16*x.spc-1)/(16*x.spc)*16, x.stepElems*x.sps/32)
+	}
+	span := min(x.wireBytes(slice*x.esize), x.sps*int64(x.p.StepBytes))
+	perConn := float64(x.credits) / float64(x.sps) * float64(span)
+	var foot map[int32]float64
+	for _, rt := range x.rt {
+		if !rt.hostSend && !rt.hostRecv {
+			continue
+		}
+		mem := int32(-1)
+		for _, ids := range [2][]int32{rt.res, rt.recvRes} {
+			for _, id := range ids {
+				if x.m.extra[id] == extraMem && id != mem {
+					if foot == nil {
+						foot = map[int32]float64{}
+					}
+					foot[id] += rt.w * perConn
+					mem = id
+				}
+			}
+		}
+	}
+	for id, f := range foot {
+		x.fab.res[id].cap = x.c.hostMemFor(f) * 1e-3
+	}
 }
 
 // run runs the events until the queue is empty.
@@ -927,7 +971,7 @@ func (x *runner) units(a *actor, ac *actorCold, k model.PrimKind, flags uint8) f
 	u := x.loadCost*float64(srcs-hostSrcs-remoteSrcs) + x.hostLoad*float64(hostSrcs) + x.remoteLoad*float64(remoteSrcs) + float64(dsts) +
 		x.remoteCost*float64(remote) + x.hostStore*float64(host)
 	if k.Receives() && k.ReadsInput() && srcs > 1 { // reductions
-		u += x.pc.ReduceCost * float64(srcs-1)
+		u += x.pc.ReduceCost*float64(srcs-1) + x.pc.HostReduceCost*float64(hostSrcs)
 	}
 	return max(u, 0.05)
 }
