@@ -522,6 +522,20 @@ var h100x4SHM2OursBounds = []poolBound{
 	{"heldout/shm-*-simple", ColOurs, BucketAll, 0.07, 0.21}, // 3.9, 16.1 (6.7, 33.4 before host memory's cache; 19.6, 74.7 before the sixteenth session's SHM refit)
 }
 
+// h100x4SHM3Bounds are tolerances on testdata/hw/h100x4/shm3: the same
+// SHM recordings on a seventh start (eighteenth session), recorded after
+// the SHM refit on two and four GPUs: no fit saw them.
+var h100x4SHM3Bounds = []poolBound{
+	{"heldout/shm-*-ll", ColNCCL, BucketAll, 0.07, 0.33},     // 3.6, 27.5
+	{"heldout/shm-*-simple", ColNCCL, BucketAll, 0.09, 0.24}, // 5.6, 18.6 (15.2, 125.5 under the calibration before)
+}
+
+// h100x4SHM3OursBounds bound our executor's column of the same files.
+var h100x4SHM3OursBounds = []poolBound{
+	{"heldout/shm-*-ll", ColOurs, BucketAll, 0.09, 0.27},     // 6.2, 21.8 (10.6, 21.2 before)
+	{"heldout/shm-*-simple", ColOurs, BucketAll, 0.07, 0.23}, // 3.4, 17.8 (5.1, 26.6 before)
+}
+
 // h100x4TunerBounds are tolerances on testdata/hw/h100x4/tuner: the
 // tuner's choices of every collective (8 B-256 MiB) on a third start,
 // which no fit saw, both columns.
@@ -548,6 +562,7 @@ func TestRegressionH100x4(t *testing.T) {
 		{"rerun2", 15, h100x4Rerun2Bounds, h100x4Rerun2OursBounds},
 		{"shm", 10, h100x4SHMBounds, h100x4SHMOursBounds},
 		{"shm2", 10, h100x4SHM2Bounds, h100x4SHM2OursBounds},
+		{"shm3", 10, h100x4SHM3Bounds, h100x4SHM3OursBounds},
 		{"tuner", 5, h100x4TunerBounds, h100x4TunerOursBounds},
 	} {
 		checkMachine(t, filepath.Join(hwDir(), "..", "h100x4", start.dir), start.minFiles, nil, []calibBounds{
