@@ -280,7 +280,7 @@ func (o *compareOpts) compare(in *hwcmp.Input, stderr io.Writer) (*hwcmp.Report,
 		return nil, nil, fmt.Errorf("%s: every row is an empty call (count 0): nothing to compare", in.Path)
 	}
 	if in.Empty > 0 {
-		fmt.Fprintf(stderr, "replay compare: %s: %d empty row(s) (count 0) left out\n", in.Path, in.Empty)
+		fmt.Fprintf(stderr, "replay compare: %s: %d empty call(s) (count 0) left out\n", in.Path, in.Empty)
 	}
 	rep, err := cp.Compare(in)
 	if err != nil {

@@ -589,6 +589,46 @@ func TestEmptyRowsLeftOut(t *testing.T) {
 	}
 }
 
+// TestEmptyCallsLeftOut: a traced call that moves no element (run gpu's
+// 8 B AllGather over four ranks) is counted and skipped like an empty JSON
+// row, the others are read, and ranks that disagree on such a call are
+// an error naming it.
+func TestEmptyCallsLeftOut(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, counts ...[2]int64) string {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		w, err := traces.CreateCallFile(p, traces.WriterOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for call, cs := range counts {
+			for r := int32(0); r < 2; r++ {
+				if err := w.Append(traces.CallRow{Job: "t", Comm: 1, Call: int64(call), Rank: r, NRanks: 2, Op: "AllGather", Algorithm: "Ring",
+					Protocol: "LL", Channels: 1, Count: cs[r], Datatype: "float32", RedOp: "sum", Root: -1,
+					StartNs: 1000 + int64(call)*100000, EndNs: 21000 + int64(call)*100000, Source: traces.SourceHW}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	in, err := ReadTrace(write("ok.parquet", [2]int64{0, 0}, [2]int64{8, 8}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in.Empty != 1 || len(in.Calls) != 1 || in.Calls[0].Count != 8 {
+		t.Fatalf("empty %d, calls %+v", in.Empty, in.Calls)
+	}
+	bad := write("bad.parquet", [2]int64{0, 2})
+	if _, err := ReadTrace(bad); err == nil || !strings.Contains(err.Error(), bad) || !strings.Contains(err.Error(), "disagree") {
+		t.Errorf("ranks disagreeing on an empty call: %v, want an error naming %s", err, bad)
+	}
+}
+
 // TestNetProbeRead: the loopback probes of a recording, its header's and
 // its rows', give its host's latency and throughput both ways (their
 // means; the throughput's over the probes that measured it), which the

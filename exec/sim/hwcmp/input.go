@@ -134,9 +134,9 @@ type Input struct {
 	// nccl_reps_us), whose median is their time.
 	Medians bool
 	Calls   []Call
-	// Empty counts the JSON rows left out because they move no element
-	// (e.g. 8 bytes of AllGather over 4 ranks of float32): there is no
-	// call to simulate.
+	// Empty counts the JSON rows and traced calls left out because they
+	// move no element (e.g. 8 bytes of AllGather over 4 ranks of
+	// float32): there is no call to simulate.
 	Empty int
 }
 
@@ -546,6 +546,17 @@ func ReadTrace(path string) (*Input, error) {
 		}
 		if len(rows) != n {
 			return nil, fmt.Errorf("%s: %d row(s) for %d rank(s)", where, len(rows), n)
+		}
+		if r0.Count == 0 {
+			// A call that moves no element (run gpu's smallest sizes
+			// over four ranks): nothing to simulate, as in a JSON file.
+			for _, row := range rows {
+				if row.Count != 0 || row.Op != r0.Op {
+					return nil, fmt.Errorf("%s: ranks 0 and %d disagree on the call", where, row.Rank)
+				}
+			}
+			in.Empty++
+			continue
 		}
 		c := Call{Index: k.seq, Comm: k.comm, Count: r0.Count, NChannels: int(r0.Channels), Root: max(int(r0.Root), 0)}
 		if err := c.setKind(r0.Op, r0.Datatype, r0.RedOp, r0.Algorithm, r0.Protocol, n); err != nil {
