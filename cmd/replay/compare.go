@@ -209,6 +209,28 @@ func runCompare(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
+// recordedSettings are the NCCL_* settings a recording is simulated
+// under: those its run recorded, then this environment's, then flags'
+// (--env). NCCL_VERSION is no setting: NVIDIA's containers name the
+// installed library with it (run gpu leaves it out of nccl_env now;
+// recordings made before carry it).
+func recordedSettings(recorded map[string]string, flags envFlags) map[string]string {
+	settings := map[string]string{}
+	for k, v := range recorded {
+		settings[k] = v
+	}
+	for _, kv := range os.Environ() {
+		if k, v, ok := strings.Cut(kv, "="); ok && strings.HasPrefix(k, "NCCL_") {
+			settings[k] = v
+		}
+	}
+	delete(settings, "NCCL_VERSION")
+	for k, v := range flags {
+		settings[k] = v
+	}
+	return settings
+}
+
 // compareOpts are the flags of replay compare that say how an input is
 // simulated.
 type compareOpts struct {
@@ -230,23 +252,7 @@ func (o *compareOpts) compare(in *hwcmp.Input, stderr io.Writer) (*hwcmp.Report,
 		fmt.Fprintf(stderr, "replay compare: warning: %s was recorded under NCCL_HOSTID=%s: if its %d ranks were on hosts of their own (run gpu's split-host runs), compare it on one host's topology with --nodes %d (e.g. --topo testdata/hw/h200x2/topo-1gpu.xml --nodes %d)\n",
 			in.Path, h, in.NRanks, in.NRanks, in.NRanks)
 	}
-	// The settings NCCL's run recorded, then this environment's, then
-	// --env. NCCL_VERSION is no setting: NVIDIA's containers name the
-	// installed library with it (run gpu leaves it out of nccl_env now;
-	// recordings made before carry it).
-	settings := map[string]string{}
-	for k, v := range in.NCCLEnv {
-		settings[k] = v
-	}
-	for _, kv := range os.Environ() {
-		if k, v, ok := strings.Cut(kv, "="); ok && strings.HasPrefix(k, "NCCL_") {
-			settings[k] = v
-		}
-	}
-	delete(settings, "NCCL_VERSION")
-	for k, v := range o.env {
-		settings[k] = v
-	}
+	settings := recordedSettings(in.NCCLEnv, o.env)
 	root, file, err := readTopologyRoot(o.topo)
 	if err != nil {
 		return nil, nil, err

@@ -1,19 +1,22 @@
 package main
 
 import (
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"sort"
 	"strings"
 
 	"github.com/twinccl/twinccl/exec/sim"
+	"github.com/twinccl/twinccl/exec/sim/hwcmp"
 	"github.com/twinccl/twinccl/model"
 	"github.com/twinccl/twinccl/traces"
 )
 
 const runHelp = `Usage: replay run CALLS.parquet [--topo FILE.xml] [--nodes N] [--out PREFIX]
-                  [--calib FILE.json] [--mode auto|fast|accurate] [--progress]
+                  [--calib FILE.json] [--env KEY=VALUE ...] [--mode auto|fast|accurate] [--progress]
 
 Replays a recorded call trace (package traces' call schema: one row per call and
 rank) on a topology with the simulator. Every call runs with its recorded
@@ -22,11 +25,20 @@ and protocol when the trace has them (else the tuner's choice). Calls depend on
 each other by stream order per rank: on every rank, a call starts when the
 previous call of the same stream ended (calls are ordered by enqueue time, then
 communicator and sequence number); a collective starts when all its ranks can
-start it. Calls on different streams overlap without sharing links.
+start it. Calls on different streams overlap without sharing links. The search,
+transports and tuner run under the NCCL_* settings the trace was recorded under
+(its metadata, which "run gpu --trace" writes, else the nccl_env of the --json file
+of the same run beside it), then this environment's, then --env's: a trace
+recorded with NCCL_P2P_DISABLE=1 replays over SHM.
 
 It writes PREFIX.calls.parquet (one row per call and rank, source "sim") and
 PREFIX.events.parquet (one row per simulated slice), PREFIX defaulting to CALLS
-without ".parquet" plus ".sim", and prints the recorded and predicted makespans.
+without ".parquet" plus ".sim", and prints the recorded and predicted makespans
+and the time the calls' kernels took on either side (each call's kernel on the
+rank that started last, the shortest, which waited for no peer's launch, as
+"replay compare" times a traced call; summed): a trace of calls the host issued
+apart, as "run gpu --trace" writes them, has a recorded makespan made mostly of
+the time between them, which the replay does not model.
 The trace's communicators must span all ranks of the topology (--nodes N
 replicates a single-host file).
 
@@ -69,6 +81,8 @@ func runReplayRun(args []string, stdout, stderr io.Writer) error {
 	calibPath := fs.String("calib", "", calibFlagHelp)
 	modeName := fs.String("mode", "auto", "engine: auto, fast or accurate")
 	progress := fs.Bool("progress", false, "draw a progress bar on stderr even when it is not a terminal")
+	env := envFlags{}
+	fs.Var(env, "env", "NCCL_* setting `KEY=VALUE` to replay under (repeatable; wins over the trace's and the environment's)")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, runHelp)
 		fs.PrintDefaults()
@@ -85,15 +99,20 @@ func runReplayRun(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w: --mode: %v", errUsage, err)
 	}
 	in := pos[0]
-	calls, err := readRunCalls(in)
+	calls, recMeta, err := readRunCalls(in)
 	if err != nil {
 		return err
 	}
+	recorded, envFrom, err := hwcmp.TraceEnv(in, recMeta)
+	if err != nil {
+		return err
+	}
+	settings := recordedSettings(recorded, env)
 	var topoArgs []string
 	if *topo != "" {
 		topoArgs = []string{*topo}
 	}
-	res, err := searchTopology(topoArgs, *nodes)
+	res, err := searchTopologyWith(topoArgs, *nodes, func(k string) (string, bool) { v, ok := settings[k]; return v, ok })
 	if err != nil {
 		return err
 	}
@@ -112,6 +131,13 @@ func runReplayRun(args []string, stdout, stderr io.Writer) error {
 	}
 	callPath, eventPath := simTracePaths(prefix)
 	meta := map[string]string{"twinccl.sim.job": "replay run " + in, "twinccl.sim.topology": res.Cluster.File}
+	if len(settings) > 0 {
+		js, err := json.Marshal(settings)
+		if err != nil {
+			return err
+		}
+		meta[traces.MetaNCCLEnv] = string(js)
+	}
 	cw, err := traces.CreateCallFile(callPath, traces.WriterOptions{Metadata: meta})
 	if err != nil {
 		return fmt.Errorf("--out: %w", err)
@@ -145,6 +171,10 @@ func runReplayRun(args []string, stdout, stderr io.Writer) error {
 	var cachedSlices int64
 	var recEnd, recStart int64 = 0, -1
 	var predEnd float64
+	// the calls' kernel times on the rank that started last (the
+	// shortest: it waited for no peer's launch), summed: the recording's
+	// and the simulation's
+	var recKernels, predKernels float64
 	var evBuf []traces.EventRow
 	var evErr error
 	addEvent := func(c *runCall, base float64, e *sim.SliceEvent) {
@@ -230,6 +260,19 @@ func runReplayRun(args []string, stdout, stderr io.Writer) error {
 		// at the call's start, the stream is free again after the call's
 		// whole time (launch cost included).
 		rows := make([]traces.CallRow, 0, len(next.rows))
+		recK, predK := math.Inf(1), math.Inf(1)
+		for _, r := range next.rows {
+			if r.StartNs >= 0 && r.EndNs > r.StartNs {
+				recK = min(recK, float64(r.EndNs-r.StartNs))
+			}
+			predK = min(predK, cr.RankKernelUs[r.Rank]*1e3)
+		}
+		if !math.IsInf(recK, 1) {
+			recKernels += recK
+		}
+		if !math.IsInf(predK, 1) {
+			predKernels += predK
+		}
 		for _, r := range next.rows {
 			end := start + cr.RankKernelUs[r.Rank]*1e3
 			if r.EndNs > 0 {
@@ -265,11 +308,22 @@ func runReplayRun(args []string, stdout, stderr io.Writer) error {
 	if err := cw.Close(); err != nil {
 		return fmt.Errorf("call trace %s: %w", callPath, err)
 	}
-	fmt.Fprintf(stdout, "# replay run: %s on %s, %d rank(s), %d call(s) (%d distinct simulated)\n", in, res.Cluster.File, n, len(calls), len(memo))
+	fmt.Fprintf(stdout, "# replay run: %s on %s, %d rank(s), %d call(s) (%d distinct simulated), settings %s\n",
+		in, res.Cluster.File, n, len(calls), len(memo), settingsLine(settings))
+	if envFrom != "" {
+		fmt.Fprintf(stdout, "# settings recorded in %s, the --json file of the same run\n", envFrom)
+	}
 	if recStart >= 0 && recEnd > recStart {
 		fmt.Fprintf(stdout, "recorded makespan  %12.2f us\n", float64(recEnd-recStart)/1e3)
 	}
 	fmt.Fprintf(stdout, "predicted makespan %12.2f us\n", predEnd/1e3)
+	if recKernels > 0 {
+		fmt.Fprintf(stdout, "recorded kernels   %12.2f us (each call's kernel on the rank that started last, summed)\n", recKernels/1e3)
+	}
+	fmt.Fprintf(stdout, "predicted kernels  %12.2f us\n", predKernels/1e3)
+	if recKernels > 0 && float64(recEnd-recStart) > 2*recKernels {
+		fmt.Fprintf(stdout, "# the recorded makespan is mostly time between the calls (the host, other work), which the replay does not model: compare the kernels\n")
+	}
 	fmt.Fprintf(stdout, "wrote %s and %s\n", callPath, eventPath)
 	return nil
 }
@@ -305,10 +359,10 @@ func runKeyLess(a, b *runCall) bool {
 }
 
 // readRunCalls reads a call trace and groups its rows into calls.
-func readRunCalls(path string) ([]*runCall, error) {
+func readRunCalls(path string) ([]*runCall, map[string]string, error) {
 	r, err := traces.OpenCallFile(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer r.Close()
 	type key struct {
@@ -332,16 +386,25 @@ func readRunCalls(path string) ([]*runCall, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if len(calls) == 0 {
-		return nil, fmt.Errorf("%s: no calls", path)
+		return nil, nil, fmt.Errorf("%s: no calls", path)
 	}
 	for _, c := range calls {
 		sort.SliceStable(c.rows, func(i, j int) bool { return c.rows[i].Rank < c.rows[j].Rank })
 	}
 	sort.Slice(calls, func(i, j int) bool { return runKeyLess(calls[i], calls[j]) })
-	return calls, nil
+	return calls, r.Info().Metadata, nil
+}
+
+// settingsLine is NCCL_* settings as a table's settings line shows them
+// (sim.Table.Settings), "none" when there are none.
+func settingsLine(settings map[string]string) string {
+	if line := (&sim.Table{Env: settings}).Settings(); line != "" {
+		return line
+	}
+	return "none"
 }
 
 // checkRunCalls checks the calls against a topology of n ranks and turns

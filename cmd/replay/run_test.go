@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"math"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -41,6 +43,11 @@ func TestReplayRunReproducesSim(t *testing.T) {
 	}
 	if !strings.Contains(so.String(), "predicted makespan") {
 		t.Errorf("summary lacks the makespan:\n%s", so.String())
+	}
+	// The simulator's own trace replayed: its kernels take what they took.
+	recK, predK := summaryUs(t, so.String(), "recorded kernels"), summaryUs(t, so.String(), "predicted kernels")
+	if recK <= 0 || math.Abs(recK-predK) > 1e-3*recK+0.02 {
+		t.Errorf("recorded kernels %.2f us, predicted %.2f: want the same, positive\n%s", recK, predK, so.String())
 	}
 	if se.Len() != 0 {
 		t.Errorf("stderr not empty (no progress bar off a terminal): %q", se.String())
@@ -109,5 +116,83 @@ func TestReplayRunErrors(t *testing.T) {
 		if err := runReplayRun(args, &so, &se); err == nil {
 			t.Errorf("run %v: no error", args)
 		}
+	}
+}
+
+// summaryUs is the time on the line of replay run's summary that starts
+// with label ("predicted kernels"), -1 when there is none.
+func summaryUs(t *testing.T, out, label string) float64 {
+	t.Helper()
+	for _, l := range strings.Split(out, "\n") {
+		if rest, ok := strings.CutPrefix(l, label); ok {
+			f := strings.Fields(rest)
+			if len(f) == 0 {
+				break
+			}
+			v, err := strconv.ParseFloat(f[0], 64)
+			if err != nil {
+				t.Fatalf("%q: %v", l, err)
+			}
+			return v
+		}
+	}
+	return -1
+}
+
+// TestReplayRunRecordedSettings: a trace is replayed under the NCCL
+// settings it was recorded under (its metadata), which the summary names
+// and the predicted trace carries; --env overrides them. A 64 MiB
+// AllReduce on the two H200 recorded with NCCL_P2P_DISABLE=1 runs over
+// SHM, far slower than over NVLink.
+func TestReplayRunRecordedSettings(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, meta map[string]string) string {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		w, err := traces.CreateCallFile(p, traces.WriterOptions{Metadata: meta})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for r := int32(0); r < 2; r++ {
+			if err := w.Append(traces.CallRow{Job: "t", Comm: 1, Call: 0, Rank: r, NRanks: 2, Op: "AllReduce",
+				Count: 16 << 20, Datatype: "float32", RedOp: "sum", Root: -1,
+				StartNs: 1000, EndNs: 2_000_000, Source: traces.SourceHW}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	run := func(trace string, args ...string) (string, float64) {
+		t.Helper()
+		var so, se bytes.Buffer
+		out := strings.TrimSuffix(trace, ".parquet") + ".pred"
+		if err := runReplayRun(append([]string{trace, "--out", out}, args...), &so, &se); err != nil {
+			t.Fatalf("%s: %v\n%s", trace, err, se.String())
+		}
+		return so.String(), summaryUs(t, so.String(), "predicted kernels")
+	}
+	shm := write("shm.parquet", map[string]string{traces.MetaNCCLEnv: `{"NCCL_P2P_DISABLE":"1"}`})
+	outSHM, usSHM := run(shm)
+	r, err := traces.OpenCallFile(filepath.Join(dir, "shm.pred.calls.parquet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := r.Info().Metadata[traces.MetaNCCLEnv]; !strings.Contains(v, `"NCCL_P2P_DISABLE":"1"`) {
+		t.Errorf("predicted trace's settings %q, want the recorded ones", v)
+	}
+	r.Close()
+	_, usNVL := run(write("nvl.parquet", nil))
+	_, usBack := run(shm, "--env", "NCCL_P2P_DISABLE=0")
+	if !strings.Contains(outSHM, "settings NCCL_P2P_DISABLE=1") {
+		t.Errorf("summary does not name the recorded setting:\n%s", outSHM)
+	}
+	if usNVL <= 0 || usSHM < 2*usNVL {
+		t.Errorf("64 MiB AllReduce: %.1f us recorded with NCCL_P2P_DISABLE=1, %.1f without: want SHM far slower", usSHM, usNVL)
+	}
+	if usBack != usNVL {
+		t.Errorf("--env NCCL_P2P_DISABLE=0 over the recorded setting: %.1f us, want NVLink's %.1f", usBack, usNVL)
 	}
 }

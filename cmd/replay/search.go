@@ -83,17 +83,23 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 // searchTopology loads the optional topology file named by pos and runs
 // the search with the NCCL_* settings of the environment.
 func searchTopology(pos []string, nodes int) (*search.Result, error) {
+	return searchTopologyWith(pos, nodes, nil)
+}
+
+// searchTopologyWith is searchTopology with the NCCL_* settings lookup
+// gives (nil: the environment's).
+func searchTopologyWith(pos []string, nodes int, lookup func(string) (string, bool)) (*search.Result, error) {
 	if len(pos) > 1 {
 		return nil, fmt.Errorf("%w: expected at most one topology file, got %d: %s", errUsage, len(pos), strings.Join(pos, " "))
 	}
 	if nodes < 1 || nodes > model.MaxClusterNodes {
 		return nil, fmt.Errorf("%w: --nodes %d: must be between 1 and %d", errUsage, nodes, model.MaxClusterNodes)
 	}
-	params, err := model.ParamsFromEnv(nil)
+	params, err := model.ParamsFromEnv(lookup)
 	if err != nil {
 		return nil, err
 	}
-	opts, err := search.OptionsFromEnv(nil)
+	opts, err := search.OptionsFromEnv(lookup)
 	if err != nil {
 		return nil, err
 	}

@@ -344,6 +344,15 @@ func checkNCCLEnv(env map[string]string) error {
 	return nil
 }
 
+// TraceEnv is the NCCL_* settings a call trace at path was recorded under:
+// those of its metadata (meta, traces.MetaNCCLEnv, which run gpu writes),
+// else the nccl_env of the --json file of the same run beside it, whose
+// name it returns as from; nil when it has neither.
+func TraceEnv(path string, meta map[string]string) (env map[string]string, from string, err error) {
+	side, sideName, sideErr := sideJSON(path)
+	return traceEnv(path, meta, side, sideName, sideErr)
+}
+
 // traceEnv is the NCCL_* settings of the trace at path: its metadata's
 // (traces.MetaNCCLEnv), else the nccl_env of side, the --json file of the
 // same run beside it (sideJSON: from names that file; sideErr, why it did
