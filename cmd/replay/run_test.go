@@ -196,3 +196,42 @@ func TestReplayRunRecordedSettings(t *testing.T) {
 		t.Errorf("--env NCCL_P2P_DISABLE=0 over the recorded setting: %.1f us, want NVLink's %.1f", usBack, usNVL)
 	}
 }
+
+// TestReplayRunHostGaps: a rank's calls are issued as long after its first
+// as the trace recorded (the host's time between them), unless
+// --host-gaps=false runs them back to back. Two 1 KiB AllReduces enqueued
+// 1 ms apart span over 1 ms replayed, and a few microseconds back to back.
+func TestReplayRunHostGaps(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "gaps.parquet")
+	w, err := traces.CreateCallFile(p, traces.WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for call := int64(0); call < 2; call++ {
+		for r := int32(0); r < 2; r++ {
+			enq := 5_000_000_000 + call*1_000_000 + int64(r)*1000 // rank clocks apart; 1 ms between calls
+			if err := w.Append(traces.CallRow{Job: "t", Comm: 1, Call: call, Rank: r, NRanks: 2, Op: "AllReduce",
+				Count: 256, Datatype: "float32", RedOp: "sum", Root: -1, EnqueueNs: enq,
+				StartNs: enq + 500, EndNs: enq + 20_500, Source: traces.SourceHW}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	makespan := func(args ...string) float64 {
+		t.Helper()
+		var so, se bytes.Buffer
+		if err := runReplayRun(append([]string{p, "--out", strings.TrimSuffix(p, ".parquet")}, args...), &so, &se); err != nil {
+			t.Fatalf("%v\n%s", err, se.String())
+		}
+		return summaryUs(t, so.String(), "predicted makespan")
+	}
+	if got := makespan(); got < 1000 || got > 1100 {
+		t.Errorf("calls recorded 1 ms apart: predicted makespan %.2f us, want 1000-1100", got)
+	}
+	if got := makespan("--host-gaps=false"); got <= 0 || got > 100 {
+		t.Errorf("back to back: predicted makespan %.2f us, want two short calls", got)
+	}
+}
