@@ -42,8 +42,8 @@ without ".parquet" plus ".sim", and prints the recorded and predicted makespans
 and the time the calls' kernels took on either side (each call's kernel on the
 rank that started last, the shortest, which waited for no peer's launch, as
 "replay compare" times a traced call; summed): a trace of calls the host issued
-apart, as "run gpu --trace" writes them, has a recorded makespan made mostly of
-the time between them, which the replay does not model.
+apart, as "run gpu --trace" writes them, has makespans made mostly of the time
+between them, and its kernels are what the simulator predicts.
 The trace's communicators must span all ranks of the topology (--nodes N
 replicates a single-host file).
 
