@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/twinccl/twinccl/internal/tracetest"
 	"github.com/twinccl/twinccl/traces"
 )
 
@@ -148,22 +149,9 @@ func TestReplayRunRecordedSettings(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name string, meta map[string]string) string {
 		t.Helper()
-		p := filepath.Join(dir, name)
-		w, err := traces.CreateCallFile(p, traces.WriterOptions{Metadata: meta})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for r := int32(0); r < 2; r++ {
-			if err := w.Append(traces.CallRow{Job: "t", Comm: 1, Call: 0, Rank: r, NRanks: 2, Op: "AllReduce",
-				Count: 16 << 20, Datatype: "float32", RedOp: "sum", Root: -1,
-				StartNs: 1000, EndNs: 2_000_000, Source: traces.SourceHW}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := w.Close(); err != nil {
-			t.Fatal(err)
-		}
-		return p
+		return tracetest.WriteCalls(t, filepath.Join(dir, name), meta, tracetest.EveryRank(2, traces.CallRow{Job: "t", Comm: 1, Call: 0,
+			Op: "AllReduce", Count: 16 << 20, Datatype: "float32", RedOp: "sum", Root: -1,
+			StartNs: 1000, EndNs: 2_000_000, Source: traces.SourceHW})...)
 	}
 	run := func(trace string, args ...string) (string, float64) {
 		t.Helper()
@@ -202,24 +190,16 @@ func TestReplayRunRecordedSettings(t *testing.T) {
 // --host-gaps=false runs them back to back. Two 1 KiB AllReduces enqueued
 // 1 ms apart span over 1 ms replayed, and a few microseconds back to back.
 func TestReplayRunHostGaps(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "gaps.parquet")
-	w, err := traces.CreateCallFile(p, traces.WriterOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	var rows []traces.CallRow
 	for call := int64(0); call < 2; call++ {
 		for r := int32(0); r < 2; r++ {
 			enq := 5_000_000_000 + call*1_000_000 + int64(r)*1000 // rank clocks apart; 1 ms between calls
-			if err := w.Append(traces.CallRow{Job: "t", Comm: 1, Call: call, Rank: r, NRanks: 2, Op: "AllReduce",
+			rows = append(rows, traces.CallRow{Job: "t", Comm: 1, Call: call, Rank: r, NRanks: 2, Op: "AllReduce",
 				Count: 256, Datatype: "float32", RedOp: "sum", Root: -1, EnqueueNs: enq,
-				StartNs: enq + 500, EndNs: enq + 20_500, Source: traces.SourceHW}); err != nil {
-				t.Fatal(err)
-			}
+				StartNs: enq + 500, EndNs: enq + 20_500, Source: traces.SourceHW})
 		}
 	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
+	p := tracetest.WriteCalls(t, filepath.Join(t.TempDir(), "gaps.parquet"), nil, rows...)
 	makespan := func(args ...string) float64 {
 		t.Helper()
 		var so, se bytes.Buffer

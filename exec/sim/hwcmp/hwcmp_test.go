@@ -15,6 +15,7 @@ import (
 
 	"github.com/twinccl/twinccl"
 	"github.com/twinccl/twinccl/exec/sim"
+	"github.com/twinccl/twinccl/internal/tracetest"
 	"github.com/twinccl/twinccl/model"
 	"github.com/twinccl/twinccl/traces"
 )
@@ -597,24 +598,15 @@ func TestEmptyCallsLeftOut(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name string, counts ...[2]int64) string {
 		t.Helper()
-		p := filepath.Join(dir, name)
-		w, err := traces.CreateCallFile(p, traces.WriterOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		var rows []traces.CallRow
 		for call, cs := range counts {
 			for r := int32(0); r < 2; r++ {
-				if err := w.Append(traces.CallRow{Job: "t", Comm: 1, Call: int64(call), Rank: r, NRanks: 2, Op: "AllGather", Algorithm: "Ring",
+				rows = append(rows, traces.CallRow{Job: "t", Comm: 1, Call: int64(call), Rank: r, NRanks: 2, Op: "AllGather", Algorithm: "Ring",
 					Protocol: "LL", Channels: 1, Count: cs[r], Datatype: "float32", RedOp: "sum", Root: -1,
-					StartNs: 1000 + int64(call)*100000, EndNs: 21000 + int64(call)*100000, Source: traces.SourceHW}); err != nil {
-					t.Fatal(err)
-				}
+					StartNs: 1000 + int64(call)*100000, EndNs: 21000 + int64(call)*100000, Source: traces.SourceHW})
 			}
 		}
-		if err := w.Close(); err != nil {
-			t.Fatal(err)
-		}
-		return p
+		return tracetest.WriteCalls(t, filepath.Join(dir, name), nil, rows...)
 	}
 	in, err := ReadTrace(write("ok.parquet", [2]int64{0, 0}, [2]int64{8, 8}))
 	if err != nil {
@@ -842,22 +834,9 @@ func TestTraceSettings(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name string, meta map[string]string) string {
 		t.Helper()
-		p := filepath.Join(dir, name)
-		w, err := traces.CreateCallFile(p, traces.WriterOptions{Metadata: meta})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for r := int32(0); r < 2; r++ {
-			if err := w.Append(traces.CallRow{Job: "t", Comm: 1, Call: 0, Rank: r, NRanks: 2, Op: "AllReduce", Algorithm: "Ring",
-				Protocol: "LL", Channels: 1, Count: 2, Datatype: "float32", RedOp: "sum", Root: -1,
-				StartNs: 1000, EndNs: 21000, Source: traces.SourceHW}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := w.Close(); err != nil {
-			t.Fatal(err)
-		}
-		return p
+		return tracetest.WriteCalls(t, filepath.Join(dir, name), meta, tracetest.EveryRank(2, traces.CallRow{Job: "t", Comm: 1, Call: 0,
+			Op: "AllReduce", Algorithm: "Ring", Protocol: "LL", Channels: 1, Count: 2, Datatype: "float32", RedOp: "sum", Root: -1,
+			StartNs: 1000, EndNs: 21000, Source: traces.SourceHW})...)
 	}
 	in, err := ReadTrace(write("meta.parquet", map[string]string{traces.MetaNCCLEnv: `{"NCCL_NET":"Socket","NCCL_SOCKET_IFNAME":"lo"}`}))
 	if err != nil {
