@@ -73,11 +73,11 @@ tables() {
 
 python3 - "$start" "$out.start.json" "${BASIN:-}" <<'PY'
 import json, sys
-c = json.load(open(sys.argv[1]))
+c = json.load(open(sys.argv[1]))  # read once: START may be a pipe, <(git show ...)
+if "host_cache_MiB" not in c:
+    c["host_mem_GBps"] = 200
 c.setdefault("host_cache_MiB", 16)
 c.setdefault("host_cache_GBps", 350)
-if "host_cache_MiB" not in json.load(open(sys.argv[1])):
-    c["host_mem_GBps"] = 200
 s = c["simple"]
 s.setdefault("host_reduce_cost", 3)
 if sys.argv[3] != "keep":
