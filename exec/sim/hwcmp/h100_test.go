@@ -589,6 +589,10 @@ var h100NCCLBounds = []poolBound{
 	{"rerun35/proto/net-*-simple", ColNCCL, BucketAll, 0.07, 0.15},   // 3.5, 9.2
 	{"rerun35/heldout/net-*-ll", ColNCCL, BucketAll, 0.10, 0.35},     // 6.3, 29.1
 	{"rerun35/heldout/net-*-simple", ColNCCL, BucketAll, 0.09, 0.18}, // 5.7, 12.1
+	// sockets-channels/ (the same session and build, another machine):
+	// Ring AllReduce and Broadcast Simple of 4-128 KiB on one and on two
+	// channels, over split-host sockets
+	{"sockets-channels/net-*", ColNCCL, BucketAll, 0.09, 0.20}, // 6.1, 14.3
 	// rerun33/ (a thirty-seventh start, sixteenth session: the sockets,
 	// recorded after every fit of the session)
 	{"rerun33/net-*", ColNCCL, BucketAll, 0.07, 0.20},                // 3.7, 14.4
@@ -981,6 +985,10 @@ var h100CurrentBounds = []poolBound{
 	{"rerun35/proto/net-*-simple", ColOurs, BucketAll, 0.07, 0.27},   // 3.6, 21.8
 	{"rerun35/heldout/net-*-ll", ColOurs, BucketAll, 0.09, 0.24},     // 5.4, 18.1
 	{"rerun35/heldout/net-*-simple", ColOurs, BucketAll, 0.08, 0.24}, // 4.6, 18.4
+	// sockets-channels/ (the same session and build, another machine):
+	// Ring AllReduce and Broadcast Simple of 4-128 KiB on one and on two
+	// channels, over split-host sockets
+	{"sockets-channels/net-*", ColOurs, BucketAll, 0.09, 0.28}, // 6.1, 23.0
 	// rerun33/ (a thirty-seventh start, sixteenth session: the sockets,
 	// recorded after every fit of the session)
 	{"rerun33/net-*", ColOurs, BucketAll, 0.08, 0.26},                // 4.6, 20.9
@@ -1084,7 +1092,7 @@ type calibBounds struct {
 // row leaves its tolerance. Every file must fall in a pool of each
 // column it has.
 func TestRegressionH100x2(t *testing.T) {
-	checkMachine(t, h100Dir(), 938, []string{"sockets-helpers/", "sockets-helpers/proto/", "sockets-helpers/heldout/", "rerun/", "rerun/proto/", "rerun/heldout/",
+	checkMachine(t, h100Dir(), 942, []string{"sockets-helpers/", "sockets-helpers/proto/", "sockets-helpers/heldout/", "rerun/", "rerun/proto/", "rerun/heldout/",
 		"leader/", "leader/proto/", "leader/heldout/", "rerun2/", "rerun2/proto/", "rerun2/heldout/", "rerun2/diag/", "rerun3/", "rerun3/proto/", "rerun3/heldout/",
 		"rerun4/", "rerun4/proto/", "rerun4/heldout/", "rerun5/", "rerun5/proto/", "rerun5/heldout/", "rerun6/", "rerun6/proto/", "rerun6/heldout/", "rerun7/", "rerun7/proto/", "rerun7/heldout/", "rerun8/", "rerun8/proto/", "rerun8/heldout/", "rerun9/", "rerun9/proto/", "rerun9/heldout/",
 		"rerun10/", "rerun10/proto/", "rerun10/heldout/", "rerun11/", "rerun11/proto/", "rerun11/heldout/",
@@ -1095,7 +1103,7 @@ func TestRegressionH100x2(t *testing.T) {
 		"rerun24/", "rerun24/proto/", "rerun24/heldout/", "rerun25/", "rerun25/proto/", "rerun25/heldout/", "rerun26/", "rerun26/proto/", "rerun26/heldout/",
 		"rerun27/proto/", "rerun27/heldout/",
 		"rerun28/", "rerun28/proto/", "rerun28/heldout/", "rerun29/", "rerun29/proto/", "rerun29/heldout/", "rerun30/", "rerun30/proto/", "rerun30/heldout/", "rerun31/", "rerun31/proto/", "rerun31/heldout/",
-		"rerun32/heldout/", "rerun33/", "rerun33/proto/", "rerun33/heldout/", "rerun34/", "rerun34/heldout/", "rerun35/proto/", "rerun35/heldout/"},
+		"rerun32/heldout/", "rerun33/", "rerun33/proto/", "rerun33/heldout/", "rerun34/", "rerun34/heldout/", "rerun35/proto/", "rerun35/heldout/", "sockets-channels/"},
 		[]calibBounds{{"", h100Bounds}, {earlyOwnCalib(), h100TwincclBounds}, {eightPackCalib(), h100OursBounds}, {calibFile("h100.json"), h100NCCLBounds},
 			{noLeaderH100Calib(), h100NoLeaderBounds}, {combinedH100Calib(), h100CombinedBounds},
 			{perProto512H100Calib(), h100PerProto512Bounds}, {calibFile("h100-twinccl.json"), h100CurrentBounds},
