@@ -26,15 +26,16 @@ and protocol when the trace has them (else the tuner's choice). Calls depend on
 each other by stream order per rank: on every rank, a call starts when the
 previous call of the same stream ended (calls are ordered by enqueue time, then
 communicator and sequence number); a collective starts when all its ranks can
-start it. A call is issued no earlier than the trace recorded, relative to its
-rank's first call (enqueue_ns: the host's time between calls, other work on the
-GPU, a training step's compute), so that the two makespans compare;
+start it. A call is also issued no earlier than the trace recorded, relative to
+its rank's first call (enqueue_ns: the host's time between calls, other work on
+the GPU, a training step's compute), so that the two makespans compare;
 --host-gaps=false runs every stream's calls back to back instead. Calls on
-different streams overlap without sharing links. The search,
-transports and tuner run under the NCCL_* settings the trace was recorded under
-(its metadata, which "run gpu --trace" writes, else the nccl_env of the --json file
-of the same run beside it), then this environment's, then --env's: a trace
-recorded with NCCL_P2P_DISABLE=1 replays over SHM.
+different streams overlap without sharing links.
+
+The search, transports and tuner run under the NCCL_* settings the trace was
+recorded under (its metadata, which "run gpu --trace" writes, else the nccl_env
+of the --json file of the same run beside it), then this environment's, then
+--env's: a trace recorded with NCCL_P2P_DISABLE=1 replays over SHM.
 
 It writes PREFIX.calls.parquet (one row per call and rank, source "sim") and
 PREFIX.events.parquet (one row per simulated slice), PREFIX defaulting to CALLS
