@@ -282,20 +282,10 @@ func runReplayRun(args []string, stdout, stderr io.Writer) error {
 		rows := make([]traces.CallRow, 0, len(next.rows))
 		recK, predK := math.Inf(1), math.Inf(1)
 		for _, r := range next.rows {
-			if r.StartNs >= 0 && r.EndNs > r.StartNs {
-				recK = min(recK, float64(r.EndNs-r.StartNs))
-			}
-			predK = min(predK, cr.RankKernelUs[r.Rank]*1e3)
-		}
-		if !math.IsInf(recK, 1) {
-			recKernels += recK
-		}
-		if !math.IsInf(predK, 1) {
-			predKernels += predK
-		}
-		for _, r := range next.rows {
 			end := start + cr.RankKernelUs[r.Rank]*1e3
+			predK = min(predK, cr.RankKernelUs[r.Rank]*1e3)
 			if r.StartNs >= 0 && r.EndNs > r.StartNs { // a kernel ran
+				recK = min(recK, float64(r.EndNs-r.StartNs))
 				recEnd = max(recEnd, r.EndNs)
 				if recStart < 0 || r.StartNs < recStart {
 					recStart = r.StartNs
@@ -312,6 +302,12 @@ func runReplayRun(args []string, stdout, stderr io.Writer) error {
 			rows = append(rows, o)
 			ready[runKey{r.Rank, r.Stream}] = start + cr.TimeUs*1e3
 			predEnd = max(predEnd, start+cr.TimeUs*1e3)
+		}
+		if !math.IsInf(recK, 1) {
+			recKernels += recK
+		}
+		if !math.IsInf(predK, 1) {
+			predKernels += predK
 		}
 		if next.call.Count > 0 && (predStart < 0 || start < predStart) {
 			predStart = start

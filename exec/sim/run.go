@@ -787,6 +787,16 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 	return r, nil
 }
 
+// sliceElems is the size in elements of the slices a primitive call of
+// n elements is cut into, as model.Program.Slices cuts it: Simple calls
+// into SlicesPerChunk slices, LL and LL128 calls into one.
+func (x *runner) sliceElems(n int64) int64 {
+	if x.proto == model.ProtoSimple {
+		return max((n+16*x.spc-1)/(16*x.spc)*16, x.stepElems*x.sps/32)
+	}
+	return n
+}
+
 // cacheHostMem sets the bandwidth of each host memory the run's
 // connections stage data in from the footprint of their buffers
 // (Calib.HostCacheMiB): per connection, its slots times what one slice
@@ -801,11 +811,7 @@ func (x *runner) cacheHostMem() {
 			n = max(n, int64(r.n))
 		}
 	}
-	slice := n
-	if x.proto == model.ProtoSimple {
-		slice = max((n+16*x.spc-1)/(16*x.spc)*16, x.stepElems*x.sps/32)
-	}
-	span := min(x.wireBytes(slice*x.esize), x.sps*int64(x.p.StepBytes))
+	span := min(x.wireBytes(x.sliceElems(n)*x.esize), x.sps*int64(x.p.StepBytes))
 	perConn := float64(x.credits) / float64(x.sps) * float64(span)
 	var foot map[int32]float64
 	for _, rt := range x.rt {
@@ -997,12 +1003,7 @@ func (x *runner) loadRun(ai int32, a *actor) bool {
 	a.rate = x.copyBps * ac.frac / x.units(a, ac, r.kind, r.flags) // data bytes per ps
 	a.opR, a.opS = r.recvStep+ac.offR, r.sendStep+ac.offS
 	a.n = max(r.n, 0)
-	// Cut as model.Program.Slices does: Simple calls into SlicesPerChunk
-	// slices, LL and LL128 calls into one.
-	a.slice = int64(a.n)
-	if x.proto == model.ProtoSimple {
-		a.slice = max((int64(a.n)+16*x.spc-1)/(16*x.spc)*16, x.stepElems*x.sps/32)
-	}
+	a.slice = x.sliceElems(int64(a.n))
 	if a.sends {
 		// What the run's slices will post to every send connection.
 		var bytes, wire int64

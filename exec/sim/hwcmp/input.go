@@ -556,14 +556,17 @@ func ReadTrace(path string) (*Input, error) {
 		if len(rows) != n {
 			return nil, fmt.Errorf("%s: %d row(s) for %d rank(s)", where, len(rows), n)
 		}
+		for i, row := range rows {
+			if int(row.Rank) != i {
+				return nil, fmt.Errorf("%s: ranks are not 0..%d (rank %d)", where, n-1, row.Rank)
+			}
+			if row.Op != r0.Op || row.Count != r0.Count || row.Protocol != r0.Protocol || row.Algorithm != r0.Algorithm {
+				return nil, fmt.Errorf("%s: ranks 0 and %d disagree on the call", where, row.Rank)
+			}
+		}
 		if r0.Count == 0 {
 			// A call that moves no element (run gpu's smallest sizes
 			// over four ranks): nothing to simulate, as in a JSON file.
-			for _, row := range rows {
-				if row.Count != 0 || row.Op != r0.Op {
-					return nil, fmt.Errorf("%s: ranks 0 and %d disagree on the call", where, row.Rank)
-				}
-			}
 			in.Empty++
 			continue
 		}
@@ -575,13 +578,7 @@ func ReadTrace(path string) (*Input, error) {
 			return nil, fmt.Errorf("%s: %w", where, err)
 		}
 		c.HwUs = math.Inf(1)
-		for i, row := range rows {
-			if int(row.Rank) != i {
-				return nil, fmt.Errorf("%s: ranks are not 0..%d (rank %d)", where, n-1, row.Rank)
-			}
-			if row.Op != r0.Op || row.Count != r0.Count || row.Protocol != r0.Protocol || row.Algorithm != r0.Algorithm {
-				return nil, fmt.Errorf("%s: ranks 0 and %d disagree on the call", where, row.Rank)
-			}
+		for _, row := range rows {
 			d := row.EndNs - row.StartNs
 			if row.StartNs <= 0 || d <= 0 || d > 1e12 {
 				return nil, fmt.Errorf("%s: rank %d: kernel start %d end %d: want 0 < start < end", where, row.Rank, row.StartNs, row.EndNs)
