@@ -55,8 +55,8 @@ Only the constants the fitted tables can identify move: the launch cost, the per
 and per-slice overheads, the cost of each primitive kind's first call in a call and its
 growth with NCCL's block size for the call (first_op_us, thread_op_us, rate_threads),
 the copy throughput and the load, store and reduction costs of the protocols the tuner
-picks, the efficiency and latency of the link types the routes cross, and, where the
-tables exercise them, the cost of NCCL's direct primitives (simple.direct_us), the host
+picks (and the link efficiency of LL's and LL128's lines), the efficiency and latency
+of the link types the routes cross, and, where the tables exercise them, the cost of NCCL's direct primitives (simple.direct_us), the host
 memory costs (SHM, NET staged through host memory: LL's rounds of loads, a receive
 right after a send into it, a reduction of data loaded from it, host memory's cache of
 the buffers a call cycles through), the SHM and network latencies, the socket proxies' costs,
@@ -66,8 +66,10 @@ a step of a ring of three or more ranks is seen, a latency that holds no lane, a
 relay_hold_us: what it holds its lane), the copy share of a p2p
 channel's lanes (AlltoAll, SendRecv rows) and the harness's cost per call. --params restricts the fit to the constants whose names
 match REGEX (fit in stages: P2P tables first, then SHM and NET ones with --start). The
-fit is a deterministic Nelder–Mead search in log space minimising the mean over tables
-of the mean squared log error, plus the worst row's, restarted from its best point;
+fit is a deterministic Nelder–Mead search in log space, its points kept within each
+constant's bounds (a line protocol's link efficiency, for one, at most 1.25), minimising
+the mean over tables of the mean squared log error, plus the worst row's, restarted from
+its best point;
 --loss abs minimises the mean over tables of the mean absolute log error instead, with
 no worst-row term: for recordings whose rows move between starts of the machine far
 more than the model errs (sockets over a host's loopback), which squares chase.

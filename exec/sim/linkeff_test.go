@@ -54,17 +54,17 @@ func linkBound(t *testing.T) *Calib {
 
 // TestFitProtoLinkEff: a line protocol's link efficiency (ll.link_eff,
 // ll128.link_eff) is a fitted constant: from 1, the fit finds the value
-// that made a link-bound table (1.05 as the H200 pair's LL, and 0.8), and
+// that made a link-bound table (1.05 as the H200 pair's LL, 1.15, whose
+// first step of the search, x1.65, lands past the bound, and 0.8), and
 // stops at MaxProtoLinkEff where the table asks for more; Simple has no
-// such constant (links.*.eff is its). (The search's first step multiplies
-// a constant by 1.65 and clamps it to its bounds: from 1, a table made
-// with 1.1-1.2 draws it to the bound, where every point scores alike.)
+// such constant (links.*.eff is its).
 func TestFitProtoLinkEff(t *testing.T) {
 	for _, tc := range []struct {
 		proto       model.Protocol
 		truth, want float64
 	}{
 		{model.ProtoLL, 1.05, 1.05},
+		{model.ProtoLL, 1.15, 1.15},
 		{model.ProtoLL128, 0.8, 0.8},
 		{model.ProtoLL, 1.6, MaxProtoLinkEff},
 	} {
