@@ -56,10 +56,11 @@ and per-slice overheads, the cost of each primitive kind's first call in a call 
 growth with NCCL's block size for the call (first_op_us, thread_op_us, rate_threads),
 the copy throughput and the load, store and reduction costs of the protocols the tuner
 picks (and the link efficiency of LL's and LL128's lines), the efficiency and latency
-of the link types the routes cross, and, where the tables exercise them, the cost of NCCL's direct primitives (simple.direct_us), the host
-memory costs (SHM, NET staged through host memory: LL's rounds of loads, a receive
-right after a send into it, a reduction of data loaded from it, host memory's cache of
-the buffers a call cycles through), the SHM and network latencies, the socket proxies' costs,
+of the link types the routes cross, and, where the tables exercise them, the cost of
+NCCL's direct primitives (simple.direct_us), the host memory costs (SHM, NET staged
+through host memory: LL's rounds of loads, a receive right after a send into it, a
+reduction of data loaded from it, host memory's cache of the buffers a call cycles
+through), the SHM and network latencies, the socket proxies' costs,
 what a step that receives and sends on to a peer GPU adds (forward_us: rings of more
 than two ranks, and a two-rank AllReduce's one such step; relay_us: how much later such
 a step of a ring of three or more ranks is seen, a latency that holds no lane, and

@@ -221,7 +221,10 @@ type ProtoCalib struct {
 	CollUs map[string]float64 `json:"coll_us,omitempty"`
 	// LinkEff multiplies every link's effective bandwidth for this
 	// protocol's wire traffic (store granularity, line format efficiency
-	// beyond the flag overhead that is modelled exactly).
+	// beyond the flag overhead that is modelled exactly). Fitted for LL and
+	// LL128 (at most MaxProtoLinkEff: NCCL's LL Broadcast of 12 MiB on two
+	// H200 moves its lines faster than NCCL's NVLink rating); Simple's is
+	// the links' own (links.*.eff).
 	LinkEff float64 `json:"link_eff"`
 	// ReduceFrac is the share of a tree rank's thread block given to the
 	// reduce-up group when it runs reduce and broadcast lanes side by side

@@ -113,8 +113,8 @@ type xvalCase struct {
 // the nineteenth session: the LL link efficiency of the embedded
 // calibration, the start, and the search's projection onto the constants'
 // bounds moved the first direction's fit, and Broadcast Simple's 2 MiB
-// row went from 11.8% to 17.2%) plus about 3 points; they are NOT issue 10's 5%/15% target
-// everywhere: see docs/perf.md. Fitting on AllReduce and AllGather cannot identify
+// row went from 11.8% to 17.2%) plus about 3 points; they are NOT issue
+// 10's 5%/15% target everywhere: see docs/perf.md. Fitting on AllReduce and AllGather cannot identify
 // Broadcast's P2P read mode (no recording of theirs uses it: the remote
 // load cost stays at its default, and the split between Simple's fence and
 // its per-slice overhead is not identified by write-mode rows alone).
