@@ -349,6 +349,9 @@ func checkNCCLEnv(env map[string]string) error {
 // else the nccl_env of the --json file of the same run beside it, whose
 // name it returns as from; nil when it has neither.
 func TraceEnv(path string, meta map[string]string) (env map[string]string, from string, err error) {
+	if _, ok := meta[traces.MetaNCCLEnv]; ok { // the side file is not read
+		return traceEnv(path, meta, nil, "", nil)
+	}
 	side, sideName, sideErr := sideJSON(path)
 	return traceEnv(path, meta, side, sideName, sideErr)
 }
