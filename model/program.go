@@ -429,3 +429,22 @@ func LineThreadsFor(p Protocol, bytes int64, maxThreads int) int {
 	t = (t + 31) / 32 * 32
 	return int(min(max(t, 64), int64(maxThreads)))
 }
+
+// TreeSplitThreads is how NCCL's tree AllReduce (runTreeSplit) divides a
+// block of threads between a non-root rank's two groups: up, the first
+// threads, reduce towards the root, and the rest (down) broadcast its
+// result back. Simple gives the reduce group half the block, plus two
+// warps when that half is 256 threads or more (384 and 256 of a 640-thread
+// block); LL and LL128 give it 70% of the warps.
+func TreeSplitThreads(p Protocol, threads int) (up, down int) {
+	if p == ProtoSimple {
+		up = threads / 2
+		if up >= 256 {
+			up += 64
+		}
+	} else {
+		up = threads * 7 / (10 * 32) * 32
+	}
+	up = min(up, threads)
+	return up, threads - up
+}

@@ -375,3 +375,25 @@ func TestLineThreads(t *testing.T) {
 		t.Errorf("Program.LineThreads(lane 0: 400 B) = %d, want 64", got)
 	}
 }
+
+// TestTreeSplitThreads: NCCL's split of a tree block between its reduce
+// and broadcast groups (runTreeSplit).
+func TestTreeSplitThreads(t *testing.T) {
+	for _, tc := range []struct {
+		p              model.Protocol
+		threads        int
+		wantUp, wantDn int
+	}{
+		{model.ProtoSimple, 640, 384, 256}, // half is 320 >= 256: two more warps
+		{model.ProtoSimple, 384, 192, 192},
+		{model.ProtoSimple, 512, 320, 192},
+		{model.ProtoLL, 640, 448, 192}, // 70% of 20 warps: 14
+		{model.ProtoLL128, 640, 448, 192},
+		{model.ProtoLL, 96, 64, 32},
+	} {
+		up, dn := model.TreeSplitThreads(tc.p, tc.threads)
+		if up != tc.wantUp || dn != tc.wantDn {
+			t.Errorf("TreeSplitThreads(%v, %d) = %d, %d; want %d, %d", tc.p, tc.threads, up, dn, tc.wantUp, tc.wantDn)
+		}
+	}
+}

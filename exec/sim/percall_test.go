@@ -254,3 +254,35 @@ func TestLineThreads(t *testing.T) {
 		}
 	}
 }
+
+// TestTreeGroupShare: a non-root rank of a tree runs its reduce-up and
+// broadcast-down lanes on two groups of its block's threads. Where a
+// block's copy rate follows its threads (rate_threads), each group copies
+// at the rate of the threads NCCL gives it (384 and 256 of a tree's 640);
+// without rate_threads the groups split the block's rate (reduce_frac).
+// A two-GPU tree AllReduce of 256 KiB is one slice per hop, in turn: the
+// leaf's send (S), the root's receive-reduce-copy-send (R, twice the
+// loads and stores of S) and the leaf's receive (S again), each timed by
+// its copies alone. Groups at half the block's rate take 2S + R + 2S =
+// 3R; with rate_threads 128 both groups are saturated, S + R + S = 2R
+// (2/3 of it); with rate_threads 512 the reduce group of 384 threads
+// copies at 3/4 of the rate and the broadcast group of 256 at half of it,
+// 4S/3 + R + 2S = 8R/3 (8/9).
+func TestTreeGroupShare(t *testing.T) {
+	tree := Recorded{Algo: model.AlgoTree, Proto: model.ProtoSimple, NChannels: 1}
+	const bytes = 256 << 10
+	time := func(rateThreads float64) float64 {
+		c := zeroCalib(5, 1)
+		c.Simple.ReduceFrac = 0.5
+		c.Simple.RateThreads = rateThreads
+		return simulateBytes(t, nil, model.CollAllReduce, bytes, tree, c)
+	}
+	split := time(0)
+	for _, tc := range []struct {
+		rateThreads, want float64
+	}{{128, 2.0 / 3}, {512, 8.0 / 9}} {
+		if r := time(tc.rateThreads) / split; math.Abs(r-tc.want) > 0.01 {
+			t.Errorf("Tree AllReduce 256 KiB: rate_threads %v takes %.3f times as long as groups at half the block's rate, want %.3f", tc.rateThreads, r, tc.want)
+		}
+	}
+}

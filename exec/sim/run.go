@@ -129,6 +129,9 @@ type actorCold struct {
 	li                   int     // index of the lane among its rank's on its channel (streamed lanes)
 	frac                 float64 // share of the channel's thread block
 	remote               int     // sends that store into another GPU's memory
+	// treeGroup says which of a tree rank's two groups of threads the
+	// lane is (treeUp, treeDown), or neither (0)
+	treeGroup int8
 	// hostSends and hostRecvs count the connections whose data goes
 	// through host memory (stores into it, loads from it)
 	hostSends, hostRecvs int
@@ -693,11 +696,10 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 		if gen != nil {
 			ac.li = seen[k]
 		}
-		if n := perBlock[k]; n == 2 && p.Algo == model.AlgoTree { // reduce-up and broadcast-down groups
+		if n := perBlock[k]; n == 2 && p.Algo == model.AlgoTree { // reduce-up and broadcast-down groups (frac: sizeBlock)
+			ac.treeGroup = treeDown
 			if seen[k] == 0 {
-				ac.frac = x.pc.ReduceFrac
-			} else {
-				ac.frac = 1 - x.pc.ReduceFrac
+				ac.treeGroup = treeUp
 			}
 		} else if n >= 2 { // p2p: the block's warps split between directions
 			ac.frac = min(1, 2*x.pc.p2pLaneShare()/float64(n))
@@ -917,12 +919,20 @@ func (x *runner) deadlock() error {
 	return fmt.Errorf("sim: deadlock at %.3f us: %d lane(s) cannot progress%s", float64(x.now)/psPerUs, n, b.String())
 }
 
+// Tree groups (actorCold.treeGroup).
+const (
+	treeUp   = 1 // a tree rank's reduce-up group
+	treeDown = 2 // its broadcast-down group
+)
+
 // sizeBlock sets what depends on the block size the calls run on
 // (ProtoCalib.blockThreads): the first call of each primitive kind's cost
 // (firstOv), the rounds of an LL slice received from host memory
-// (roundThreads) and the copy rate. A block sized to the call (LineThreads)
-// takes the largest primitive call among the lanes' loaded runs: a
-// streamed lane's later windows repeat its first window's chunks.
+// (roundThreads), the copy rate, and the share of it each of a tree
+// rank's two groups of threads sustains (ProtoCalib.treeGroupShare). A
+// block sized to the call (LineThreads) takes the largest primitive call
+// among the lanes' loaded runs: a streamed lane's later windows repeat
+// its first window's chunks.
 func (x *runner) sizeBlock() {
 	p := x.p
 	opBytes := int64(0)
@@ -938,6 +948,11 @@ func (x *runner) sizeBlock() {
 		x.roundThreads = float64(x.pc.blockThreads(p, opBytes))
 	}
 	x.copyBps = x.pc.CopyGBps * 1e-3 * x.pc.threadRate(p, opBytes)
+	for i := range x.cold {
+		if g := x.cold[i].treeGroup; g != 0 {
+			x.cold[i].frac = x.pc.treeGroupShare(p, opBytes, g == treeUp)
+		}
+	}
 	if g := x.pc.GPUCopyGBps; g > 0 && !p.Coll.IsP2P() {
 		x.copyBps = min(x.copyBps, g*1e-3/float64(max(p.NChannels, 1)))
 	}
