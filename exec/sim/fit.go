@@ -227,7 +227,8 @@ func fitParams(u fitUse) []FitParam {
 		}
 		if p == model.ProtoSimple && u.shm {
 			ps = append(ps, protoUs(p, "host_fence_us", func(pc *ProtoCalib) *float64 { return &pc.HostFenceUs }),
-				protoUs(p, "empty_slice_us", func(pc *ProtoCalib) *float64 { return &pc.EmptySliceUs }))
+				protoUs(p, "empty_slice_us", func(pc *ProtoCalib) *float64 { return &pc.EmptySliceUs }),
+				protoUs(p, "host_post_us", func(pc *ProtoCalib) *float64 { return &pc.HostPostUs }))
 		}
 	}
 	if u.shm || u.noGDR {

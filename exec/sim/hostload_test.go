@@ -192,7 +192,7 @@ func TestEmptySlice(t *testing.T) {
 			// No latency on the way: a receive that follows the lane's
 			// empty slice would otherwise have waited part of it for its
 			// peer's post anyway.
-			c.SHMLatencyUs = 0
+			c.SHMLatencyUs, c.Proto(tc.proto).HostPostUs = 0, 0
 			for k, l := range c.Links {
 				l.LatencyUs = 0
 				c.Links[k] = l

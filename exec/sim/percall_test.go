@@ -286,3 +286,37 @@ func TestTreeGroupShare(t *testing.T) {
 		}
 	}
 }
+
+// TestHostPostUs: host_post_us delays what a receiver sees of a slice
+// posted through SHM host memory and holds no lane. A two-GPU tree
+// AllReduce of 48 B over SHM waits for Simple's twice a call (the leaf's
+// post to the root, the root's answer); a Broadcast of 64 MiB (128 slices
+// of a pipeline) sees it once at most, not per slice; P2P slices do not
+// see it, nor does LL (which has its own).
+func TestHostPostUs(t *testing.T) {
+	const post = 4.0
+	tree := Recorded{Algo: model.AlgoTree, Proto: model.ProtoSimple, NChannels: 1}
+	ll := Recorded{Algo: model.AlgoRing, Proto: model.ProtoLL, NChannels: 1}
+	for _, tc := range []struct {
+		name   string
+		env    map[string]string
+		coll   model.Collective
+		bytes  int64
+		rec    Recorded
+		lo, hi float64
+	}{
+		{"SHM tree AllReduce 48 B", shmEnv, model.CollAllReduce, 48, tree, 2 * post, 2 * post},
+		{"SHM Broadcast 64 MiB", shmEnv, model.CollBroadcast, 64 << 20, ringSimple1, 0, post},
+		{"P2P tree AllReduce 48 B", nil, model.CollAllReduce, 48, tree, 0, 0},
+		{"SHM LL AllReduce 48 B", shmEnv, model.CollAllReduce, 48, ll, 0, 0},
+	} {
+		time := func(us float64) float64 {
+			c := quietCalib(t)
+			c.Simple.HostPostUs = us
+			return simulateBytes(t, tc.env, tc.coll, tc.bytes, tc.rec, c)
+		}
+		if got := time(post) - time(0); got < tc.lo-0.02*post || got > tc.hi+0.02*post {
+			t.Errorf("%s: host_post_us %.1f adds %.3f us, want %.1f to %.1f", tc.name, post, got, tc.lo, tc.hi)
+		}
+	}
+}

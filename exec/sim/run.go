@@ -612,7 +612,11 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 			x.rc[i].res, x.rc[i].nres = int32(lo), int32(len(rt.recvRes))
 			x.rc[i].capB, x.rc[i].w = rt.capGBps*1e-3, rt.w
 		}
-		x.sc[i] = sendConn{sender: -1, lat: rt.lat, capB: rt.capGBps * 1e-3, w: rt.w, ib: rt.ib, res: int32(lo), nres: int32(len(rt.res)),
+		lat := rt.lat
+		if rt.transport == TransportSHM { // a post through host memory (HostPostUs)
+			lat += usToPs(x.pc.HostPostUs)
+		}
+		x.sc[i] = sendConn{sender: -1, lat: lat, capB: rt.capGBps * 1e-3, w: rt.w, ib: rt.ib, res: int32(lo), nres: int32(len(rt.res)),
 			proxyFrom: -1, proxyTo: -1}
 		if rt.proxyCopies > 0 {
 			if x.proxyFree == nil {

@@ -8,7 +8,7 @@
 # alone put NCCL's four-GPU Simple calls 2.2 times too slow. Run from the
 # repo root after `make build`:
 #
-#   [EVALS=3000] [LARGE="START..."] bash testdata/hw/fit-shm-gpus.sh \
+#   [EVALS=3000] [LARGE="START..."] [SET='KEY=VALUE ...'] [STAGES=...] bash testdata/hw/fit-shm-gpus.sh \
 #       START.json OUT.json COL FIT-STARTS -- HELD-STARTS
 #
 # LARGE names starts of two GPUs whose tuner's-choice recordings
@@ -33,6 +33,8 @@
 #       only up to 1 MiB: from 1.5 MiB NCCL's take 4.4-15 ms for 12 MiB
 #       (1.5-2.5 times their best repetition, ours 1.05 ms), which no
 #       constant describes
+# SET='KEY=VALUE ...' sets constants of the start before the fit (a new
+# constant's starting value, e.g. SET='simple.host_post_us=0.9').
 # STAGES narrows the stages run (default "S1 S2 L"). BASIN=keep leaves
 # Simple's host load and store costs of the start as they are (our
 # executor's kernel stores into host memory at almost no cost to its
@@ -71,9 +73,16 @@ tables() {
   done
 }
 
-python3 - "$start" "$out.start.json" "${BASIN:-}" <<'PY'
+python3 - "$start" "$out.start.json" "${BASIN:-}" "${SET:-}" <<'PY'
 import json, sys
 c = json.load(open(sys.argv[1]))  # read once: START may be a pipe, <(git show ...)
+for kv in sys.argv[4].split():  # SET: a constant's starting value
+    key, _, v = kv.partition("=")
+    *path, last = key.split(".")
+    d = c
+    for k in path:
+        d = d.setdefault(k, {})
+    d[last] = float(v)
 if "host_cache_MiB" not in c:
     c["host_mem_GBps"] = 200
 c.setdefault("host_cache_MiB", 16)
@@ -88,7 +97,7 @@ if sys.argv[3] != "keep":
 json.dump(c, open(sys.argv[2], "w"), indent=2)
 PY
 
-simple='^(simple\.(host_start_us|host_load_us|host_turn_us|host_fence_us|empty_slice_us|host_load_cost|host_store_cost|host_reduce_cost)|host_mem_GBps|host_cache_MiB|host_cache_GBps|shm_copy_GBps|links\.PCI\.eff)$'
+simple='^(simple\.(host_start_us|host_load_us|host_turn_us|host_fence_us|host_post_us|empty_slice_us|host_load_cost|host_store_cost|host_reduce_cost)|host_mem_GBps|host_cache_MiB|host_cache_GBps|shm_copy_GBps|links\.PCI\.eff)$'
 ll='^ll\.(host_start_us|host_load_us|host_turn_us|host_round_us|host_load_cost|host_store_cost)$'
 prev=$out.start.json
 for stage in ${STAGES:-S1 S2 L}; do
