@@ -356,6 +356,7 @@ func (pc *ProtoCalib) treeGroupShare(p *model.Program, opBytes int64, up bool) f
 	if !up {
 		u = d
 	}
+	u = max(u, 32) // at least a warp
 	return min(1, float64(u)/pc.RateThreads) / pc.threadRate(p, opBytes)
 }
 
