@@ -596,6 +596,10 @@ var h100NCCLBounds = []poolBound{
 	{"rerun36/proto/shm-*-simple", ColNCCL, BucketAll, 0.05, 0.14},   // 2.0, 9.2
 	{"rerun36/heldout/shm-*-ll", ColNCCL, BucketAll, 0.05, 0.14},     // 1.7, 9.2
 	{"rerun36/heldout/shm-*-simple", ColNCCL, BucketAll, 0.06, 0.15}, // 3.0, 9.9 (3.9, 10.8 under the calibration before the session)
+	// shm-fine/ (the same session, another machine): Broadcast, Reduce
+	// and AllGather Simple over SHM at 1-32 KiB in steps of an eighth to
+	// a quarter of an octave, one pass each
+	{"shm-fine/shm-*", ColNCCL, BucketAll, 0.07, 0.26}, // 4.3, 21.2
 	// sockets-channels/ (the same session and build, another machine):
 	// Ring AllReduce and Broadcast Simple of 4-128 KiB on one and on two
 	// channels, over split-host sockets
@@ -998,6 +1002,8 @@ var h100CurrentBounds = []poolBound{
 	{"rerun36/proto/shm-*-simple", ColOurs, BucketAll, 0.06, 0.15},   // 3.5, 9.9
 	{"rerun36/heldout/shm-*-ll", ColOurs, BucketAll, 0.06, 0.14},     // 3.6, 9.2
 	{"rerun36/heldout/shm-*-simple", ColOurs, BucketAll, 0.05, 0.14}, // 1.8, 8.9
+	// shm-fine/ (the same session, another machine)
+	{"shm-fine/shm-*", ColOurs, BucketAll, 0.07, 0.14}, // 4.3, 9.7
 	// sockets-channels/ (the same session and build, another machine):
 	// Ring AllReduce and Broadcast Simple of 4-128 KiB on one and on two
 	// channels, over split-host sockets
@@ -1105,7 +1111,7 @@ type calibBounds struct {
 // row leaves its tolerance. Every file must fall in a pool of each
 // column it has.
 func TestRegressionH100x2(t *testing.T) {
-	checkMachine(t, h100Dir(), 962, []string{"sockets-helpers/", "sockets-helpers/proto/", "sockets-helpers/heldout/", "rerun/", "rerun/proto/", "rerun/heldout/",
+	checkMachine(t, h100Dir(), 980, []string{"sockets-helpers/", "sockets-helpers/proto/", "sockets-helpers/heldout/", "rerun/", "rerun/proto/", "rerun/heldout/",
 		"leader/", "leader/proto/", "leader/heldout/", "rerun2/", "rerun2/proto/", "rerun2/heldout/", "rerun2/diag/", "rerun3/", "rerun3/proto/", "rerun3/heldout/",
 		"rerun4/", "rerun4/proto/", "rerun4/heldout/", "rerun5/", "rerun5/proto/", "rerun5/heldout/", "rerun6/", "rerun6/proto/", "rerun6/heldout/", "rerun7/", "rerun7/proto/", "rerun7/heldout/", "rerun8/", "rerun8/proto/", "rerun8/heldout/", "rerun9/", "rerun9/proto/", "rerun9/heldout/",
 		"rerun10/", "rerun10/proto/", "rerun10/heldout/", "rerun11/", "rerun11/proto/", "rerun11/heldout/",
@@ -1116,7 +1122,7 @@ func TestRegressionH100x2(t *testing.T) {
 		"rerun24/", "rerun24/proto/", "rerun24/heldout/", "rerun25/", "rerun25/proto/", "rerun25/heldout/", "rerun26/", "rerun26/proto/", "rerun26/heldout/",
 		"rerun27/proto/", "rerun27/heldout/",
 		"rerun28/", "rerun28/proto/", "rerun28/heldout/", "rerun29/", "rerun29/proto/", "rerun29/heldout/", "rerun30/", "rerun30/proto/", "rerun30/heldout/", "rerun31/", "rerun31/proto/", "rerun31/heldout/",
-		"rerun32/heldout/", "rerun33/", "rerun33/proto/", "rerun33/heldout/", "rerun34/", "rerun34/heldout/", "rerun35/proto/", "rerun35/heldout/", "rerun36/proto/", "rerun36/heldout/", "sockets-channels/"},
+		"rerun32/heldout/", "rerun33/", "rerun33/proto/", "rerun33/heldout/", "rerun34/", "rerun34/heldout/", "rerun35/proto/", "rerun35/heldout/", "rerun36/proto/", "rerun36/heldout/", "shm-fine/", "sockets-channels/"},
 		[]calibBounds{{"", h100Bounds}, {earlyOwnCalib(), h100TwincclBounds}, {eightPackCalib(), h100OursBounds}, {calibFile("h100.json"), h100NCCLBounds},
 			{noLeaderH100Calib(), h100NoLeaderBounds}, {combinedH100Calib(), h100CombinedBounds},
 			{perProto512H100Calib(), h100PerProto512Bounds}, {calibFile("h100-twinccl.json"), h100CurrentBounds},
