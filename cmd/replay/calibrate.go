@@ -60,7 +60,8 @@ of the link types the routes cross, and, where the tables exercise them, the cos
 NCCL's direct primitives (simple.direct_us), the host memory costs (SHM, NET staged
 through host memory: LL's rounds of loads, a receive right after a send into it, a
 reduction of data loaded from it, host memory's cache of the buffers a call cycles
-through), the SHM and network latencies, the socket proxies' costs,
+through), the SHM and network latencies (and how much later a Simple slice posted through
+SHM host memory is seen, simple.host_post_us), the socket proxies' costs,
 what a step that receives and sends on to a peer GPU adds (forward_us: rings of more
 than two ranks, and a two-rank AllReduce's one such step; relay_us: how much later such
 a step of a ring of three or more ranks is seen, a latency that holds no lane, and
