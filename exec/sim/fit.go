@@ -218,7 +218,7 @@ func fitParams(u fitUse) []FitParam {
 			FitParam{Name: n + ".host_reduce_cost", Floor: 0.01, Lo: 0, Hi: 100,
 				get: func(c *Calib) float64 { return c.Proto(p).HostReduceCost }, set: func(c *Calib, v float64) { c.Proto(p).HostReduceCost = v }},
 		)
-		if p == model.ProtoLL {
+		if p == model.ProtoLL || p == model.ProtoSimple {
 			ps = append(ps, protoUs(p, "host_round_us", func(pc *ProtoCalib) *float64 { return &pc.HostRoundUs }))
 		}
 		if u.shm {

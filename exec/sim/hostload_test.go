@@ -228,7 +228,7 @@ func TestSHMReadLeg(t *testing.T) {
 	base := quietCalib(t)
 	for _, pc := range []*ProtoCalib{&base.LL, &base.LL128, &base.Simple} {
 		pc.CopyGBps, pc.GPUCopyGBps = 1e5, 0
-		pc.StartUs, pc.OpOverheadUs, pc.SliceOverheadUs, pc.HostLoadUs, pc.HostFenceUs = 0, 0, 0, 0, 0
+		pc.StartUs, pc.OpOverheadUs, pc.SliceOverheadUs, pc.HostLoadUs, pc.HostFenceUs, pc.HostRoundUs = 0, 0, 0, 0, 0, 0
 	}
 	base.HostMemGBps, base.SHMCopyGBps, base.SHMLatencyUs = 1e5, 1e5, 0
 	kernel := map[bool]float64{}
@@ -265,5 +265,42 @@ func TestSHMReadLeg(t *testing.T) {
 	if ratio := kernel[true] / kernel[false]; ratio < 1.8 || ratio > 2.1 {
 		t.Errorf("link-bound SHM AllGather: %.1f us with the read leg, %.1f without: ratio %.2f, want about 2 (loads after stores)",
 			kernel[true], kernel[false], ratio)
+	}
+}
+
+// TestSimpleHostPasses: a Simple slice received from SHM host memory pays
+// host_round_us for every pass of its worker warps' hunks after the first
+// (4 KiB hunks, then 512 B ones, over the block's warps less one), as far
+// as its copy does not cover it. A two-rank AllGather over SHM receives
+// half its size on each rank; up to 7 KiB NCCL gives it 96 threads, two
+// worker warps: 1 KiB received is two small hunks, one pass; 2 KiB four,
+// two passes; 3.5 KiB seven, four passes; 4 KiB one big hunk, one pass.
+// With the copy made fast, each further pass adds host_round_us to every
+// call. An AllGather of 8 MiB (its copy far longer than its passes'
+// reads) takes no longer.
+func TestSimpleHostPasses(t *testing.T) {
+	const round = 3.0
+	ring := Recorded{Algo: model.AlgoRing, Proto: model.ProtoSimple, NChannels: 1}
+	extra := func(bytes int64, fast bool) float64 {
+		time := func(us float64) float64 {
+			c := quietCalib(t)
+			c.Simple.HostRoundUs = us
+			if fast {
+				c.Simple.CopyGBps, c.Simple.HostLoadCost, c.Simple.HostStoreCost = 1e4, 0.05, 0.05
+			}
+			return simulateBytes(t, shmEnv, model.CollAllGather, bytes, ring, c)
+		}
+		return time(round) - time(0)
+	}
+	for _, tc := range []struct {
+		bytes  int64
+		passes float64
+	}{{2048, 1}, {4096, 2}, {7168, 4}, {8192, 1}} {
+		if got, want := extra(tc.bytes, true), (tc.passes-1)*round; math.Abs(got-want) > 0.05*round {
+			t.Errorf("AllGather %d B over SHM: host_round_us %.0f adds %.3f us, want %.1f (%g passes)", tc.bytes, round, got, want, tc.passes)
+		}
+	}
+	if got := extra(8<<20, false); math.Abs(got) > 0.05*round {
+		t.Errorf("AllGather 8 MiB over SHM: host_round_us %.0f adds %.3f us, want 0 (its copy covers the passes)", round, got)
 	}
 }

@@ -559,7 +559,7 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 	x.hostLat = usToPs(x.pc.HostLoadUs)
 	x.hostTurn = usToPs(x.pc.HostTurnUs)
 	x.hostStart = usToPs(x.pc.HostStartUs)
-	if p.Proto == model.ProtoLL && x.pc.HostRoundUs > 0 {
+	if (p.Proto == model.ProtoLL || p.Proto == model.ProtoSimple) && x.pc.HostRoundUs > 0 {
 		x.hostRound = usToPs(x.pc.HostRoundUs)
 		x.roundLines = int64(max(1, x.pc.HostRoundLines))
 	}
@@ -1203,6 +1203,11 @@ func (x *runner) sliceDelay(ai int32, a *actor) Time {
 	}
 	if a.recvs && a.hostRecv {
 		d := x.slOv + x.hostLat + x.hostRound*Time(x.hostRounds(ai, a)-1)
+		if x.proto == model.ProtoSimple && x.hostRound > 0 {
+			// A Simple slice's further passes overlap its copy: they
+			// cost what the copy at the lane's rate does not cover.
+			d = x.slOv + x.hostLat + max(0, x.hostRound*Time(x.hostRounds(ai, a)-1)-Time(float64(a.elems()*x.esize)/a.rate))
+		}
 		if a.turned {
 			d += x.hostTurn
 		}
@@ -1222,6 +1227,9 @@ func (x *runner) hostRounds(ai int32, a *actor) int64 {
 	if x.hostRound == 0 {
 		return 1
 	}
+	if x.proto == model.ProtoSimple {
+		return x.simplePasses(ai, a)
+	}
 	lines := (a.elems()*x.esize + model.LLLineData - 1) / model.LLLineData
 	threads := int64(max(32, x.roundThreads*x.cold[ai].frac)) // at least a warp
 	per := threads
@@ -1229,6 +1237,30 @@ func (x *runner) hostRounds(ai int32, a *actor) int64 {
 		per *= x.roundLines
 	}
 	return max(1, (lines+per-1)/per)
+}
+
+// NCCL's Simple copy loop (reduceCopy) moves a warp's data in hunks:
+// first whole hunks of simpleBigHunk bytes (16-byte packs, eight per
+// thread, loaded before any is stored), then what is left in hunks of
+// simpleSmallHunk (a pack per thread), hunk i on worker warp i mod W.
+const (
+	simpleBigHunk   = 16 * 8 * 32
+	simpleSmallHunk = 16 * 32
+)
+
+// simplePasses is the number of passes of loads in which actor ai's lane
+// receives its current Simple slice from host memory: the hunks of its
+// worker warps (its share of the block, less the warp NCCL keeps for
+// synchronisation), a read across PCIe each, those of one warp in turn.
+// On two H100 NCCL's Reduce over SHM at 96 threads (two worker warps)
+// took 11.8-12.7 us at 1 and 4 KiB (one pass) and 14.6-16.1 at 3.5 and
+// 7 KiB (four; testdata/hw/h100x2/shm-fine).
+func (x *runner) simplePasses(ai int32, a *actor) int64 {
+	bytes := a.elems() * x.esize
+	big := bytes / simpleBigHunk
+	hunks := big + (bytes-big*simpleBigHunk+simpleSmallHunk-1)/simpleSmallHunk
+	warps := max(1, int64(x.roundThreads*x.cold[ai].frac)/32-1)
+	return max(1, (hunks+warps-1)/warps)
 }
 
 // slide moves the window of a streamed lane to its next calls.

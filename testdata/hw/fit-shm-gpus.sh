@@ -8,7 +8,7 @@
 # alone put NCCL's four-GPU Simple calls 2.2 times too slow. Run from the
 # repo root after `make build`:
 #
-#   [EVALS=3000] [LARGE="START..."] [SET='KEY=VALUE ...'] [STAGES=...] bash testdata/hw/fit-shm-gpus.sh \
+#   [EVALS=3000] [LARGE="START..."] [SET='KEY=VALUE ...'] [PARAMS=REGEX] [STAGES=...] bash testdata/hw/fit-shm-gpus.sh \
 #       START.json OUT.json COL FIT-STARTS -- HELD-STARTS
 #
 # LARGE names starts of two GPUs whose tuner's-choice recordings
@@ -34,7 +34,9 @@
 #       (1.5-2.5 times their best repetition, ours 1.05 ms), which no
 #       constant describes
 # SET='KEY=VALUE ...' sets constants of the start before the fit (a new
-# constant's starting value, e.g. SET='simple.host_post_us=0.9').
+# constant's starting value, e.g. SET='simple.host_post_us=0.9'); PARAMS
+# narrows the constants every stage fits to those its regular expression
+# matches (replay calibrate --params), e.g. PARAMS='^simple\.host_round_us$'.
 # STAGES narrows the stages run (default "S1 S2 L"). BASIN=keep leaves
 # Simple's host load and store costs of the start as they are (our
 # executor's kernel stores into host memory at almost no cost to its
@@ -97,7 +99,7 @@ if sys.argv[3] != "keep":
 json.dump(c, open(sys.argv[2], "w"), indent=2)
 PY
 
-simple='^(simple\.(host_start_us|host_load_us|host_turn_us|host_fence_us|host_post_us|empty_slice_us|host_load_cost|host_store_cost|host_reduce_cost)|host_mem_GBps|host_cache_MiB|host_cache_GBps|shm_copy_GBps|links\.PCI\.eff)$'
+simple='^(simple\.(host_start_us|host_load_us|host_round_us|host_turn_us|host_fence_us|host_post_us|empty_slice_us|host_load_cost|host_store_cost|host_reduce_cost)|host_mem_GBps|host_cache_MiB|host_cache_GBps|shm_copy_GBps|links\.PCI\.eff)$'
 ll='^ll\.(host_start_us|host_load_us|host_turn_us|host_round_us|host_load_cost|host_store_cost)$'
 prev=$out.start.json
 for stage in ${STAGES:-S1 S2 L}; do
@@ -106,6 +108,7 @@ for stage in ${STAGES:-S1 S2 L}; do
     S2) proto=simple params=$simple loss=squares ;;
     L) proto=ll params=$ll loss=abs ;;
   esac
+  params=${PARAMS:-$params}
   list=$(tables "$proto" table "${fit[@]}") || exit 2
   if [ "$proto" = simple ]; then
     for s in ${LARGE:-}; do

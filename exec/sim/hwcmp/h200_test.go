@@ -49,7 +49,7 @@ var h200Bounds = []poolBound{
 	{"heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.06, 0.15},  // 2.5, 9.4
 	{"heldout/p2p-*-simple", ColNCCL, BucketAll, 0.06, 0.16}, // 2.3, 10.3
 	{"heldout/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.16},     // 2.4, 10.6
-	{"heldout/shm-*-simple", ColNCCL, BucketAll, 0.07, 0.20}, // 2.9, 12.1 (twentieth session: tree groups at their threads' rate, host_post_us, Simple's SHM constants refitted; 3.8, 13.6 in the nineteenth)
+	{"heldout/shm-*-simple", ColNCCL, BucketAll, 0.07, 0.20}, // 2.7, 12.1 (twentieth session: tree groups at their threads' rate, host_post_us and Simple's SHM constants refitted, then host_round_us; 3.8, 13.6 in the nineteenth)
 	{"heldout/net-*-ll", ColNCCL, BucketAll, 0.17, 0.48},     // 13.6, 42.8
 	{"heldout/net-*-simple", ColNCCL, BucketAll, 0.11, 0.31}, // 7.7, 25.8
 	{"p2p-*", ColOurs, BucketAll, 0.24, 0.48},                // 20.8, 42.1
@@ -58,7 +58,7 @@ var h200Bounds = []poolBound{
 	// Simple under NCCL_NTHREADS (threads/): 2-96 KiB (fitted, stages 8
 	// and 9 of h200.json) and 256 KiB-64 MiB on 96-288 threads (held out)
 	{"threads/p2p-*-nt*[0-9t]", ColNCCL, BucketAll, 0.06, 0.20}, // 2.8, 14.8
-	{"threads/shm-*-nt*[0-9t]", ColNCCL, BucketAll, 0.07, 0.20}, // 3.4, 11.8 (twentieth session: tree groups at their threads' rate, host_post_us, Simple's SHM constants refitted; 3.5, 14.9 before)
+	{"threads/shm-*-nt*[0-9t]", ColNCCL, BucketAll, 0.07, 0.20}, // 2.8, 11.8 (twentieth session: tree groups at their threads' rate, host_post_us and Simple's SHM constants refitted, then host_round_us; 3.5, 14.9 before)
 	{"threads/p2p-*-large", ColNCCL, BucketAll, 0.11, 0.61},     // 7.4, 55.9: a small block's copy rate on large calls
 	{"threads/shm-*-large", ColNCCL, BucketAll, 0.21, 0.68},     // 18.4, 63.1
 	// the sockets' first recordings (the 8-pack kernel, an earlier start of the machine)
@@ -72,13 +72,13 @@ var h200Bounds = []poolBound{
 	{"rerun2/heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.06, 0.15},  // 2.9, 9.4
 	{"rerun2/heldout/p2p-*-simple", ColNCCL, BucketAll, 0.06, 0.17}, // 2.7, 11.5
 	{"rerun2/heldout/shm-*-ll", ColNCCL, BucketAll, 0.05, 0.14},     // 1.9, 8.8
-	{"rerun2/heldout/shm-*-simple", ColNCCL, BucketAll, 0.07, 0.18}, // 3.0, 11.4 (twentieth session: tree groups at their threads' rate, host_post_us, Simple's SHM constants refitted; 3.6, 11.5 in the nineteenth)
+	{"rerun2/heldout/shm-*-simple", ColNCCL, BucketAll, 0.07, 0.18}, // 2.8, 10.0 (twentieth session: tree groups at their threads' rate, host_post_us and Simple's SHM constants refitted, then host_round_us; 3.6, 11.5 in the nineteenth)
 	// heldout/ recorded again on another start of the machine (the 8-pack kernel: see below)
 	{"rerun/heldout/p2p-*-ll", ColNCCL, BucketAll, 0.07, 0.17},     // 3.8, 13.1 (3.7, 14.1 before ll.link_eff)
 	{"rerun/heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.06, 0.14},  // 2.9, 8.6
 	{"rerun/heldout/p2p-*-simple", ColNCCL, BucketAll, 0.06, 0.17}, // 2.4, 11.8
 	{"rerun/heldout/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.17},     // 2.4, 11.7
-	{"rerun/heldout/shm-*-simple", ColNCCL, BucketAll, 0.07, 0.18}, // 2.7, 11.4 (twentieth session: tree groups at their threads' rate, host_post_us, Simple's SHM constants refitted; 3.5, 11.7 in the nineteenth)
+	{"rerun/heldout/shm-*-simple", ColNCCL, BucketAll, 0.07, 0.18}, // 2.6, 10.2 (twentieth session: tree groups at their threads' rate, host_post_us and Simple's SHM constants refitted, then host_round_us; 3.5, 11.7 in the nineteenth)
 	{"rerun/heldout/net-*-ll", ColNCCL, BucketAll, 0.16, 0.41},     // 12.4, 35.4
 	{"rerun/heldout/net-*-simple", ColNCCL, BucketAll, 0.10, 0.25}, // 6.5, 19.8
 	// a fourth start (rerun3/, 2026-11-26, third session): the sockets
@@ -97,11 +97,11 @@ var h200Bounds = []poolBound{
 	{"rerun4/shm-*", ColNCCL, BucketAll, 0.06, 0.19},                // 2.6, 13.2
 	{"rerun4/net-*", ColNCCL, BucketAll, 0.08, 0.24},                // 4.4, 18.7
 	{"rerun4/proto/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.18},       // 2.5, 12.4
-	{"rerun4/proto/shm-*-simple", ColNCCL, BucketAll, 0.06, 0.18},   // 2.0, 7.7 (twentieth session: tree groups at their threads' rate, host_post_us, Simple's SHM constants refitted; 2.4, 12.5 in the nineteenth)
+	{"rerun4/proto/shm-*-simple", ColNCCL, BucketAll, 0.06, 0.18},   // 2.1, 7.7 (twentieth session: tree groups at their threads' rate, host_post_us and Simple's SHM constants refitted, then host_round_us; 2.4, 12.5 in the nineteenth)
 	{"rerun4/proto/net-*-ll", ColNCCL, BucketAll, 0.09, 0.30},       // 5.5, 24.1
 	{"rerun4/proto/net-*-simple", ColNCCL, BucketAll, 0.13, 0.29},   // 9.7, 23.2
 	{"rerun4/heldout/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.15},     // 2.1, 10.0
-	{"rerun4/heldout/shm-*-simple", ColNCCL, BucketAll, 0.07, 0.18}, // 3.3, 12.1 (twentieth session: tree groups at their threads' rate, host_post_us, Simple's SHM constants refitted; 3.7, 11.8 in the nineteenth)
+	{"rerun4/heldout/shm-*-simple", ColNCCL, BucketAll, 0.07, 0.18}, // 3.3, 10.0 (twentieth session: tree groups at their threads' rate, host_post_us and Simple's SHM constants refitted, then host_round_us; 3.7, 11.8 in the nineteenth)
 	{"rerun4/heldout/net-*-ll", ColNCCL, BucketAll, 0.11, 0.26},     // 7.3, 20.1
 	{"rerun4/heldout/net-*-simple", ColNCCL, BucketAll, 0.10, 0.20}, // 6.7, 14.5
 	// a sixth start (rerun5/, 2026-11-26, fifth session), never fitted for
@@ -116,7 +116,7 @@ var h200Bounds = []poolBound{
 	{"rerun5/proto/net-*-ll", ColNCCL, BucketAll, 0.08, 0.28},       // 4.4, 22.3
 	{"rerun5/proto/net-*-simple", ColNCCL, BucketAll, 0.08, 0.28},   // 4.9, 22.3
 	{"rerun5/heldout/shm-*-ll", ColNCCL, BucketAll, 0.05, 0.15},     // 1.1, 9.7
-	{"rerun5/heldout/shm-*-simple", ColNCCL, BucketAll, 0.07, 0.19}, // 2.7, 12.0 (twentieth session: tree groups at their threads' rate, host_post_us, Simple's SHM constants refitted; 3.2, 12.1 in the nineteenth)
+	{"rerun5/heldout/shm-*-simple", ColNCCL, BucketAll, 0.07, 0.19}, // 2.3, 10.6 (twentieth session: tree groups at their threads' rate, host_post_us and Simple's SHM constants refitted, then host_round_us; 3.2, 12.1 in the nineteenth)
 	{"rerun5/heldout/net-*-ll", ColNCCL, BucketAll, 0.13, 0.24},     // 9.4, 18.9
 	{"rerun5/heldout/net-*-simple", ColNCCL, BucketAll, 0.13, 0.40}, // 9.6, 34.1
 	{"rerun5/diag/shm-*", ColNCCL, BucketAll, 0.17, 0.49},           // 7.0, 39.6 (twentieth session: tree groups at their threads' rate, host_post_us, Simple's SHM constants refitted; 13.1, 43.1 before)
@@ -140,7 +140,7 @@ var h200Bounds = []poolBound{
 	{"rerun7/heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.06, 0.15},  // 2.8, 9.1
 	{"rerun7/heldout/p2p-*-simple", ColNCCL, BucketAll, 0.06, 0.17}, // 2.4, 11.4
 	{"rerun7/heldout/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.14},     // 2.5, 8.9
-	{"rerun7/heldout/shm-*-simple", ColNCCL, BucketAll, 0.07, 0.19}, // 3.1, 12.3 (twentieth session: tree groups at their threads' rate, host_post_us, Simple's SHM constants refitted; 3.9, 12.2 in the nineteenth)
+	{"rerun7/heldout/shm-*-simple", ColNCCL, BucketAll, 0.07, 0.19}, // 2.9, 10.7 (twentieth session: tree groups at their threads' rate, host_post_us and Simple's SHM constants refitted, then host_round_us; 3.9, 12.2 in the nineteenth)
 	{"rerun8/net-*", ColNCCL, BucketAll, 0.08, 0.23},                // 4.4, 18.0
 	{"rerun8/proto/net-*-ll", ColNCCL, BucketAll, 0.10, 0.22},       // 6.3, 16.3
 	{"rerun8/proto/net-*-simple", ColNCCL, BucketAll, 0.11, 0.28},   // 7.4, 22.1
@@ -379,7 +379,7 @@ var h200x4HeldoutBounds = []poolBound{
 	{"heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.07, 0.21},  // 3.9, 15.7 (5.0, 18.1 before)
 	{"heldout/p2p-*-simple", ColNCCL, BucketAll, 0.07, 0.21}, // 3.8, 15.2 (6.6, 22.5 before relay_us, fitted on these files)
 	{"heldout/shm-*-ll", ColNCCL, BucketAll, 0.05, 0.95},     // 1.9, 89.1 (4.7, 90.1 before the SHM refit on two and four GPUs)
-	{"heldout/shm-*-simple", ColNCCL, BucketAll, 0.09, 0.26}, // 3.6, 17.0 (6.0, 21.0 before the tree groups ran at their threads' rate and host_post_us, twentieth session; 7.7, 60.3 before the SHM refit)
+	{"heldout/shm-*-simple", ColNCCL, BucketAll, 0.09, 0.26}, // 3.5, 17.0 (6.0, 21.0 before the tree groups ran at their threads' rate, host_post_us and host_round_us, twentieth session; 7.7, 60.3 before the SHM refit)
 }
 
 // h200x4HeldoutOursBounds bound our executor's column of the same files.
@@ -412,7 +412,7 @@ var x4CurrentBounds = []poolBound{
 	{"heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.07, 0.20},  // 3.7, 14.3 (5.1, 14.8 before)
 	{"heldout/p2p-*-simple", ColNCCL, BucketAll, 0.07, 0.21}, // 3.2, 15.8 (5.7, 23.0 before relay_us)
 	{"heldout/shm-*-ll", ColNCCL, BucketAll, 0.05, 0.15},     // 1.9, 9.8 (4.2, 18.7 before the SHM refit on two and four GPUs, fitted on these files)
-	{"heldout/shm-*-simple", ColNCCL, BucketAll, 0.09, 0.25}, // 4.4, 16.0 (6.0, 20.1 before the tree groups ran at their threads' rate and host_post_us, twentieth session; 7.3, 61.0 before the SHM refit)
+	{"heldout/shm-*-simple", ColNCCL, BucketAll, 0.09, 0.25}, // 4.2, 16.0 (6.0, 20.1 before the tree groups ran at their threads' rate, host_post_us and host_round_us, twentieth session; 7.3, 61.0 before the SHM refit)
 }
 
 // x4CurrentOursBounds bound our executor's column of the same files.
@@ -499,7 +499,7 @@ var h100x4Rerun2OursBounds = []poolBound{
 // fits it moves host memory faster) and a joint fit it is within 6.4%.
 var h100x4SHMBounds = []poolBound{
 	{"heldout/shm-*-ll", ColNCCL, BucketAll, 0.07, 0.32},     // 3.9, 26.6 (3.5, 70.7 before the SHM refit on two and four GPUs)
-	{"heldout/shm-*-simple", ColNCCL, BucketAll, 0.09, 0.26}, // 4.9, 13.8 (twentieth session, tree groups at their threads' rate, host_post_us, SHM Simple refitted; 6.4, 20.7 before; 14.9, 124.9 before the SHM refit on two and four GPUs; fitted on these files)
+	{"heldout/shm-*-simple", ColNCCL, BucketAll, 0.09, 0.26}, // 4.9, 12.4 (twentieth session, tree groups at their threads' rate, host_post_us, SHM Simple refitted, host_round_us; 6.4, 20.7 before; 14.9, 124.9 before the SHM refit on two and four GPUs; fitted on these files)
 }
 
 // h100x4SHMOursBounds bound our executor's column of the same files.
@@ -513,7 +513,7 @@ var h100x4SHMOursBounds = []poolBound{
 // session: no fit saw them.
 var h100x4SHM2Bounds = []poolBound{
 	{"heldout/shm-*-ll", ColNCCL, BucketAll, 0.07, 0.33},     // 3.9, 27.8 (3.9, 71.3 before the SHM refit on two and four GPUs)
-	{"heldout/shm-*-simple", ColNCCL, BucketAll, 0.09, 0.24}, // 3.8, 13.2 (twentieth session; 6.1, 18.9 before; 15.5, 126.9 before the SHM refit on two and four GPUs)
+	{"heldout/shm-*-simple", ColNCCL, BucketAll, 0.09, 0.24}, // 3.6, 13.0 (twentieth session; 6.1, 18.9 before; 15.5, 126.9 before the SHM refit on two and four GPUs)
 }
 
 // h100x4SHM2OursBounds bound our executor's column of the same files.
@@ -527,7 +527,7 @@ var h100x4SHM2OursBounds = []poolBound{
 // the SHM refit on two and four GPUs: no fit saw them.
 var h100x4SHM3Bounds = []poolBound{
 	{"heldout/shm-*-ll", ColNCCL, BucketAll, 0.07, 0.33},     // 3.6, 27.5
-	{"heldout/shm-*-simple", ColNCCL, BucketAll, 0.09, 0.24}, // 3.9, 15.6 (twentieth session; 5.6, 18.6 before; 15.2, 125.5 under the calibration before the SHM refit)
+	{"heldout/shm-*-simple", ColNCCL, BucketAll, 0.09, 0.24}, // 3.9, 12.8 (twentieth session; 5.6, 18.6 before; 15.2, 125.5 under the calibration before the SHM refit)
 }
 
 // h100x4SHM3OursBounds bound our executor's column of the same files.
