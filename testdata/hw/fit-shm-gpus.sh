@@ -36,7 +36,9 @@
 # SET='KEY=VALUE ...' sets constants of the start before the fit (a new
 # constant's starting value, e.g. SET='simple.host_post_us=0.9'); PARAMS
 # narrows the constants every stage fits to those its regular expression
-# matches (replay calibrate --params), e.g. PARAMS='^simple\.host_round_us$'.
+# matches (replay calibrate --params), e.g. PARAMS='^simple\.host_round_us$'
+# (Simple's passes of loads from host memory, which the Simple stages
+# leave alone unless PARAMS names them: the calibrations fit it alone).
 # STAGES narrows the stages run (default "S1 S2 L"). BASIN=keep leaves
 # Simple's host load and store costs of the start as they are (our
 # executor's kernel stores into host memory at almost no cost to its
@@ -99,7 +101,7 @@ if sys.argv[3] != "keep":
 json.dump(c, open(sys.argv[2], "w"), indent=2)
 PY
 
-simple='^(simple\.(host_start_us|host_load_us|host_round_us|host_turn_us|host_fence_us|host_post_us|empty_slice_us|host_load_cost|host_store_cost|host_reduce_cost)|host_mem_GBps|host_cache_MiB|host_cache_GBps|shm_copy_GBps|links\.PCI\.eff)$'
+simple='^(simple\.(host_start_us|host_load_us|host_turn_us|host_fence_us|host_post_us|empty_slice_us|host_load_cost|host_store_cost|host_reduce_cost)|host_mem_GBps|host_cache_MiB|host_cache_GBps|shm_copy_GBps|links\.PCI\.eff)$'
 ll='^ll\.(host_start_us|host_load_us|host_turn_us|host_round_us|host_load_cost|host_store_cost)$'
 prev=$out.start.json
 for stage in ${STAGES:-S1 S2 L}; do
