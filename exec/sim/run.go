@@ -1191,7 +1191,8 @@ func (x *runner) ready(a *actor, block bool) bool {
 
 // sliceDelay is the overhead actor ai's current slice pays once ready
 // (SliceOverheadUs, and HostLoadUs for what it receives from host memory,
-// plus HostRoundUs for each further round of an LL slice's loads; a
+// plus HostRoundUs for each further round of an LL slice's loads, or for
+// each further pass of a Simple slice's that its copy does not cover; a
 // Simple slice without data pays EmptySliceUs on a lane through SHM host
 // memory, nothing elsewhere).
 func (x *runner) sliceDelay(ai int32, a *actor) Time {
@@ -1202,12 +1203,13 @@ func (x *runner) sliceDelay(ai int32, a *actor) Time {
 		return 0
 	}
 	if a.recvs && a.hostRecv {
-		d := x.slOv + x.hostLat + x.hostRound*Time(x.hostRounds(ai, a)-1)
-		if x.proto == model.ProtoSimple && x.hostRound > 0 {
+		rounds := x.hostRound * Time(x.hostRounds(ai, a)-1)
+		if x.proto == model.ProtoSimple {
 			// A Simple slice's further passes overlap its copy: they
 			// cost what the copy at the lane's rate does not cover.
-			d = x.slOv + x.hostLat + max(0, x.hostRound*Time(x.hostRounds(ai, a)-1)-Time(float64(a.elems()*x.esize)/a.rate))
+			rounds = max(0, rounds-Time(float64(a.elems()*x.esize)/a.rate))
 		}
+		d := x.slOv + x.hostLat + rounds
 		if a.turned {
 			d += x.hostTurn
 		}
@@ -1222,7 +1224,8 @@ func (x *runner) sliceDelay(ai int32, a *actor) Time {
 // waits for it before the next, or roundLines lines at once where the
 // slice gives every thread that many (twinccl's kernel; NCCL loads one).
 // A round is a read across PCIe; NCCL halves its threads on small calls,
-// so that a 3 KiB Broadcast takes three of them (Program.Threads).
+// so that a 3 KiB Broadcast takes three of them (Program.Threads). A
+// Simple slice's rounds are its passes (simplePasses).
 func (x *runner) hostRounds(ai int32, a *actor) int64 {
 	if x.hostRound == 0 {
 		return 1
