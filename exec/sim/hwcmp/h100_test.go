@@ -596,6 +596,12 @@ var h100NCCLBounds = []poolBound{
 	{"rerun36/proto/shm-*-simple", ColNCCL, BucketAll, 0.05, 0.14},   // 2.1, 9.2
 	{"rerun36/heldout/shm-*-ll", ColNCCL, BucketAll, 0.05, 0.14},     // 1.7, 9.2
 	{"rerun36/heldout/shm-*-simple", ColNCCL, BucketAll, 0.06, 0.15}, // 1.9, 9.9 (3.0, 9.9 before host_round_us; 3.9, 10.8 under the calibration before the session)
+	// rerun37/ (a forty-first start, twentieth session: the sockets'
+	// held-out sizes and forced protocols, recorded after the SHM changes)
+	{"rerun37/proto/net-*-ll", ColNCCL, BucketAll, 0.07, 0.19},       // 4.3, 13.9
+	{"rerun37/proto/net-*-simple", ColNCCL, BucketAll, 0.07, 0.31},   // 4.2, 25.5
+	{"rerun37/heldout/net-*-ll", ColNCCL, BucketAll, 0.06, 0.21},     // 2.7, 15.3
+	{"rerun37/heldout/net-*-simple", ColNCCL, BucketAll, 0.06, 0.15}, // 2.5, 9.9
 	// shm-fine/ (the same session, another machine): Broadcast, Reduce
 	// and AllGather Simple over SHM at 1-32 KiB in steps of an eighth to
 	// a quarter of an octave, one pass each
@@ -1002,6 +1008,11 @@ var h100CurrentBounds = []poolBound{
 	{"rerun36/proto/shm-*-simple", ColOurs, BucketAll, 0.06, 0.15},   // 3.5, 9.9
 	{"rerun36/heldout/shm-*-ll", ColOurs, BucketAll, 0.06, 0.14},     // 3.6, 9.2
 	{"rerun36/heldout/shm-*-simple", ColOurs, BucketAll, 0.05, 0.14}, // 1.8, 8.9
+	// rerun37/ (a forty-first start, twentieth session: the sockets)
+	{"rerun37/proto/net-*-ll", ColOurs, BucketAll, 0.07, 0.21},       // 4.3, 15.1
+	{"rerun37/proto/net-*-simple", ColOurs, BucketAll, 0.10, 0.33},   // 7.2, 27.7
+	{"rerun37/heldout/net-*-ll", ColOurs, BucketAll, 0.07, 0.19},     // 4.4, 13.4
+	{"rerun37/heldout/net-*-simple", ColOurs, BucketAll, 0.07, 0.20}, // 3.9, 14.1
 	// shm-fine/ (the same session, another machine)
 	{"shm-fine/shm-*", ColOurs, BucketAll, 0.07, 0.14}, // 4.3, 9.7
 	// sockets-channels/ (the same session and build, another machine):
@@ -1122,7 +1133,7 @@ func TestRegressionH100x2(t *testing.T) {
 		"rerun24/", "rerun24/proto/", "rerun24/heldout/", "rerun25/", "rerun25/proto/", "rerun25/heldout/", "rerun26/", "rerun26/proto/", "rerun26/heldout/",
 		"rerun27/proto/", "rerun27/heldout/",
 		"rerun28/", "rerun28/proto/", "rerun28/heldout/", "rerun29/", "rerun29/proto/", "rerun29/heldout/", "rerun30/", "rerun30/proto/", "rerun30/heldout/", "rerun31/", "rerun31/proto/", "rerun31/heldout/",
-		"rerun32/heldout/", "rerun33/", "rerun33/proto/", "rerun33/heldout/", "rerun34/", "rerun34/heldout/", "rerun35/proto/", "rerun35/heldout/", "rerun36/proto/", "rerun36/heldout/", "shm-fine/", "sockets-channels/"},
+		"rerun32/heldout/", "rerun33/", "rerun33/proto/", "rerun33/heldout/", "rerun34/", "rerun34/heldout/", "rerun35/proto/", "rerun35/heldout/", "rerun36/proto/", "rerun36/heldout/", "rerun37/proto/", "rerun37/heldout/", "shm-fine/", "sockets-channels/"},
 		[]calibBounds{{"", h100Bounds}, {earlyOwnCalib(), h100TwincclBounds}, {eightPackCalib(), h100OursBounds}, {calibFile("h100.json"), h100NCCLBounds},
 			{noLeaderH100Calib(), h100NoLeaderBounds}, {combinedH100Calib(), h100CombinedBounds},
 			{perProto512H100Calib(), h100PerProto512Bounds}, {calibFile("h100-twinccl.json"), h100CurrentBounds},
