@@ -752,8 +752,9 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 			}
 		}
 	}
-	x.sizeBlock()
-	x.cacheHostMem()
+	n := x.largestCall()
+	x.sizeBlock(n * x.esize)
+	x.cacheHostMem(n)
 	if m.LoopCalls > 0 {
 		lp, err := x.newLoop(m.LoopCalls)
 		if err != nil {
@@ -803,19 +804,26 @@ func (x *runner) sliceElems(n int64) int64 {
 	return n
 }
 
-// cacheHostMem sets the bandwidth of each host memory the run's
-// connections stage data in from the footprint of their buffers
-// (Calib.HostCacheMiB): per connection, its slots times what one slice
-// of the run's largest primitive call fills of them.
-func (x *runner) cacheHostMem() {
-	if x.c.HostCacheMiB <= 0 {
-		return
-	}
+// largestCall is the element count of the largest primitive call among
+// the lanes' loaded runs (a streamed lane's later windows repeat its
+// first window's chunks).
+func (x *runner) largestCall() int64 {
 	var n int64
 	for i := range x.cold {
 		for _, r := range x.cold[i].ops {
 			n = max(n, int64(r.n))
 		}
+	}
+	return n
+}
+
+// cacheHostMem sets the bandwidth of each host memory the run's
+// connections stage data in from the footprint of their buffers
+// (Calib.HostCacheMiB): per connection, its slots times what one slice
+// of the run's largest primitive call, of n elements, fills of them.
+func (x *runner) cacheHostMem(n int64) {
+	if x.c.HostCacheMiB <= 0 {
+		return
 	}
 	span := min(x.wireBytes(x.sliceElems(n)*x.esize), x.sps*int64(x.p.StepBytes))
 	perConn := float64(x.credits) / float64(x.sps) * float64(span)
@@ -934,17 +942,10 @@ const (
 // (firstOv), the rounds of an LL slice received from host memory
 // (roundThreads), the copy rate, and the share of it each of a tree
 // rank's two groups of threads sustains (ProtoCalib.treeGroupShare). A
-// block sized to the call (LineThreads) takes the largest primitive call
-// among the lanes' loaded runs: a streamed lane's later windows repeat
-// its first window's chunks.
-func (x *runner) sizeBlock() {
+// block sized to the call (LineThreads) takes the largest primitive
+// call, of opBytes (largestCall).
+func (x *runner) sizeBlock(opBytes int64) {
 	p := x.p
-	opBytes := int64(0)
-	for i := range x.cold {
-		for _, r := range x.cold[i].ops {
-			opBytes = max(opBytes, int64(r.n)*x.esize)
-		}
-	}
 	if !p.Coll.IsP2P() {
 		x.firstOv = usToPs(x.pc.FirstOpUs + x.pc.threadOpUs(p, opBytes))
 	}
