@@ -21,6 +21,21 @@ func h100x2Topo() string { return filepath.Join(repoRoot(), "testdata", "hw", "h
 // calib/h200.json's source).
 const h100Harness = HarnessPyTorch + "@h100"
 
+// searchOn reads the topology file and runs the search for tb on it,
+// its single host taken as nodes hosts; it fails t on an error.
+func searchOn(t testing.TB, file string, nodes int, tb *Table) *search.Result {
+	t.Helper()
+	root, _, err := model.ReadTopologyFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := SearchTable(root, file, nodes, tb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
 // loadH100Table reads a table of h100TimingsDir and runs the search on the
 // H100 topology under its settings.
 func loadH100Table(t testing.TB, name string) (*Table, *search.Result) {
@@ -29,15 +44,7 @@ func loadH100Table(t testing.TB, name string) (*Table, *search.Result) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	root, _, err := model.ReadTopologyFile(h100x2Topo())
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := SearchTable(root, h100x2Topo(), 1, tb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tb, res
+	return tb, searchOn(t, h100x2Topo(), 1, tb)
 }
 
 // h100Bounds are the tolerances on the H100 tables, predicted with the

@@ -217,15 +217,7 @@ func TestTunerMatchesMachineLogs(t *testing.T) {
 	for _, m := range machineLogs {
 		dir := filepath.Join(repoRoot(), "testdata", "hw", filepath.FromSlash(m.dir))
 		topo := filepath.Join(dir, "topo.xml")
-		root, _, err := model.ReadTopologyFile(topo)
-		if err != nil {
-			t.Fatal(err)
-		}
 		tb := &Table{Name: m.name, Env: m.env}
-		res, err := SearchTable(root, topo, m.nodes, tb)
-		if err != nil {
-			t.Fatal(err)
-		}
-		checkLoggedChoices(t, tb, res, filepath.Join(dir, m.log))
+		checkLoggedChoices(t, tb, searchOn(t, topo, m.nodes, tb), filepath.Join(dir, m.log))
 	}
 }

@@ -144,18 +144,9 @@ var shmEnv = map[string]string{"NCCL_P2P_DISABLE": "1"}
 // simulateBytes is simulate8B on a call of the given size.
 func simulateBytes(t *testing.T, env map[string]string, coll model.Collective, bytes int64, rec Recorded, cal *Calib) float64 {
 	t.Helper()
-	file := h100x2Topo()
-	root, _, err := model.ReadTopologyFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
 	tb := &Table{Name: "t.tsv", Env: env, Harness: HarnessNCCLTests,
 		Rows: []Measurement{{Coll: coll, Bytes: bytes, MeanUs: 1, Line: 1, Recorded: &rec}}}
-	res, err := SearchTable(root, file, 1, tb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ft := NewFitTable(tb, res)
+	ft := NewFitTable(tb, searchOn(t, h100x2Topo(), 1, tb))
 	rows, err := ft.Compare(cal)
 	if err != nil {
 		t.Fatal(err)

@@ -16,21 +16,12 @@ import (
 // link efficiency.
 func linkBoundTable(t *testing.T, p model.Protocol, truth *Calib) FitTable {
 	t.Helper()
-	file := h100x2Topo()
-	root, _, err := model.ReadTopologyFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
 	rec := Recorded{Algo: model.AlgoRing, Proto: p}
 	tb := &Table{Name: "bcast-" + p.String() + ".tsv", Harness: HarnessNCCLTests}
 	for i, b := range []int64{8 << 20, 16 << 20, 32 << 20} {
 		tb.Rows = append(tb.Rows, Measurement{Coll: model.CollBroadcast, Bytes: b, MeanUs: 1, Line: i + 1, Recorded: &rec})
 	}
-	res, err := SearchTable(root, file, 1, tb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ft := NewFitTable(tb, res)
+	ft := NewFitTable(tb, searchOn(t, h100x2Topo(), 1, tb))
 	rows, err := ft.Compare(truth)
 	if err != nil {
 		t.Fatal(err)

@@ -3,8 +3,6 @@ package sim
 import (
 	"path/filepath"
 	"testing"
-
-	"github.com/twinccl/twinccl/model"
 )
 
 // publishedBounds are the tolerances on published nccl-tests results of
@@ -51,15 +49,7 @@ func TestPublishedBandwidth(t *testing.T) {
 			t.Fatal(err)
 		}
 		topo := filepath.Join(repoRoot(), "..", "shared", "topologies", b.topo)
-		root, _, err := model.ReadTopologyFile(topo)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := SearchTable(root, topo, 1, tb)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ft := NewFitTable(tb, res)
+		ft := NewFitTable(tb, searchOn(t, topo, 1, tb))
 		rows, err := ft.Compare(c)
 		if err != nil {
 			t.Fatal(err)
