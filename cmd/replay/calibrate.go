@@ -16,7 +16,7 @@ import (
 
 const calibrateHelp = `Usage: replay calibrate [--table] TABLE [--table TABLE ...] [--heldout TABLE ...]
                         [--topo FILE.xml] [--nodes N] [--params REGEX]
-                        [--start CALIB.json] [--out CALIB.json] [--max-evals N] [--name NAME]
+                        [--start CALIB.json] [--set KEY=VALUE ...] [--out CALIB.json] [--max-evals N] [--name NAME]
                         [--column ours|nccl] [--env KEY=VALUE ...] [--loss squares|abs] [--evaluate]
 
 Fits the simulator's calibration constants to measured timings. A TABLE is
@@ -87,6 +87,10 @@ constants that pull against each other moved together) are compared by it, lowes
 --starts N searches N further starting points besides --start's values, each with every
 constant moved by a factor of 1.25 or 0.8 in a pattern of its own (the same on every run),
 and keeps the lowest loss: N+1 times the evaluations.
+--set KEY=VALUE changes a constant of the start before the fit (a new constant's starting
+value, or a switch such as ll.posted_slices=8): KEY is its JSON path in the calibration
+file, VALUE a JSON value; a key the format does not know or a value out of its bounds is
+an error.
 --evaluate fits nothing and prints every table's errors under the --start calibration,
 and the loss over the --table tables (with --out, it writes the start calibration with
 those errors in its report).
@@ -109,6 +113,8 @@ func runCalibrate(args []string, stdout, stderr io.Writer) error {
 	topo := fs.String("topo", "", "topology XML `FILE` the timings were measured on (default: the embedded one)")
 	nodes := fs.Int("nodes", 1, "number of identical hosts the file stands for")
 	start := fs.String("start", "", "calibration to start from: "+calibFlagHelp)
+	var sets tableList
+	fs.Var(&sets, "set", "start the fit with constant `KEY=VALUE` (a JSON path and value, e.g. ll.copy_GBps=13.5 or ll.posted_slices=8; repeatable)")
 	out := fs.String("out", "", "write the fitted calibration to `FILE.json` (- for stdout)")
 	maxEvals := fs.Int("max-evals", 3000, "bound on simulated sweeps of all the tables")
 	restarts := fs.Int("restarts", 3, "Nelder–Mead restarts")
@@ -193,6 +199,11 @@ func runCalibrate(args []string, stdout, stderr io.Writer) error {
 	c, startName, err := loadCalib(*start, fit[0].Res.Cluster)
 	if err != nil {
 		return err
+	}
+	if len(sets) > 0 {
+		if c, err = c.With(sets); err != nil {
+			return fmt.Errorf("%w: --%v", errUsage, err)
+		}
 	}
 	if *p2pRead != "" {
 		c.P2PRead = nil

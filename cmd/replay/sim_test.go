@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -184,8 +185,23 @@ func TestCalibrateSmall(t *testing.T) {
 	if got := evalLoss("--start", out); math.Abs(got-fitted.Fit.Loss) > 1e-6 {
 		t.Errorf("--evaluate of the fitted calibration: loss %.6f, its report %.6f", got, fitted.Fit.Loss)
 	}
-	if start := evalLoss(); start < fitted.Fit.Loss-1e-6 {
+	start := evalLoss()
+	if start < fitted.Fit.Loss-1e-6 {
 		t.Errorf("the start's loss %.6f is below the fit's %.6f", start, fitted.Fit.Loss)
+	}
+	// --set changes the start: the fitted file's constants set one by one
+	// on the embedded start give the fitted file's loss, and a constant the
+	// format does not know is a usage error naming it.
+	var sets []string
+	for k, v := range map[string]float64{"simple.copy_GBps": fitted.Simple.CopyGBps, "simple.op_overhead_us": fitted.Simple.OpOverheadUs,
+		"simple.slice_overhead_us": fitted.Simple.SliceOverheadUs, "simple.start_us": fitted.Simple.StartUs, "launch_us": fitted.LaunchUs} {
+		sets = append(sets, "--set", fmt.Sprintf("%s=%v", k, v))
+	}
+	if got := evalLoss(sets...); got == start {
+		t.Errorf("--set %v: loss %.6f, the start's: the settings did nothing", sets, got)
+	}
+	if err := runCalibrate([]string{"--evaluate", "--table", tab, "--set", "simple.copy_gbps=3"}, &so, &se); !errors.Is(err, errUsage) || !strings.Contains(err.Error(), "copy_gbps") {
+		t.Errorf("--set simple.copy_gbps=3: want a usage error naming it, got %v", err)
 	}
 	// Further starting points never end above the first alone, and give
 	// the same calibration on every run.

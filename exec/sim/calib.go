@@ -10,6 +10,7 @@ import (
 	"maps"
 	"math"
 	"os"
+	"reflect"
 	"strings"
 
 	"github.com/twinccl/twinccl/model"
@@ -1039,6 +1040,89 @@ func ParseCalib(r io.Reader, name string) (*Calib, error) {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	return c, nil
+}
+
+// With returns a copy of c with constants set: each KEY=VALUE names a
+// constant by its JSON path, dotted (ll.copy_GBps, net_socket.host_exp,
+// links.NVL.eff), and gives a JSON value (13.5, 8, true). A key the
+// calibration format does not know, a value of the wrong type or one out
+// of its bounds (Validate) is an error naming the setting; c is never
+// changed. Fits use it for the starting value of a constant (replay
+// calibrate --set).
+func (c *Calib) With(settings []string) (*Calib, error) {
+	data, err := json.Marshal(c)
+	if err != nil {
+		return nil, err
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(data, &doc); err != nil {
+		return nil, err
+	}
+	for _, kv := range settings {
+		key, val, ok := strings.Cut(kv, "=")
+		if !ok || key == "" {
+			return nil, fmt.Errorf("set %q: want KEY=VALUE", kv)
+		}
+		var v any
+		if err := json.Unmarshal([]byte(val), &v); err != nil {
+			return nil, fmt.Errorf("set %s: value %q is not a JSON value", key, val)
+		}
+		path := strings.Split(key, ".")
+		m := doc
+		for _, k := range path[:len(path)-1] {
+			next, ok := m[k].(map[string]any)
+			if !ok {
+				if m[k] != nil {
+					return nil, fmt.Errorf("set %s: %s is not a group of constants", key, k)
+				}
+				next = map[string]any{}
+				m[k] = next
+			}
+			m = next
+		}
+		m[path[len(path)-1]] = v
+		data, err := json.Marshal(doc)
+		if err != nil {
+			return nil, err
+		}
+		got, err := ParseCalib(bytes.NewReader(data), "set "+key)
+		if err != nil {
+			return nil, err
+		}
+		// encoding/json matches names regardless of case: a key is the
+		// format's only if the parsed calibration writes it back as given
+		// (or leaves it out, as a zero value)
+		if data, err = json.Marshal(got); err != nil {
+			return nil, err
+		}
+		var back map[string]any
+		if err := json.Unmarshal(data, &back); err != nil {
+			return nil, err
+		}
+		if w, ok := lookupPath(back, path); ok && !reflect.DeepEqual(w, v) || !ok && v != nil && !reflect.ValueOf(v).IsZero() {
+			return nil, fmt.Errorf("set %s: no such constant (names are case-sensitive)", key)
+		}
+	}
+	data, err = json.Marshal(doc)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCalib(bytes.NewReader(data), "set")
+}
+
+// lookupPath is the value at a dotted path of a decoded JSON document.
+func lookupPath(doc map[string]any, path []string) (any, bool) {
+	var v any = doc
+	for _, k := range path {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		if v, ok = m[k]; !ok {
+			return nil, false
+		}
+	}
+	return v, true
 }
 
 // EmbeddedPrefix names a calibration built into the binary in LoadCalib's

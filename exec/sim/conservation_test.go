@@ -257,6 +257,48 @@ func TestCalibFileErrors(t *testing.T) {
 	}
 }
 
+// TestCalibWith: settings change exactly the constants they name, of any
+// type and depth, leave the receiver alone, and a bad key, value or bound
+// is an error naming the setting.
+func TestCalibWith(t *testing.T) {
+	c, err := DefaultCalib(90)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := c.Clone()
+	d, err := c.With([]string{"ll.copy_GBps=13.5", "ll.threads=256", "shm_read_leg=false", "links.NVL.eff=0.9", "net_socket.host_exp=2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(c, before) {
+		t.Error("With changed its receiver")
+	}
+	want := c.Clone()
+	want.LL.CopyGBps, want.LL.Threads, want.SHMReadLeg, want.NetSocket.HostExp = 13.5, 256, false, 2
+	l := want.Links["NVL"]
+	l.Eff = 0.9
+	want.Links["NVL"] = l
+	if !reflect.DeepEqual(d, want) {
+		t.Errorf("With: got LL %+v, want %+v", d.LL, want.LL)
+	}
+	if e, err := c.With(nil); err != nil || !reflect.DeepEqual(e, c) {
+		t.Errorf("With(nil): %v, or the calibration changed", err)
+	}
+	for _, tc := range []struct{ set, want string }{
+		{"ll.bogus=1", "unknown field"},
+		{"ll.copy_GBps=-1", "ll.copy_GBps"},
+		{"ll.threads=1.5", "threads"},
+		{"ll.copy_GBps=fast", "not a JSON value"},
+		{"launch_us.x=1", "not a group"},
+		{"ll.copy_GBps", "KEY=VALUE"},
+		{"ll.copy_gbps=3", "case-sensitive"},
+	} {
+		if _, err := c.With([]string{tc.set}); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("With(%q): want an error with %q, got %v", tc.set, tc.want, err)
+		}
+	}
+}
+
 func TestBadPrograms(t *testing.T) {
 	s := newSim(t, loadSearch(t, "", 1), nil)
 	if _, err := s.Machine.Run(nil); err == nil {
