@@ -292,14 +292,6 @@ type ProtoCalib struct {
 	// from a peer GPU's memory: the receiver's reads of the sender's
 	// buffer in P2P read mode (Calib.P2PRead). 0 reads as LoadCost.
 	RemoteLoadCost float64 `json:"remote_load_cost,omitempty"`
-	// RecvLoadCost is the cost, in units of a local store, of a load from
-	// a receive buffer in the GPU's own memory (one a peer stored into,
-	// P2P write mode, or a NIC wrote): LL and LL128 read their lines
-	// there until the flags match, where a load of the input is a plain
-	// one (LoadCost). NCCL's LL on the H200 pair: the receive-reduce of
-	// a 12 MiB ReduceScatter, which loads its input too, is not slower
-	// than an AllGather's receive. 0 reads as LoadCost.
-	RecvLoadCost float64 `json:"recv_load_cost,omitempty"`
 	// P2PLaneShare is the share of the block's copy throughput that each
 	// of the two lanes of a p2p channel (its send and its receive, which
 	// NCCL gives half the warps each) gets: above 1/2 where half the warps
@@ -315,23 +307,6 @@ type ProtoCalib struct {
 	// Programs (AlltoAll, SendRecv) run without it (on two H200 NCCL's
 	// AlltoAll moves more than it allows: docs/perf.md). 0: no limit.
 	GPUCopyGBps float64 `json:"gpu_copy_GBps,omitempty"`
-	// PostedSlices says an LL or LL128 slice that a lane stores into a
-	// peer GPU's memory (a P2P write route) holds the lane only while its
-	// stores issue, at the lane's copy rate: the link carries them on
-	// while the lane goes on (to a ring's receive), and the receiver sees
-	// the slice once they arrived. A connection keeps up to PostedSlices
-	// such slices in flight; the lane issues another once one arrived, so
-	// that a lane that only sends still runs at the slower of its copy
-	// and its link. Their lines carry their own flags: no fence waits for
-	// the stores (Simple posts behind one and never uses this). NCCL's LL
-	// on the H200 pair: a 12 MiB ReduceScatter takes 51 us and an
-	// AllGather 67 (its send also stores the output locally), where a
-	// Broadcast (75) and a Reduce (74) move twice the bytes one way at
-	// the link's rate; with each slice holding its lane until its data
-	// arrived, a ring lane's sends and receives add up where the link
-	// bounds the sends, and the simulation could not fit both (-11% and
-	// +12%). 0: a slice holds its lane until its data arrived.
-	PostedSlices int `json:"posted_slices,omitempty"`
 }
 
 // blockThreads is the block size p runs with: sized to its largest
@@ -407,14 +382,6 @@ func (pc *ProtoCalib) remoteLoadCost() float64 {
 		return pc.loadCost()
 	}
 	return pc.RemoteLoadCost
-}
-
-// recvLoadCost is RecvLoadCost with its default.
-func (pc *ProtoCalib) recvLoadCost() float64 {
-	if pc.RecvLoadCost == 0 {
-		return pc.loadCost()
-	}
-	return pc.RecvLoadCost
 }
 
 // remoteStoreCost is RemoteStoreCost with its default.
@@ -952,8 +919,6 @@ func (c *Calib) Validate() error {
 			{"relay_us", pc.RelayUs, 0, 1e6},
 			{"relay_hold_us", pc.RelayHoldUs, 0, 1e6},
 			{"remote_load_cost", pc.RemoteLoadCost, 0, 100},
-			{"recv_load_cost", pc.RecvLoadCost, 0, 100},
-			{"posted_slices", float64(pc.PostedSlices), 0, 64},
 			{"p2p_lane_share", pc.P2PLaneShare, 0, 1},
 			{"gpu_copy_GBps", pc.GPUCopyGBps, 0, 1e6},
 		}

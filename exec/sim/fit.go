@@ -78,12 +78,6 @@ type fitUse struct {
 	// calls run on few and on many channels, e.g. under
 	// NCCL_MIN_NCHANNELS/NCCL_MAX_NCHANNELS).
 	gpuProtos []model.Protocol
-	// postedProtos are the protocols of rows with P2P write routes whose
-	// calibration posts its stores (ProtoCalib.PostedSlices) or prices
-	// the loads of a receive buffer apart (RecvLoadCost): their
-	// recv_load_cost can be fitted (a calibration that uses neither keeps
-	// its search as it was)
-	postedProtos []model.Protocol
 	// direct says there are Simple collectives (DirectUs)
 	direct bool
 }
@@ -323,11 +317,6 @@ func fitParams(u fitUse) []FitParam {
 				get: func(c *Calib) float64 { return c.Links[k].LatencyUs },
 				set: func(c *Calib, v float64) { l := c.Links[k]; l.LatencyUs = v; c.Links[k] = l }},
 		)
-	}
-	for _, p := range u.postedProtos {
-		p := p
-		ps = append(ps, FitParam{Name: strings.ToLower(p.String()) + ".recv_load_cost", Floor: 0, Lo: 0.02, Hi: 2,
-			get: func(c *Calib) float64 { return c.Proto(p).recvLoadCost() }, set: func(c *Calib, v float64) { c.Proto(p).RecvLoadCost = v }})
 	}
 	return ps
 }
@@ -694,7 +683,6 @@ func usage(tables []FitTable, c *Calib) (fitUse, error) {
 	readSet := map[model.Protocol]bool{}
 	forwardSet := map[model.Protocol]bool{}
 	relaySet := map[model.Protocol]bool{}
-	postedSet := map[model.Protocol]bool{}
 	p2pSet := map[model.Protocol]bool{}
 	// A call (protocol, collective, size) seen on two channel counts
 	// identifies the protocol's GPUCopyGBps.
@@ -769,9 +757,6 @@ func usage(tables []FitTable, c *Calib) (fitUse, error) {
 				}
 				if rt.transport == TransportP2P && len(rt.res) > 0 {
 					forwardSet[p.Proto] = true
-					if pc := c.Proto(p.Proto); pc.PostedSlices > 0 || pc.RecvLoadCost > 0 {
-						postedSet[p.Proto] = true
-					}
 					if p.NRanks > 2 {
 						relaySet[p.Proto] = true
 					}
@@ -807,9 +792,6 @@ func usage(tables []FitTable, c *Calib) (fitUse, error) {
 		}
 		if relaySet[p] {
 			u.relayProtos = append(u.relayProtos, p)
-		}
-		if postedSet[p] {
-			u.postedProtos = append(u.postedProtos, p)
 		}
 		if p2pSet[p] {
 			u.p2pProtos = append(u.p2pProtos, p)

@@ -320,37 +320,3 @@ func TestHostPostUs(t *testing.T) {
 		}
 	}
 }
-
-// TestPostedSlices: an LL slice whose stores into the peer are posted
-// holds its lane only while they issue. On one channel whose link is the
-// bound (NVLink at 1/20 of its rate: 18.5 GB/s of lines), a two-GPU
-// ReduceScatter's sends then drain while its lanes reduce what they
-// received: about the link's time alone, where each slice holding its lane
-// until its data arrived adds the receives' copies to it; a Broadcast,
-// whose root only sends, takes as long either way; fewer slices in flight
-// per connection never make an AllReduce (a send, then a
-// receive-reduce-send on the same connection) faster.
-func TestPostedSlices(t *testing.T) {
-	const bytes = 4 << 20
-	ring := Recorded{Algo: model.AlgoRing, Proto: model.ProtoLL, NChannels: 1}
-	time := func(coll model.Collective, posted int) float64 {
-		c := zeroCalib(60, 0.05)
-		c.LL.PostedSlices = posted
-		return simulateBytes(t, nil, coll, bytes, ring, c)
-	}
-	// each rank sends half the data as LL lines (twice its bytes) and
-	// receives, reduces and stores the other half (3 units a byte)
-	link := float64(bytes) / (18 * 20.6 * 0.05 * 1e3)
-	copies := float64(bytes) / 2 * 3 / (60 * 1e3)
-	serial, posted := time(model.CollReduceScatter, 0), time(model.CollReduceScatter, 8)
-	if math.Abs(serial/(link+copies)-1) > 0.05 || math.Abs(posted/link-1) > 0.05 {
-		t.Errorf("ReduceScatter %d B: serialized %.1f us, posted %.1f: want about the link's and the copies' %.1f + %.1f, and the link's alone",
-			bytes, serial, posted, link, copies)
-	}
-	if b, s := time(model.CollBroadcast, 0), time(model.CollBroadcast, 8); math.Abs(s/b-1) > 0.01 {
-		t.Errorf("Broadcast %d B: posted %.1f us, serialized %.1f: want the same (the root only sends)", bytes, s, b)
-	}
-	if one, eight := time(model.CollAllReduce, 1), time(model.CollAllReduce, 8); eight > one {
-		t.Errorf("AllReduce %d B: 8 posted slices %.1f us, 1 %.1f: want no slower with more in flight", bytes, eight, one)
-	}
-}

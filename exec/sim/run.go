@@ -202,22 +202,6 @@ type sendConn struct {
 	// (and, LL and LL128, the last slice's first lines) posted: a
 	// sender's posts become visible in the order it made them
 	seenTail, seenStart Time
-	// posted is how many slices of posted stores
-	// (ProtoCalib.PostedSlices) the connection keeps in flight, 0 where
-	// a slice holds its lane until its data arrived; inFlight counts the
-	// flows that run now, and pend the slices whose flows started, in
-	// order, until their data arrived and their lane posted them
-	posted, inFlight int32
-	pend             []postedSlice
-}
-
-// postedSlice is a slice of posted stores on its way (sendConn.pend):
-// the flow that carries it, whether its data arrived, and whether its
-// lane posted it (tail; relay: a relaying lane's receiving step).
-type postedSlice struct {
-	flow                   int32
-	arrived, posted, relay bool
-	tail                   uint64
 }
 
 // connTraffic is the traffic of a connection, or what a lane sends to
@@ -347,9 +331,8 @@ type runner struct {
 	// hostLoad and hostStore those of loads from and stores into host
 	// memory
 	loadCost, hostLoad, hostStore float64
-	// remoteLoad is the cost of a load from a peer's memory (read mode),
-	// recvLoad that of one from a receive buffer in the GPU's own
-	remoteLoad, recvLoad float64
+	// remoteLoad is the cost of a load from a peer's memory (read mode)
+	remoteLoad float64
 	// hostFence is the fence of a Simple slice that stores into a SHM
 	// connection's host memory (HostFenceUs); postFence that of an LL or
 	// LL128 slice sent through a socket proxy (SocketCalib.PostFenceUs)
@@ -585,7 +568,6 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 	x.hostLoad = x.pc.hostLoadCost()
 	x.hostStore = x.pc.hostStoreCost()
 	x.remoteLoad = x.pc.remoteLoadCost()
-	x.recvLoad = x.pc.recvLoadCost()
 	x.fence = usToPs(x.pc.RemoteFenceUs)
 	x.forward = usToPs(x.pc.ForwardUs)
 	x.relay = usToPs(x.pc.RelayUs)
@@ -636,9 +618,6 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 		}
 		x.sc[i] = sendConn{sender: -1, lat: lat, capB: rt.capGBps * 1e-3, w: rt.w, ib: rt.ib, res: int32(lo), nres: int32(len(rt.res)),
 			proxyFrom: -1, proxyTo: -1}
-		if x.proto != model.ProtoSimple && rt.transport == TransportP2P && rt.proxyCopies == 0 && rt.ib == nil && len(rt.res) > 0 {
-			x.sc[i].posted = int32(x.pc.PostedSlices)
-		}
 		if rt.proxyCopies > 0 {
 			if x.proxyFree == nil {
 				x.proxySendOp = x.c.NetSocket.SendOpUs * psPerUs
@@ -898,10 +877,6 @@ func (x *runner) run() {
 			}
 			owner := x.fab.flows[ev.id].owner
 			x.fab.finish(&x.q, x.now, ev.id)
-			if owner < 0 { // a posted slice's stores arrived
-				x.arrived(-1-owner, ev.id)
-				continue
-			}
 			a := &x.actors[owner]
 			a.pending--
 			if a.pending == 0 {
@@ -1003,11 +978,10 @@ func (x *runner) wireBytes(n int64) int64 {
 // loads and stores, plus the reduction's extra cost per extra source.
 func (x *runner) units(a *actor, ac *actorCold, k model.PrimKind, flags uint8) float64 {
 	srcs, dsts := 0, 0
-	hostSrcs, remoteSrcs, localRecvs := 0, 0, 0
+	hostSrcs, remoteSrcs := 0, 0
 	if k.Receives() {
 		srcs += int(a.sb - a.rb)
 		hostSrcs, remoteSrcs = ac.hostRecvs, ac.remoteRecvs
-		localRecvs = srcs - hostSrcs - remoteSrcs
 	}
 	if k.ReadsInput() || (k == model.PrimSend && flags&model.PrimFromOutput != 0) {
 		srcs++
@@ -1021,8 +995,7 @@ func (x *runner) units(a *actor, ac *actorCold, k model.PrimKind, flags uint8) f
 		dsts++
 	}
 	u := x.loadCost*float64(srcs-hostSrcs-remoteSrcs) + x.hostLoad*float64(hostSrcs) + x.remoteLoad*float64(remoteSrcs) + float64(dsts) +
-		x.remoteCost*float64(remote) + x.hostStore*float64(host) +
-		(x.recvLoad-x.loadCost)*float64(localRecvs) // 0 unless RecvLoadCost is set
+		x.remoteCost*float64(remote) + x.hostStore*float64(host)
 	if k.Receives() && k.ReadsInput() && srcs > 1 { // reductions
 		u += x.pc.ReduceCost*float64(srcs-1) + x.pc.HostReduceCost*float64(hostSrcs)
 	}
@@ -1208,7 +1181,7 @@ func (x *runner) ready(a *actor, block bool) bool {
 	if a.sends {
 		want := uint64(a.opS+st) + need
 		for _, c := range x.cids[a.sb:a.se] {
-			if cs := &x.sc[c]; cs.head+x.credits < want || cs.posted > 0 && cs.inFlight >= cs.posted {
+			if cs := &x.sc[c]; cs.head+x.credits < want {
 				cs.blocked = cs.blocked || block
 				return false
 			}
@@ -1342,7 +1315,6 @@ func (x *runner) startSlice(ai int32, a *actor) {
 		}
 	}
 	if a.sends {
-		posted := false
 		for _, c := range x.cids[a.sb:a.se] {
 			cs := &x.sc[c]
 			capW := rate * scale
@@ -1355,19 +1327,10 @@ func (x *runner) startSlice(ai int32, a *actor) {
 			// A protocol efficiency below one makes its wire bytes occupy
 			// the links longer; the links still account the true bytes.
 			res := x.resIDs[cs.res : cs.res+cs.nres : cs.res+cs.nres]
-			if cs.posted > 0 { // the connection's flow; the lane issues below
-				id := x.fab.start(&x.q, x.now, res, float64(wire)/eff, float64(wire), capW/eff, cs.w, -1-c)
-				cs.pend = append(cs.pend, postedSlice{flow: id})
-				cs.inFlight++
-				posted = true
-				continue
-			}
 			x.fab.start(&x.q, x.now, res, float64(wire)/eff, float64(wire), capW/eff, cs.w, ai)
 			a.pending++
 		}
-		if !posted {
-			return
-		}
+		return
 	}
 	if a.pending == 0 {
 		x.fab.start(&x.q, x.now, nil, float64(data), float64(data), rate, 1, ai)
@@ -1391,18 +1354,6 @@ func (x *runner) post(a *actor, st uint32) {
 			cs := &x.sc[c]
 			if cs.proxyFrom >= 0 {
 				x.proxySend(c, cs, tail, a.elems()*x.esize)
-				continue
-			}
-			if len(cs.pend) > 0 { // seen once the stores before it arrived
-				i := 0
-				for i < len(cs.pend) && cs.pend[i].posted {
-					i++
-				}
-				if i == len(cs.pend) { // the slice had no data
-					cs.pend = append(cs.pend, postedSlice{flow: -1, arrived: true})
-				}
-				cs.pend[i].posted, cs.pend[i].tail, cs.pend[i].relay = true, tail, a.relay && a.recvs
-				x.seePosted(c, cs)
 				continue
 			}
 			cs.seenTail = x.visible(a, cs, cs.seenTail)
@@ -1430,43 +1381,6 @@ func (x *runner) visible(a *actor, cs *sendConn, last Time) Time {
 		at += x.relay
 	}
 	return max(at, last)
-}
-
-// arrived ends flow id, which carried a slice of posted connection c: the
-// sender may issue another slice to it.
-func (x *runner) arrived(c, id int32) {
-	cs := &x.sc[c]
-	cs.inFlight--
-	for i := range cs.pend {
-		if ps := &cs.pend[i]; ps.flow == id && !ps.arrived { // ids are reused
-			ps.arrived = true
-			break
-		}
-	}
-	x.seePosted(c, cs)
-	x.resume(&cs.blocked, cs.sender)
-}
-
-// seePosted shows connection c's receiver the tails of its first posted
-// slices that arrived and were posted, in order: after the connection's
-// latency (and a relaying lane's delay).
-func (x *runner) seePosted(c int32, cs *sendConn) {
-	n := 0
-	for _, ps := range cs.pend {
-		if !ps.arrived || !ps.posted {
-			break
-		}
-		at := x.now + cs.lat
-		if ps.relay {
-			at += x.relay
-		}
-		cs.seenTail = max(at, cs.seenTail)
-		x.q.push(cs.seenTail, evTail, c, ps.tail)
-		n++
-	}
-	if n > 0 {
-		cs.pend = append(cs.pend[:0], cs.pend[n:]...)
-	}
 }
 
 // relays says lane l of Program p receives from one GPU and sends to
