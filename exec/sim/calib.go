@@ -647,6 +647,12 @@ func (c *Calib) ForHost(h HostProbe) *Calib {
 	return &cc
 }
 
+// launchUs is the launch cost of a call on nch channels (LaunchUs, and
+// LaunchChannelUs for each channel beyond the first).
+func (c *Calib) launchUs(nch int) float64 {
+	return c.LaunchUs + c.LaunchChannelUs*float64(max(nch, 1)-1)
+}
+
 // hostMemGBps is HostMemGBps with its default.
 func (c *Calib) hostMemGBps() float64 {
 	if c.HostMemGBps == 0 {
@@ -691,6 +697,16 @@ type Calib struct {
 	// LaunchUs is the fixed cost of one collective call from the host's
 	// point of view: kernel launch, block start-up and completion.
 	LaunchUs float64 `json:"launch_us"`
+	// LaunchChannelUs is what a call costs more per channel beyond the
+	// first, paid with LaunchUs: its kernel's further blocks, each
+	// launched and set up before the last of them can end. On the H200
+	// pair NCCL's latency-bound LL calls of 8 KiB a channel take 0.3-0.9
+	// us longer on 24 channels (192 KiB) than on 3 (24 KiB) in every op,
+	// where the simulation gave both the same time (the 24-channel rows
+	// were 4-9% fast, the one-channel ones 3-6% slow); LL128 and Simple
+	// show the same on 24 channels. Fitted at 0.025 us with the protocols'
+	// start costs (h200.json's source note). 0: none.
+	LaunchChannelUs float64 `json:"launch_channel_us,omitempty"`
 	// HostCallUs is the host's time to issue one call outside a CUDA
 	// graph (NCCL's enqueue and the kernel launch, one process per GPU):
 	// an eager loop (Simulator.Eager, nccl-tests without -G) issues a
@@ -876,6 +892,9 @@ func (c *Calib) Validate() error {
 		return nil
 	}
 	if err := bad("launch_us", c.LaunchUs, 0, 1e6); err != nil {
+		return err
+	}
+	if err := bad("launch_channel_us", c.LaunchChannelUs, 0, 1e3); err != nil {
 		return err
 	}
 	if err := bad("host_call_us", c.HostCallUs, 0, 1e6); err != nil {

@@ -78,6 +78,9 @@ type fitUse struct {
 	// calls run on few and on many channels, e.g. under
 	// NCCL_MIN_NCHANNELS/NCCL_MAX_NCHANNELS).
 	gpuProtos []model.Protocol
+	// launchChannel says the start prices a call's further channels
+	// (LaunchChannelUs set): its fit keeps every other search as it was
+	launchChannel bool
 	// direct says there are Simple collectives (DirectUs)
 	direct bool
 }
@@ -317,6 +320,10 @@ func fitParams(u fitUse) []FitParam {
 				get: func(c *Calib) float64 { return c.Links[k].LatencyUs },
 				set: func(c *Calib, v float64) { l := c.Links[k]; l.LatencyUs = v; c.Links[k] = l }},
 		)
+	}
+	if u.launchChannel {
+		ps = append(ps, FitParam{Name: "launch_channel_us", Floor: 0.001, Lo: 0, Hi: 5,
+			get: func(c *Calib) float64 { return c.LaunchChannelUs }, set: func(c *Calib, v float64) { c.LaunchChannelUs = v }})
 	}
 	return ps
 }
@@ -675,7 +682,7 @@ func flatten(per [][]Comparison) []Comparison {
 
 // usage finds what the tables exercise under calibration c.
 func usage(tables []FitTable, c *Calib) (fitUse, error) {
-	var u fitUse
+	u := fitUse{launchChannel: c.LaunchChannelUs > 0}
 	protoSet := map[model.Protocol]bool{}
 	hostSet := map[model.Protocol]bool{}
 	var collSet [model.NumProtocols][model.NumTunedCollectives]bool

@@ -67,7 +67,7 @@ func (x *runner) newLoop(timed int) (*loopState, error) {
 		left:  make([]int, x.p.NRanks),
 		call:  make([]int, x.p.NRanks),
 		ends:  make([][]Time, x.p.NRanks),
-		next:  usToPs(x.c.LaunchUs) + usToPs(x.pc.StartUs),
+		next:  usToPs(x.c.launchUs(x.p.NChannels)) + usToPs(x.pc.StartUs),
 	}
 	if x.m.EagerCalls {
 		lp.issue, lp.first = usToPs(x.c.HostCallUs), usToPs(x.pc.StartUs)

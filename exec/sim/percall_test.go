@@ -320,3 +320,57 @@ func TestHostPostUs(t *testing.T) {
 		}
 	}
 }
+
+// TestLaunchChannelUs: a call on n channels costs (n-1)·launch_channel_us
+// more, isolated and in a timing loop, and one on one channel nothing; the
+// rest of the call does not move.
+func TestLaunchChannelUs(t *testing.T) {
+	const k = 0.5
+	res := loadSearch(t, "", 1)
+	for _, tc := range []struct {
+		bytes int64
+		nch   int
+	}{{1 << 10, 1}, {4 << 20, 4}, {4 << 20, 24}} {
+		for _, loop := range []int{0, 2} {
+			time := func(perChannel float64) CallResult {
+				c, err := DefaultCalib(90)
+				if err != nil {
+					t.Fatal(err)
+				}
+				c.LaunchChannelUs = perChannel
+				s := newSim(t, res, c)
+				s.Loop = loop
+				r, err := s.RunTimed(Call{Coll: model.CollAllGather, Count: tc.bytes / 4, Dtype: model.DtypeFP32, Algo: model.AlgoRing,
+					Proto: model.ProtoLL, NChannels: tc.nch}, false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return r
+			}
+			base, with := time(0), time(k)
+			if with.NChannels != tc.nch {
+				t.Fatalf("%d B: ran on %d channels, want %d", tc.bytes, with.NChannels, tc.nch)
+			}
+			if d, want := with.TimeUs-base.TimeUs, k*float64(tc.nch-1); math.Abs(d-want) > 1e-6 {
+				t.Errorf("%d B on %d channels, loop %d: %.6f us more, want %.6f", tc.bytes, tc.nch, loop, d, want)
+			}
+			if math.Abs(with.KernelUs-base.KernelUs) > 1e-6 {
+				t.Errorf("%d B on %d channels, loop %d: kernel %.6f us, without the cost %.6f: want the same", tc.bytes, tc.nch, loop, with.KernelUs, base.KernelUs)
+			}
+		}
+	}
+	// A fit frees the constant only where its start sets it, so that the
+	// fits of the files without it search as they did.
+	tb := &Table{Name: "t.tsv", Harness: HarnessNCCLTests, Rows: []Measurement{{Coll: model.CollAllGather, Bytes: 1 << 20, MeanUs: 10, Line: 1}}}
+	ft := NewFitTable(tb, res)
+	c, err := DefaultCalib(90)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.LaunchChannelUs = 0
+	with := c.Clone()
+	with.LaunchChannelUs = k
+	if fitsParam(t, c, "launch_channel_us", ft) || !fitsParam(t, with, "launch_channel_us", ft) {
+		t.Error("launch_channel_us: want it fitted where the start sets it, and only there")
+	}
+}

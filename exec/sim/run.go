@@ -789,7 +789,7 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 	}
 	r := x.result(end)
 	if x.loop != nil {
-		x.loop.finish(r, x.c.LaunchUs)
+		x.loop.finish(r, x.c.launchUs(x.p.NChannels))
 	}
 	return r, nil
 }
@@ -1512,7 +1512,7 @@ func (x *runner) result(end Time) *Result {
 		Slices:   x.slices,
 		Reshares: x.fab.reshares,
 	}
-	r.TimeUs = r.KernelUs + x.c.LaunchUs
+	r.TimeUs = r.KernelUs + x.c.launchUs(x.p.NChannels)
 	r.RankKernelUs = make([]float64, x.p.NRanks)
 	for i := range x.cold {
 		ac := &x.cold[i]
