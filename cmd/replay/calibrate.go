@@ -88,9 +88,9 @@ constants that pull against each other moved together) are compared by it, lowes
 constant moved by a factor of 1.25 or 0.8 in a pattern of its own (the same on every run),
 and keeps the lowest loss: N+1 times the evaluations.
 --set KEY=VALUE changes a constant of the start before the fit (a new constant's starting
-value, or a switch such as ll.posted_slices=8): KEY is its JSON path in the calibration
-file, VALUE a JSON value; a key the format does not know or a value out of its bounds is
-an error.
+value, e.g. launch_channel_us=0.02, or a switch, net_socket.host_fixed_recv=true): KEY is its
+JSON path in the calibration file, VALUE a JSON value; a key the format does not know or a
+value out of its bounds is an error.
 --evaluate fits nothing and prints every table's errors under the --start calibration,
 and the loss over the --table tables (with --out, it writes the start calibration with
 those errors in its report).
@@ -114,7 +114,7 @@ func runCalibrate(args []string, stdout, stderr io.Writer) error {
 	nodes := fs.Int("nodes", 1, "number of identical hosts the file stands for")
 	start := fs.String("start", "", "calibration to start from: "+calibFlagHelp)
 	var sets tableList
-	fs.Var(&sets, "set", "start the fit with constant `KEY=VALUE` (a JSON path and value, e.g. ll.copy_GBps=13.5 or ll.posted_slices=8; repeatable)")
+	fs.Var(&sets, "set", "start the fit with constant `KEY=VALUE` (a JSON path and value, e.g. ll.copy_GBps=13.5 or launch_channel_us=0.02; repeatable)")
 	out := fs.String("out", "", "write the fitted calibration to `FILE.json` (- for stdout)")
 	maxEvals := fs.Int("max-evals", 3000, "bound on simulated sweeps of all the tables")
 	restarts := fs.Int("restarts", 3, "Nelder–Mead restarts")
