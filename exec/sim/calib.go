@@ -1071,6 +1071,10 @@ func ParseCalib(r io.Reader, name string) (*Calib, error) {
 // changed. Fits use it for the starting value of a constant (replay
 // calibrate --set).
 func (c *Calib) With(settings []string) (*Calib, error) {
+	out := c.Clone()
+	if len(settings) == 0 {
+		return out, nil
+	}
 	data, err := json.Marshal(c)
 	if err != nil {
 		return nil, err
@@ -1123,12 +1127,9 @@ func (c *Calib) With(settings []string) (*Calib, error) {
 		if w, ok := lookupPath(back, path); ok && !reflect.DeepEqual(w, v) || !ok && v != nil && !reflect.ValueOf(v).IsZero() {
 			return nil, fmt.Errorf("set %s: no such constant (names are case-sensitive)", key)
 		}
+		out = got // the document so far, every earlier setting included
 	}
-	data, err = json.Marshal(doc)
-	if err != nil {
-		return nil, err
-	}
-	return ParseCalib(bytes.NewReader(data), "set")
+	return out, nil
 }
 
 // lookupPath is the value at a dotted path of a decoded JSON document.
