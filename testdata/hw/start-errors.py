@@ -7,7 +7,7 @@ repo root after `make build`:
 
 --transport net (the default) takes every socket recording of a start
 (net-*.json, proto/net-*.json, heldout/net-*.json), simulated on its
-machine's topo-1gpu.xml with two nodes; p2p and shm take its recordings at
+machine's topo-1gpu.xml (or the start's own) with two nodes; p2p and shm take its recordings at
 the held-out sizes (heldout/p2p-*.json, heldout/shm-*.json) on the
 machine's topo.xml (or the start's own, where the machine has none, as
 h200x4/ and h100x4/). --max-bytes leaves out rows larger than B bytes (e.g.
@@ -17,8 +17,8 @@ CALIB a calibration file or embedded:NAME.json, which simulates that
 column (ours: --calib-ours); a START is a directory under testdata/hw
 (e.g. h100x2/rerun12). Every row counts, disturbed ones too, unless
 --undisturbed leaves out, as the regression tests do, the rows whose
-measured time (the median of their repetitions) exceeds their best
-repetition by 25%; it also prints how many it left out and the median
+measured time (the median of their repetitions; a recording that kept
+none: their mean) exceeds their best repetition by 25%; it also prints how many it left out and the median
 spread of the repetitions ((max-min)/median), a measure of how much the
 host disturbed the start.
 
@@ -67,7 +67,9 @@ def main():
         machine = "testdata/hw/%s" % s.split("/")[0]
         args = ["bin/replay", "compare", f, "--json", "-", flag, a.calib]
         if a.transport == "net":
-            args += ["--topo", machine + "/topo-1gpu.xml", "--nodes", "2"]
+            # a start on another kind of machine keeps its own (h100x4/sockets)
+            own = "testdata/hw/%s/topo-1gpu.xml" % s
+            args += ["--topo", own if os.path.exists(own) else machine + "/topo-1gpu.xml", "--nodes", "2"]
         else:
             # a machine of more GPUs keeps a topology per start (h200x4/DATE)
             own = "testdata/hw/%s/topo.xml" % s
@@ -77,12 +79,24 @@ def main():
             sys.exit("%s: %s" % (f, r.stderr.strip()))
         with open(f) as fh:
             doc = json.load(fh)
-        reps = {row["bytes"]: row.get(reps_key) for row in doc["rows"]}
+        reps = {row["bytes"]: timing(row) for row in doc["rows"]}
         probes = doc.get("net_probe") or []
         probes = probes + [row["net_probe"] for row in doc["rows"] if row.get("net_probe")]
         return s, f, json.loads(r.stdout)["calls"], reps, probes
 
-    reps_key = "nccl_reps_us" if a.column == "nccl" else "reps_us"
+    reps_key, time_key, best_key = ("nccl_reps_us", "nccl_time_us", "nccl_best_us") if a.column == "nccl" else ("reps_us", "time_us", "best_us")
+
+    def timing(row):
+        """The row's measured time, best and worst repetition and its
+        repetitions (None: a recording that kept only its mean and best,
+        whose worst is unknown), or None where it has neither."""
+        rr = row.get(reps_key)
+        if rr:
+            return statistics.median(rr), min(rr), max(rr), rr
+        if row.get(time_key) and row.get(best_key):
+            return row[time_key], row[best_key], None, None
+        return None
+
     errs, signed, left, spread, lat, bw, cells, rows = {}, {}, {}, {}, {}, {}, {}, []
     for s, f, calls, reps, probes in ThreadPoolExecutor(4).map(compare, jobs):
         for p in probes:
@@ -92,10 +106,12 @@ def main():
         for c in calls:
             if a.max_bytes and c["bytes"] > a.max_bytes:
                 continue
-            rr = reps.get(c["bytes"])
-            if rr and len(rr) > 1:
-                spread.setdefault((s, c["proto"]), []).append((max(rr) - min(rr)) / statistics.median(rr) * 100)
-                if a.undisturbed and statistics.median(rr) > 1.25 * min(rr):
+            tm = reps.get(c["bytes"])
+            if tm:
+                med, best, worst, rr = tm
+                if rr and len(rr) > 1:
+                    spread.setdefault((s, c["proto"]), []).append((worst - best) / med * 100)
+                if a.undisturbed and med > 1.25 * best:
                     left[(s, c["proto"])] = left.get((s, c["proto"]), 0) + 1
                     continue
             e = c["nccl_err"] if a.column == "nccl" else c["err"]
@@ -103,9 +119,8 @@ def main():
                 errs.setdefault((s, c["proto"]), []).append(abs(e) * 100)
                 signed.setdefault((s, c["proto"]), []).append(e * 100)
                 cells.setdefault((c["proto"], c["op"], c["bytes"]), []).append(e * 100)
-                if rr:
-                    med = statistics.median(rr)
-                    rows.append((abs(e) * 100, e * 100, s, f.split(s + "/", 1)[-1], c["op"], c["bytes"], c["proto"], med, min(rr), max(rr)))
+                if tm:
+                    rows.append((abs(e) * 100, e * 100, s, f.split(s + "/", 1)[-1], c["op"], c["bytes"], c["proto"], med, best, "%9.1f" % worst if worst else "        -"))
     for (s, proto), v in sorted(errs.items()):
         line = "%-16s %-4s %-7s rows %3d  median %5.1f%%  max %5.1f%%" % (s, a.transport, proto, len(v), statistics.median(v), max(v))
         if a.undisturbed:
@@ -123,7 +138,7 @@ def main():
     if a.worst:
         print("\nthe %d rows furthest off (err, start, file, op, bytes, protocol; repetitions: median, best, worst, in us):" % a.worst)
         for r in sorted(rows, reverse=True)[: a.worst]:
-            print("%+6.1f%%  %-16s %-32s %-13s %10d %-6s  %9.1f %9.1f %9.1f" % r[1:])
+            print("%+6.1f%%  %-16s %-32s %-13s %10d %-6s  %9.1f %9.1f %s" % r[1:])
 
 
 if __name__ == "__main__":
