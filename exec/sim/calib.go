@@ -140,6 +140,13 @@ type ProtoCalib struct {
 	// AllGather takes 14.3 us on 96 threads, 15.6 on 160 and 17.3 on 288
 	// (NCCL_NTHREADS forcing the count at a size). 0: none.
 	ThreadOpUs float64 `json:"thread_op_us,omitempty"`
+	// ThreadOpMaxThreads is the block size from which ThreadOpUs grows no
+	// more: on the H200 pair NCCL's one-channel Simple AllReduce of 32
+	// KiB took 20.39 us on 288 threads (NCCL_NTHREADS=256) and 19.75 on
+	// its own 544, its AllGather 17.32 and 17.30, where going from 160
+	// to 288 threads had cost 1.9 us (testdata/hw/h200x2/threads). 0: it
+	// grows with every doubling.
+	ThreadOpMaxThreads float64 `json:"thread_op_max_threads,omitempty"`
 	// RateThreads is the block size from which a block sustains CopyGBps;
 	// a smaller block (NCCL's small calls: Program.Threads) copies in
 	// proportion to its threads, fewer loads and stores in flight. 0: every
@@ -332,7 +339,11 @@ func (pc *ProtoCalib) threadOpUs(p *model.Program, opBytes int64) float64 {
 	if pc.ThreadOpUs == 0 || t <= 96 {
 		return 0
 	}
-	return pc.ThreadOpUs * math.Log2(float64(t)/96)
+	tt := float64(t)
+	if pc.ThreadOpMaxThreads > 0 {
+		tt = min(tt, max(pc.ThreadOpMaxThreads, 96))
+	}
+	return pc.ThreadOpUs * math.Log2(tt/96)
 }
 
 // threadRate is the share of CopyGBps the block p runs on (blockThreads)
@@ -928,6 +939,7 @@ func (c *Calib) Validate() error {
 			{"empty_slice_us", pc.EmptySliceUs, 0, 1e6},
 			{"host_start_us", pc.HostStartUs, 0, 1e6},
 			{"thread_op_us", pc.ThreadOpUs, 0, 1e6},
+			{"thread_op_max_threads", pc.ThreadOpMaxThreads, 0, model.MaxProgThreads},
 			{"first_op_us", pc.FirstOpUs, 0, 1e6},
 			{"p2p_slice_overhead_us", pc.P2PSliceOverheadUs, 0, 1e6},
 			{"rate_threads", pc.RateThreads, 0, 1e5},

@@ -19,6 +19,7 @@ func quietCalib(t *testing.T) *Calib {
 	}
 	for _, pc := range []*ProtoCalib{&c.LL, &c.LL128, &c.Simple} {
 		pc.FirstOpUs, pc.ThreadOpUs, pc.DirectUs, pc.HostTurnUs, pc.RateThreads, pc.HostStartUs = 0, 0, 0, 0, 0, 0
+		pc.ThreadOpMaxThreads = 0
 		pc.CollUs = nil
 	}
 	return c
@@ -69,8 +70,8 @@ func TestDirectUs(t *testing.T) {
 // (eight chunks, eight copySends on the root and eight recvs on the
 // other rank) pays it once on its path, as one of 8 B does; a Reduce's
 // receiver pays its while it waits for the sender's data. thread_op_us
-// adds to it per doubling of NCCL's threads beyond 96: a 32 KiB Reduce
-// runs on 544.
+// adds to it per doubling of NCCL's threads beyond 96 (a 32 KiB Reduce
+// runs on 544), up to thread_op_max_threads where that is set.
 func TestFirstOpUs(t *testing.T) {
 	const f, th = 5.0, 2.0
 	first := func(c *Calib) { c.Simple.FirstOpUs = f }
@@ -82,14 +83,14 @@ func TestFirstOpUs(t *testing.T) {
 			t.Errorf("%v %d B: first_op_us %.1f adds %.3f us, want %.1f (once on the path)", tc.coll, tc.bytes, f, got, f)
 		}
 	}
-	threads := func(c *Calib) { c.Simple.ThreadOpUs = th }
 	for _, tc := range []struct {
-		bytes   int64
-		threads float64
-	}{{3072, 96}, {32768, 544}} {
+		bytes        int64
+		cap, threads float64 // thread_op_max_threads; the threads it pays for
+	}{{3072, 0, 96}, {32768, 0, 544}, {3072, 288, 96}, {24576, 288, 288}, {32768, 288, 288}, {32768, 1024, 544}} {
+		threads := func(c *Calib) { c.Simple.ThreadOpUs, c.Simple.ThreadOpMaxThreads = th, tc.cap }
 		want := th * math.Log2(tc.threads/96)
 		if got := delta(t, nil, model.CollReduce, tc.bytes, ringSimple1, threads); math.Abs(got-want) > 0.02*th {
-			t.Errorf("Reduce %d B (%g threads): thread_op_us %.1f adds %.3f us, want %.3f", tc.bytes, tc.threads, th, got, want)
+			t.Errorf("Reduce %d B (thread_op_max_threads %g): thread_op_us %.1f adds %.3f us, want %.3f (%g threads)", tc.bytes, tc.cap, th, got, want, tc.threads)
 		}
 	}
 	// p2p Programs do not pay it.

@@ -96,7 +96,7 @@ var regressionBounds = []bound{
 	{"p2p-allgather", ColNCCL, BucketSmall, 0.05, 0.34},     // 1.4, 29.6
 	{"p2p-allgather", ColNCCL, BucketLarge, 0.10, 0.14},     // 5.8, 10.2
 	{"p2p-allreduce", ColOurs, BucketSmall, 0.27, 0.39},     // 23.3, 34.8
-	{"p2p-allreduce", ColOurs, BucketLarge, 0.15, 0.18},     // 11.5, 14.1
+	{"p2p-allreduce", ColOurs, BucketLarge, 0.17, 0.18},     // 11.5, 14.1 (15.9, 16.1 with NCCL's Simple thread cost capped at 288 threads: the simulation, already fast for this kernel, got faster)
 	{"p2p-allreduce", ColNCCL, BucketSmall, 0.07, 0.13},     // 3.1, 9.1
 	{"p2p-allreduce", ColNCCL, BucketLarge, 0.10, 0.14},     // 5.6, 9.6
 	{"p2p-broadcast", ColOurs, BucketSmall, 0.11, 0.21},     // 7.4, 17.5
@@ -162,7 +162,7 @@ var regressionBoundsX4 = []bound{
 	{"reduce", ColNCCL, BucketSmall, 0.11, 0.32},        // 7.0, 28.3
 	{"reduce", ColNCCL, BucketLarge, 0.08, 0.10},        // 4.2, 5.9
 	{"reducescatter", ColOurs, BucketSmall, 0.38, 0.50}, // 34.4, 46.0
-	{"reducescatter", ColOurs, BucketLarge, 0.22, 0.45}, // 18.3, 41.3
+	{"reducescatter", ColOurs, BucketLarge, 0.23, 0.45}, // 18.3, 41.3 (22.1, 40.5 with the thread cost capped)
 	{"reducescatter", ColNCCL, BucketSmall, 0.09, 0.11}, // 5.5, 7.3
 	{"reducescatter", ColNCCL, BucketLarge, 0.07, 0.10}, // 3.3, 4.8
 }
