@@ -447,7 +447,7 @@ func TestRegressionH200x4Current(t *testing.T) {
 var h100x4Bounds = []poolBound{
 	{"heldout/p2p-*-ll", ColNCCL, BucketAll, 0.06, 0.15},     // 2.1, 9.1 (4.2, 12.1 before relay_hold_us, fitted on these files)
 	{"heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.08, 0.21},  // 4.1, 15.7 (5.4, 16.2 before)
-	{"heldout/p2p-*-simple", ColNCCL, BucketAll, 0.06, 0.24}, // 2.9, 18.5 (8.3, 28.6 before relay_us, fitted on these files)
+	{"heldout/p2p-*-simple", ColNCCL, BucketAll, 0.06, 0.19}, // 3.0, 14.4 (2.9, 18.5 before simple.thread_op_max_threads; 8.3, 28.6 before relay_us, fitted on these files)
 }
 
 // h100x4OursBounds bound our executor's column of the same files.
@@ -463,7 +463,7 @@ var h100x4OursBounds = []poolBound{
 var h100x4RerunBounds = []poolBound{
 	{"heldout/p2p-*-ll", ColNCCL, BucketAll, 0.07, 0.15},     // 3.2, 9.2 (4.5, 12.2 before relay_hold_us)
 	{"heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.08, 0.21},  // 4.6, 15.3 (5.7, 15.8 before)
-	{"heldout/p2p-*-simple", ColNCCL, BucketAll, 0.06, 0.23}, // 2.9, 18.0 (8.4, 28.2 before relay_us)
+	{"heldout/p2p-*-simple", ColNCCL, BucketAll, 0.06, 0.19}, // 3.1, 14.2 (2.9, 18.0 before simple.thread_op_max_threads, fitted on these files; 8.4, 28.2 before relay_us)
 }
 
 // h100x4RerunOursBounds bound our executor's column of the same files.
@@ -479,7 +479,7 @@ var h100x4RerunOursBounds = []poolBound{
 var h100x4Rerun2Bounds = []poolBound{
 	{"heldout/p2p-*-ll", ColNCCL, BucketAll, 0.06, 0.15},     // 2.5, 9.4 (4.3, 12.4 before relay_hold_us)
 	{"heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.08, 0.21},  // 4.9, 15.3 (5.9, 15.9 before)
-	{"heldout/p2p-*-simple", ColNCCL, BucketAll, 0.07, 0.24}, // 3.1, 18.4 (8.1, 28.5 without relay_us)
+	{"heldout/p2p-*-simple", ColNCCL, BucketAll, 0.07, 0.19}, // 3.2, 14.3 (3.1, 18.4 before simple.thread_op_max_threads; 8.1, 28.5 without relay_us)
 }
 
 // h100x4Rerun2OursBounds bound our executor's column of the same files.
