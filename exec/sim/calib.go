@@ -144,8 +144,10 @@ type ProtoCalib struct {
 	// more: on the H200 pair NCCL's one-channel Simple AllReduce of 32
 	// KiB took 20.39 us on 288 threads (NCCL_NTHREADS=256) and 19.75 on
 	// its own 544, its AllGather 17.32 and 17.30, where going from 160
-	// to 288 threads had cost 1.9 us (testdata/hw/h200x2/threads). 0: it
-	// grows with every doubling.
+	// to 288 threads had cost 1.9 us (testdata/hw/h200x2/threads; the
+	// H100 pair's sweeps, h100x2/threads, agree). Its Broadcast and
+	// Reduce, alone, kept growing (+1.3 us from 288 to 544). 0: it grows
+	// with every doubling.
 	ThreadOpMaxThreads float64 `json:"thread_op_max_threads,omitempty"`
 	// RateThreads is the block size from which a block sustains CopyGBps;
 	// a smaller block (NCCL's small calls: Program.Threads) copies in

@@ -7,8 +7,9 @@ repo root after `make build`:
 
 --transport net (the default) takes every socket recording of a start
 (net-*.json, proto/net-*.json, heldout/net-*.json), simulated on its
-machine's topo-1gpu.xml (or the start's own) with two nodes; p2p and shm take its recordings at
-the held-out sizes (heldout/p2p-*.json, heldout/shm-*.json) on the
+machine's topo-1gpu.xml (or the start's own, as h100x4/sockets has) with
+two nodes; p2p and shm take its recordings at the held-out sizes
+(heldout/p2p-*.json, heldout/shm-*.json) on the
 machine's topo.xml (or the start's own, where the machine has none, as
 h200x4/ and h100x4/). --max-bytes leaves out rows larger than B bytes (e.g.
 2097152 where a fit took a start's rows from 12 MiB, as fit-ours.sh's
@@ -17,10 +18,10 @@ CALIB a calibration file or embedded:NAME.json, which simulates that
 column (ours: --calib-ours); a START is a directory under testdata/hw
 (e.g. h100x2/rerun12). Every row counts, disturbed ones too, unless
 --undisturbed leaves out, as the regression tests do, the rows whose
-measured time (the median of their repetitions; a recording that kept
-none: their mean) exceeds their best repetition by 25%; it also prints how many it left out and the median
-spread of the repetitions ((max-min)/median), a measure of how much the
-host disturbed the start.
+measured time (the median of their repetitions; in a recording that kept
+none, their mean) exceeds their best repetition by 25%; it also prints
+how many it left out and the median spread of the repetitions
+((max-min)/median), a measure of how much the host disturbed the start.
 
 Each start's line also gives its bias, the median signed error (positive:
 the simulation is slower than the hardware), and for sockets the medians
