@@ -149,6 +149,14 @@ type ProtoCalib struct {
 	// Reduce, alone, kept growing (+1.3 us from 288 to 544). 0: it grows
 	// with every doubling.
 	ThreadOpMaxThreads float64 `json:"thread_op_max_threads,omitempty"`
+	// ThreadCallUs is what every call of a collective pays, once on each
+	// lane at its start, per doubling of the block's threads beyond 3
+	// warps (up to ThreadOpMaxThreads), on top of ThreadOpUs per primitive
+	// kind: on the H100 pair NCCL's LL128 Broadcast and Reduce (one
+	// primitive kind a lane) took 1.5-1.7 us longer on 640 threads than
+	// on 320 at 8 KiB, its AllGather 1.2 and its ReduceScatter (two
+	// kinds) 2.1 (testdata/hw/h100x2/threads-ll128). 0: none.
+	ThreadCallUs float64 `json:"thread_call_us,omitempty"`
 	// RateThreads is the block size from which a block sustains CopyGBps;
 	// a smaller block (NCCL's small calls: Program.Threads) copies in
 	// proportion to its threads, fewer loads and stores in flight. 0: every
@@ -337,15 +345,33 @@ func (pc *ProtoCalib) blockThreads(p *model.Program, opBytes int64) int {
 // p runs on (blockThreads) beyond the smallest NCCL launches, 3 warps:
 // ThreadOpUs per doubling.
 func (pc *ProtoCalib) threadOpUs(p *model.Program, opBytes int64) float64 {
-	t := pc.blockThreads(p, opBytes)
-	if pc.ThreadOpUs == 0 || t <= 96 {
+	if pc.ThreadOpUs == 0 {
 		return 0
 	}
-	tt := float64(t)
-	if pc.ThreadOpMaxThreads > 0 {
-		tt = min(tt, max(pc.ThreadOpMaxThreads, 96))
+	return pc.ThreadOpUs * pc.threadDoublings(p, opBytes)
+}
+
+// threadCallUs is what a call pays once on each lane for the block p
+// runs on: ThreadCallUs per doubling.
+func (pc *ProtoCalib) threadCallUs(p *model.Program, opBytes int64) float64 {
+	if pc.ThreadCallUs == 0 {
+		return 0
 	}
-	return pc.ThreadOpUs * math.Log2(tt/96)
+	return pc.ThreadCallUs * pc.threadDoublings(p, opBytes)
+}
+
+// threadDoublings is how many times the block p runs on (blockThreads)
+// doubles the smallest NCCL launches, 3 warps (96 threads), counted up
+// to ThreadOpMaxThreads where that is set.
+func (pc *ProtoCalib) threadDoublings(p *model.Program, opBytes int64) float64 {
+	t := float64(pc.blockThreads(p, opBytes))
+	if pc.ThreadOpMaxThreads > 0 {
+		t = min(t, max(pc.ThreadOpMaxThreads, 96))
+	}
+	if t <= 96 {
+		return 0
+	}
+	return math.Log2(t / 96)
 }
 
 // threadRate is the share of CopyGBps the block p runs on (blockThreads)
@@ -942,6 +968,7 @@ func (c *Calib) Validate() error {
 			{"host_start_us", pc.HostStartUs, 0, 1e6},
 			{"thread_op_us", pc.ThreadOpUs, 0, 1e6},
 			{"thread_op_max_threads", pc.ThreadOpMaxThreads, 0, model.MaxProgThreads},
+			{"thread_call_us", pc.ThreadCallUs, 0, 1e6},
 			{"first_op_us", pc.FirstOpUs, 0, 1e6},
 			{"p2p_slice_overhead_us", pc.P2PSliceOverheadUs, 0, 1e6},
 			{"rate_threads", pc.RateThreads, 0, 1e5},

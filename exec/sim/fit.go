@@ -83,6 +83,9 @@ type fitUse struct {
 	launchChannel bool
 	// direct says there are Simple collectives (DirectUs)
 	direct bool
+	// threadCall are the protocols whose start prices a call's threads
+	// (ThreadCallUs set): their fit keeps every other search as it was
+	threadCall []model.Protocol
 }
 
 // protoUs is the fitted parameter PROTO.NAME, a cost of protocol p in
@@ -324,6 +327,9 @@ func fitParams(u fitUse) []FitParam {
 	if u.launchChannel {
 		ps = append(ps, FitParam{Name: "launch_channel_us", Floor: 0.001, Lo: 0, Hi: 5,
 			get: func(c *Calib) float64 { return c.LaunchChannelUs }, set: func(c *Calib, v float64) { c.LaunchChannelUs = v }})
+	}
+	for _, p := range u.threadCall {
+		ps = append(ps, protoUs(p, "thread_call_us", func(pc *ProtoCalib) *float64 { return &pc.ThreadCallUs }))
 	}
 	return ps
 }
@@ -779,6 +785,9 @@ func usage(tables []FitTable, c *Calib) (fitUse, error) {
 	for p := model.Protocol(0); p < model.NumProtocols; p++ {
 		if protoSet[p] {
 			u.protos = append(u.protos, p)
+			if c.Proto(p).ThreadCallUs > 0 {
+				u.threadCall = append(u.threadCall, p)
+			}
 		}
 		if hostSet[p] {
 			u.hostProtos = append(u.hostProtos, p)

@@ -19,7 +19,7 @@ func quietCalib(t *testing.T) *Calib {
 	}
 	for _, pc := range []*ProtoCalib{&c.LL, &c.LL128, &c.Simple} {
 		pc.FirstOpUs, pc.ThreadOpUs, pc.DirectUs, pc.HostTurnUs, pc.RateThreads, pc.HostStartUs = 0, 0, 0, 0, 0, 0
-		pc.ThreadOpMaxThreads = 0
+		pc.ThreadOpMaxThreads, pc.ThreadCallUs = 0, 0
 		pc.CollUs = nil
 	}
 	return c
@@ -373,5 +373,42 @@ func TestLaunchChannelUs(t *testing.T) {
 	with.LaunchChannelUs = k
 	if fitsParam(t, c, "launch_channel_us", ft) || !fitsParam(t, with, "launch_channel_us", ft) {
 		t.Error("launch_channel_us: want it fitted where the start sets it, and only there")
+	}
+}
+
+// TestThreadCallUs: thread_call_us is paid once a call, per doubling of
+// NCCL's block beyond 96 threads, whatever the primitive kinds of its
+// lanes: a one-channel LL128 Broadcast (one kind a lane) and AllGather
+// (two) pay the same, 320 threads at 2 KiB and 640 at 8 KiB, where
+// thread_op_us makes the AllGather pay more. A fit frees it only where its
+// start sets it.
+func TestThreadCallUs(t *testing.T) {
+	const th = 2.0
+	ll128 := Recorded{Algo: model.AlgoRing, Proto: model.ProtoLL128, NChannels: 1}
+	call := func(c *Calib) { c.LL128.ThreadCallUs = th }
+	kind := func(c *Calib) { c.LL128.ThreadOpUs = th }
+	for _, tc := range []struct {
+		bytes   int64
+		threads float64
+	}{{2048, 320}, {8192, 640}} {
+		want := th * math.Log2(tc.threads/96)
+		for _, coll := range []model.Collective{model.CollBroadcast, model.CollAllGather} {
+			if got := delta(t, nil, coll, tc.bytes, ll128, call); math.Abs(got-want) > 0.02*th {
+				t.Errorf("LL128 %v %d B: thread_call_us %.1f adds %.3f us, want %.3f (%g threads, once)", coll, tc.bytes, th, got, want, tc.threads)
+			}
+		}
+		if b, g := delta(t, nil, model.CollBroadcast, tc.bytes, ll128, kind), delta(t, nil, model.CollAllGather, tc.bytes, ll128, kind); g < b+0.5*want {
+			t.Errorf("LL128 %d B: thread_op_us adds %.3f us to AllGather and %.3f to Broadcast: want more for AllGather's two kinds", tc.bytes, g, b)
+		}
+	}
+	tb := &Table{Name: "t.tsv", Harness: HarnessNCCLTests,
+		Rows: []Measurement{{Coll: model.CollAllGather, Bytes: 8192, MeanUs: 10, Line: 1, Recorded: &ll128}}}
+	ft := NewFitTable(tb, searchOn(t, h100x2Topo(), 1, tb))
+	c := quietCalib(t)
+	c.LL128.ThreadCallUs = 0
+	with := c.Clone()
+	with.LL128.ThreadCallUs = th
+	if fitsParam(t, c, "ll128.thread_call_us", ft) || !fitsParam(t, with, "ll128.thread_call_us", ft) {
+		t.Error("ll128.thread_call_us: want it fitted where the start sets it, and only there")
 	}
 }

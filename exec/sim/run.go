@@ -303,8 +303,10 @@ type runner struct {
 	// of a Simple collective whose calls start with a direct primitive
 	directOv Time
 	// firstOv is FirstOpUs and ThreadOpUs on the block's threads, paid
-	// by the first call of each primitive kind in a call of a collective
-	firstOv Time
+	// by the first call of each primitive kind in a call of a collective;
+	// threadOv is ThreadCallUs on them, paid at the start of every call
+	// of a collective by every lane
+	firstOv, threadOv Time
 	// collOv is the collective's CollUs, paid at the start of every call
 	// by every lane
 	collOv Time
@@ -948,6 +950,7 @@ func (x *runner) sizeBlock(opBytes int64) {
 	p := x.p
 	if !p.Coll.IsP2P() {
 		x.firstOv = usToPs(x.pc.FirstOpUs + x.pc.threadOpUs(p, opBytes))
+		x.threadOv = usToPs(x.pc.threadCallUs(p, opBytes))
 	}
 	if x.hostRound > 0 {
 		x.roundThreads = float64(x.pc.blockThreads(p, opBytes))
@@ -1061,7 +1064,7 @@ func (x *runner) advance(ai int32) {
 			ac := &x.cold[ai]
 			if a.rep == 0 && ac.op == 0 && ac.opBase == 0 { // the call's first primitive
 				ac.kinds = 0
-				ov += x.collOv
+				ov += x.collOv + x.threadOv
 				if ac.direct {
 					ov += x.directOv
 				}
