@@ -602,6 +602,14 @@ var h100NCCLBounds = []poolBound{
 	{"rerun37/proto/net-*-simple", ColNCCL, BucketAll, 0.07, 0.31},   // 4.2, 25.5
 	{"rerun37/heldout/net-*-ll", ColNCCL, BucketAll, 0.06, 0.21},     // 2.7, 15.3
 	{"rerun37/heldout/net-*-simple", ColNCCL, BucketAll, 0.06, 0.15}, // 2.5, 9.9
+	// rerun38/ (a forty-second start, twenty-second session: P2P and SHM
+	// at the held-out sizes, recorded after simple.thread_op_max_threads
+	// and ll128.thread_call_us were fitted; no fit saw it)
+	{"rerun38/heldout/p2p-*-ll", ColNCCL, BucketAll, 0.06, 0.15},     // 3.3, 10.5
+	{"rerun38/heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.05, 0.14},  // 1.6, 9.0 (2.4, 10.4 before ll128.thread_call_us)
+	{"rerun38/heldout/p2p-*-simple", ColNCCL, BucketAll, 0.05, 0.15}, // 2.1, 10.6 (2.8, 9.0 before simple.thread_op_max_threads)
+	{"rerun38/heldout/shm-*-ll", ColNCCL, BucketAll, 0.05, 0.13},     // 1.4, 8.9
+	{"rerun38/heldout/shm-*-simple", ColNCCL, BucketAll, 0.05, 0.13}, // 2.2, 8.2 (2.1, 9.7 before)
 	// shm-fine/ (the same session, another machine): Broadcast, Reduce
 	// and AllGather Simple over SHM at 1-32 KiB in steps of an eighth to
 	// a quarter of an octave, one pass each
@@ -1013,6 +1021,12 @@ var h100CurrentBounds = []poolBound{
 	{"rerun37/proto/net-*-simple", ColOurs, BucketAll, 0.10, 0.33},   // 7.2, 27.7
 	{"rerun37/heldout/net-*-ll", ColOurs, BucketAll, 0.07, 0.19},     // 4.4, 13.4
 	{"rerun37/heldout/net-*-simple", ColOurs, BucketAll, 0.07, 0.20}, // 3.9, 14.1
+	// rerun38/ (a forty-second start, twenty-second session: P2P and SHM)
+	{"rerun38/heldout/p2p-*-ll", ColOurs, BucketAll, 0.06, 0.13},     // 4.0, 8.5
+	{"rerun38/heldout/p2p-*-ll128", ColOurs, BucketAll, 0.05, 0.16},  // 2.2, 11.1
+	{"rerun38/heldout/p2p-*-simple", ColOurs, BucketAll, 0.05, 0.13}, // 1.5, 8.6
+	{"rerun38/heldout/shm-*-ll", ColOurs, BucketAll, 0.05, 0.13},     // 2.5, 8.6
+	{"rerun38/heldout/shm-*-simple", ColOurs, BucketAll, 0.05, 0.15}, // 1.9, 10.3
 	// shm-fine/ (the same session, another machine)
 	{"shm-fine/shm-*", ColOurs, BucketAll, 0.07, 0.14}, // 4.3, 9.7
 	// sockets-channels/ (the same session and build, another machine):
@@ -1133,7 +1147,7 @@ func TestRegressionH100x2(t *testing.T) {
 		"rerun24/", "rerun24/proto/", "rerun24/heldout/", "rerun25/", "rerun25/proto/", "rerun25/heldout/", "rerun26/", "rerun26/proto/", "rerun26/heldout/",
 		"rerun27/proto/", "rerun27/heldout/",
 		"rerun28/", "rerun28/proto/", "rerun28/heldout/", "rerun29/", "rerun29/proto/", "rerun29/heldout/", "rerun30/", "rerun30/proto/", "rerun30/heldout/", "rerun31/", "rerun31/proto/", "rerun31/heldout/",
-		"rerun32/heldout/", "rerun33/", "rerun33/proto/", "rerun33/heldout/", "rerun34/", "rerun34/heldout/", "rerun35/proto/", "rerun35/heldout/", "rerun36/proto/", "rerun36/heldout/", "rerun37/proto/", "rerun37/heldout/", "shm-fine/", "sockets-channels/"},
+		"rerun32/heldout/", "rerun33/", "rerun33/proto/", "rerun33/heldout/", "rerun34/", "rerun34/heldout/", "rerun35/proto/", "rerun35/heldout/", "rerun36/proto/", "rerun36/heldout/", "rerun37/proto/", "rerun37/heldout/", "rerun38/heldout/", "shm-fine/", "sockets-channels/"},
 		[]calibBounds{{"", h100Bounds}, {earlyOwnCalib(), h100TwincclBounds}, {eightPackCalib(), h100OursBounds}, {calibFile("h100.json"), h100NCCLBounds},
 			{noLeaderH100Calib(), h100NoLeaderBounds}, {combinedH100Calib(), h100CombinedBounds},
 			{perProto512H100Calib(), h100PerProto512Bounds}, {calibFile("h100-twinccl.json"), h100CurrentBounds},
