@@ -341,28 +341,10 @@ func (pc *ProtoCalib) blockThreads(p *model.Program, opBytes int64) int {
 	return 512
 }
 
-// threadOpUs is what a primitive kind's first call grows by on the block
-// p runs on (blockThreads) beyond the smallest NCCL launches, 3 warps:
-// ThreadOpUs per doubling.
-func (pc *ProtoCalib) threadOpUs(p *model.Program, opBytes int64) float64 {
-	if pc.ThreadOpUs == 0 {
-		return 0
-	}
-	return pc.ThreadOpUs * pc.threadDoublings(p, opBytes)
-}
-
-// threadCallUs is what a call pays once on each lane for the block p
-// runs on: ThreadCallUs per doubling.
-func (pc *ProtoCalib) threadCallUs(p *model.Program, opBytes int64) float64 {
-	if pc.ThreadCallUs == 0 {
-		return 0
-	}
-	return pc.ThreadCallUs * pc.threadDoublings(p, opBytes)
-}
-
 // threadDoublings is how many times the block p runs on (blockThreads)
 // doubles the smallest NCCL launches, 3 warps (96 threads), counted up
-// to ThreadOpMaxThreads where that is set.
+// to ThreadOpMaxThreads where that is set: what ThreadOpUs (each
+// primitive kind's first call) and ThreadCallUs (each call) are paid per.
 func (pc *ProtoCalib) threadDoublings(p *model.Program, opBytes int64) float64 {
 	t := float64(pc.blockThreads(p, opBytes))
 	if pc.ThreadOpMaxThreads > 0 {

@@ -949,8 +949,9 @@ const (
 func (x *runner) sizeBlock(opBytes int64) {
 	p := x.p
 	if !p.Coll.IsP2P() {
-		x.firstOv = usToPs(x.pc.FirstOpUs + x.pc.threadOpUs(p, opBytes))
-		x.threadOv = usToPs(x.pc.threadCallUs(p, opBytes))
+		d := x.pc.threadDoublings(p, opBytes)
+		x.firstOv = usToPs(x.pc.FirstOpUs + x.pc.ThreadOpUs*d)
+		x.threadOv = usToPs(x.pc.ThreadCallUs * d)
 	}
 	if x.hostRound > 0 {
 		x.roundThreads = float64(x.pc.blockThreads(p, opBytes))
