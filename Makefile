@@ -4,8 +4,14 @@ BIN       ?= bin
 # Empty: each fuzz target runs its own number of inputs (FUZZ_TARGETS);
 # a duration (make fuzz FUZZTIME=60s) runs every target that long instead.
 FUZZTIME  ?=
+# The commit bin/run is built from, which run gpu records
+# (twinccl_revision; "+modified" where tracked files have changes).
+REVISION  := $(shell git rev-parse --short=12 HEAD 2>/dev/null)
+ifneq ($(REVISION),)
+REVISION  := $(REVISION)$(shell git diff --quiet HEAD -- 2>/dev/null || echo +modified)
+endif
 # go-nvml binds NVML symbols lazily; binaries that link it must allow that.
-LAZY      := -ldflags=-extldflags=-Wl,-z,lazy
+LAZY      := -ldflags='-extldflags=-Wl,-z,lazy -X main.revision=$(REVISION)'
 # nvml.h marks some declarations deprecated; keep the build log readable.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 PURE_PKGS := ./model/... ./search/... ./exec/sim/... ./traces/... ./cmd/replay/...

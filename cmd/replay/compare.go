@@ -20,7 +20,8 @@ import (
 const compareHelp = `Usage: replay compare HW.parquet|HW.json [--topo FILE.xml] [--nodes N] [--env KEY=VALUE]...
                       [--calib FILE.json] [--calib-ours FILE.json] [--json OUT] [--svg OUT.svg]
                       [--title T] [--events]
-       replay compare HW.json|DIR... [--topo FILE.xml] [flags as above but --svg, --title, --events]
+       replay compare HW.json|DIR... [--match GLOB] [--topo FILE.xml] [flags as above but --svg, --title, --events]
+       replay compare --starts DIR DIR... [--match GLOB] [--worst N] [--topo FILE.xml] [flags as above but --svg, --title, --events]
 
 Compares hardware measurements with the simulator. HW is either a hardware call
 trace ("run gpu --trace", one row per call and rank) or the --json file of
@@ -98,8 +99,30 @@ every file per transport (how the ranks reach each other in the simulation:
 P2P, SHM, NET/Socket or NET/IB), column and protocol: the median and maximum
 absolute error per transport and protocol, over every row and over the steady
 ones. Give the machine's topology with both its GPUs: a split-host file
-keeps a host's share of it. --json then writes each file's comparison and
+keeps a host's share of it. --match GLOB keeps, of the files found under
+a directory, those whose name matches (e.g. 'net-*': a start's split-host
+sweeps, which recordings older than the "hosts" field need compared
+with --topo of one host's GPU and --nodes 2). --json then writes each file's comparison and
 the pooled statistics.
+
+With --starts every input is a directory holding one start of a machine
+(the recordings of one session on it, e.g. testdata/hw/h200x2/rerun7 and
+rerun8): each start's rows are pooled on their own, as above, and the
+starts are then set side by side to say how repeatable the hardware was
+and so how close any simulator can come to it. A cell is one row measured
+steady on at least two starts (the same size of the same recording, its
+path below the start's directory, per column); its floor is (max - min) /
+(max + min) of the simulated over the measured time on those starts: the
+least largest error, over the starts, of any prediction that differs from
+this simulation's by one factor for the row (taking the ratio rather than
+the measured time keeps what the simulation already explains of a start,
+such as the socket costs' scaling by its host probes). Where a cell's
+floor exceeds a tolerance, no such prediction meets the tolerance on
+every start. It prints per transport, column and protocol the cells'
+median and largest floor next to the simulation's own largest error on
+the same rows, then the --worst N widest cells (default 10) with their
+ratio per start; --json writes every start's pooled statistics, the
+summaries and every cell.
 
 Flags:
 `
@@ -133,6 +156,9 @@ func runCompare(args []string, stdout, stderr io.Writer) error {
 	title := fs.String("title", "", "title of the SVG plot (default: the op and the input's name)")
 	fs.IntVar(&o.loop, "loop", sim.DefaultLoopCalls, "simulate graph-timed rows as loops of `N` calls back to back after an aligning one, as they were timed (0: isolated calls; traced calls are always isolated)")
 	events := fs.Bool("events", false, "also compare the event trace beside a call trace (HW.events.parquet) step by step")
+	fs.StringVar(&o.match, "match", "", "of the recordings found under a directory, compare those whose file name matches `GLOB` (e.g. 'net-*' for the split-host runs)")
+	starts := fs.Bool("starts", false, "every input is a directory of one start's recordings: pool each, and measure the hardware's start-to-start repeatability (floors)")
+	worst := fs.Int("worst", 10, "with --starts, list the `N` cells whose starts disagree most")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, compareHelp, twinccl.DefaultTopology)
 		fs.PrintDefaults()
@@ -152,6 +178,23 @@ func runCompare(args []string, stdout, stderr io.Writer) error {
 	}
 	if err := checkLoop(o.loop); err != nil {
 		return err
+	}
+	worstSet := false
+	fs.Visit(func(f *flag.Flag) { worstSet = worstSet || f.Name == "worst" })
+	if worstSet && !*starts {
+		return fmt.Errorf("%w: --worst lists the cells of --starts; give --starts DIR DIR...", errUsage)
+	}
+	if _, err := filepath.Match(o.match, ""); err != nil {
+		return fmt.Errorf("%w: --match %q: %v", errUsage, o.match, err)
+	}
+	if *starts {
+		if *svgOut != "" || *title != "" || *events {
+			return fmt.Errorf("%w: --svg, --title and --events take one input, not --starts", errUsage)
+		}
+		if *worst < 0 {
+			return fmt.Errorf("%w: --worst %d: want 0 or more cells", errUsage, *worst)
+		}
+		return compareStarts(pos, &o, *worst, *jsonOut, stdout, stderr)
 	}
 	if len(pos) > 1 || isDir(pos[0]) {
 		if *svgOut != "" || *title != "" || *events {
@@ -237,6 +280,9 @@ type compareOpts struct {
 	topo, calib, ours string
 	nodes, loop       int
 	env               envFlags
+	// match keeps, of the recordings found under a directory, those
+	// whose file name matches it (filepath.Match); "": all.
+	match string
 }
 
 // compare simulates input in as the options say (its hosts, settings,

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -20,10 +21,10 @@ func isDir(path string) bool {
 }
 
 // poolInputs is the inputs of a pooled comparison: each file named, and
-// every JSON file under each directory named (run gpu's sweeps; the call
-// traces beside them repeat one call per size of the same runs), in
-// name order.
-func poolInputs(pos []string) ([]string, error) {
+// every JSON file under each directory named whose name matches match
+// ("": any; run gpu's sweeps; the call traces beside them repeat one
+// call per size of the same runs), in name order.
+func poolInputs(pos []string, match string) ([]string, error) {
 	var out []string
 	for _, p := range pos {
 		if !isDir(p) {
@@ -35,13 +36,19 @@ func poolInputs(pos []string) ([]string, error) {
 			if err != nil {
 				return err
 			}
-			if !d.IsDir() && strings.EqualFold(filepath.Ext(path), ".json") {
+			if d.IsDir() || !strings.EqualFold(filepath.Ext(path), ".json") {
+				return nil
+			}
+			if ok, _ := filepath.Match(match, d.Name()); ok || match == "" {
 				found = append(found, path)
 			}
 			return nil
 		})
 		if err != nil {
 			return nil, err
+		}
+		if len(found) == 0 && match != "" {
+			return nil, fmt.Errorf("%s: no JSON recordings (run gpu --json files) named like %q under it", p, match)
 		}
 		if len(found) == 0 {
 			return nil, fmt.Errorf("%s: no JSON recordings (run gpu --json files) under it", p)
@@ -52,28 +59,38 @@ func poolInputs(pos []string) ([]string, error) {
 	return out, nil
 }
 
-// comparePooled compares every input (poolInputs) as the options say,
-// prints a line per file and the statistics pooled per transport, column
-// and protocol (hwcmp.Pool), and writes both with --json.
-func comparePooled(pos []string, o *compareOpts, jsonOut string, stdout, stderr io.Writer) error {
-	paths, err := poolInputs(pos)
+// compareAll compares every input (poolInputs) as the options say: run
+// gpu's JSON files only.
+func compareAll(pos []string, o *compareOpts, stderr io.Writer) ([]*hwcmp.Report, error) {
+	paths, err := poolInputs(pos, o.match)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var reps []*hwcmp.Report
 	for _, p := range paths {
 		in, err := hwcmp.Open(p)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if in.Kind != hwcmp.KindJSON {
-			return fmt.Errorf("%w: %s is a call trace: pool run gpu --json files (a trace times one call per size of the run its JSON file times)", errUsage, p)
+			return nil, fmt.Errorf("%w: %s is a call trace: pool run gpu --json files (a trace times one call per size of the run its JSON file times)", errUsage, p)
 		}
 		rep, _, err := o.compare(in, stderr)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		reps = append(reps, rep)
+	}
+	return reps, nil
+}
+
+// comparePooled compares every input (poolInputs) as the options say,
+// prints a line per file and the statistics pooled per transport, column
+// and protocol (hwcmp.Pool), and writes both with --json.
+func comparePooled(pos []string, o *compareOpts, jsonOut string, stdout, stderr io.Writer) error {
+	reps, err := compareAll(pos, o, stderr)
+	if err != nil {
+		return err
 	}
 	pooled := hwcmp.Pool(reps)
 	if jsonOut != "-" {
@@ -86,9 +103,7 @@ func comparePooled(pos []string, o *compareOpts, jsonOut string, stdout, stderr 
 	for _, rep := range reps {
 		doc.Files = append(doc.Files, compareDoc(rep, nil))
 	}
-	for _, s := range pooled {
-		doc.Pooled = append(doc.Pooled, poolStatJSON{Transport: s.Transport, Files: s.Files, compareStatJSON: statJSON(s.Stat)})
-	}
+	doc.Pooled = poolStatsJSON(pooled)
 	if err := writeJSON(jsonOut, stdout, doc); err != nil {
 		return fmt.Errorf("--json: %w", err)
 	}
@@ -162,8 +177,190 @@ type poolStatJSON struct {
 	compareStatJSON
 }
 
+// poolStatsJSON is pooled statistics as --json writes them.
+func poolStatsJSON(pooled []hwcmp.PoolStat) []poolStatJSON {
+	out := make([]poolStatJSON, 0, len(pooled))
+	for _, s := range pooled {
+		out = append(out, poolStatJSON{Transport: s.Transport, Files: s.Files, compareStatJSON: statJSON(s.Stat)})
+	}
+	return out
+}
+
 // pooledJSON is the --json document of several inputs.
 type pooledJSON struct {
 	Files  []compareJSON  `json:"files"`
 	Pooled []poolStatJSON `json:"pooled"`
+}
+
+// compareStarts compares the recordings of every start (one directory
+// each), prints each start's statistics pooled per transport, column
+// and protocol and the hardware's start-to-start repeatability
+// (hwcmp.Floors) with the worst widest cells, and writes all of it with
+// --json.
+func compareStarts(dirs []string, o *compareOpts, worst int, jsonOut string, stdout, stderr io.Writer) error {
+	if len(dirs) < 2 {
+		return fmt.Errorf("%w: --starts wants at least two directories, one per start", errUsage)
+	}
+	seen := map[string]bool{}
+	for _, d := range dirs {
+		if !isDir(d) {
+			return fmt.Errorf("%w: --starts: %s is not a directory (one per start: the recordings of one session on the machine)", errUsage, d)
+		}
+		if seen[filepath.Clean(d)] {
+			return fmt.Errorf("%w: --starts: %s named twice", errUsage, d)
+		}
+		seen[filepath.Clean(d)] = true
+	}
+	var starts []hwcmp.Start
+	for _, d := range dirs {
+		reps, err := compareAll([]string{d}, o, stderr)
+		if err != nil {
+			return err
+		}
+		starts = append(starts, hwcmp.Start{Name: filepath.Clean(d), Dir: d, Reports: reps})
+	}
+	floors, cells := hwcmp.Floors(starts)
+	if jsonOut != "-" {
+		printStarts(stdout, starts, floors, cells, worst)
+	}
+	if jsonOut == "" {
+		return nil
+	}
+	doc := startsJSON{}
+	for _, st := range starts {
+		doc.Starts = append(doc.Starts, startJSON{Start: st.Name, Files: len(st.Reports), Pooled: poolStatsJSON(hwcmp.Pool(st.Reports))})
+	}
+	for _, f := range floors {
+		doc.Floors = append(doc.Floors, floorJSON{Transport: f.Transport, Versus: f.Column, Proto: f.Proto, Cells: f.Cells,
+			MedianFloor: round6(f.MedianFloor), MaxFloor: round6(f.MaxFloor), SimMaxAbs: round6(f.SimMaxAbs), Worst: f.Worst})
+	}
+	for _, c := range cells {
+		cj := floorCellJSON{Transport: c.Transport, Versus: c.Column, Build: c.Build, Proto: c.Proto, Recording: c.Recording, Op: c.Op,
+			Bytes: c.Bytes, Floor: round6(c.Floor), SimMaxAbs: round6(c.SimMaxAbs)}
+		for _, r := range c.Ratios {
+			cj.Ratios = append(cj.Ratios, optF(r, true))
+		}
+		doc.Cells = append(doc.Cells, cj)
+	}
+	if err := writeJSON(jsonOut, stdout, doc); err != nil {
+		return fmt.Errorf("--json: %w", err)
+	}
+	return nil
+}
+
+// printStarts prints each start's pooled steady statistics per
+// transport, column and protocol, the floors, and the worst widest
+// cells with their ratio per start.
+func printStarts(w io.Writer, starts []hwcmp.Start, floors []hwcmp.Floor, cells []hwcmp.FloorCell, worst int) {
+	fmt.Fprintf(w, "# replay compare --starts: %d starts; calibration %s\n", len(starts), starts[0].Reports[0].Calib)
+	fmt.Fprintf(w, "# per start: |err| median/max over its steady rows (without those whose median repetition is over %gx the best), pooled\n", sim.DisturbedRatio)
+	fmt.Fprintf(w, "# %-5s %-10s %-7s", "vs", "transport", "proto")
+	for i := range starts {
+		fmt.Fprintf(w, " %13s", fmt.Sprintf("start %d", i+1))
+	}
+	fmt.Fprintln(w)
+	type group struct{ col, transport, proto string }
+	var order []group
+	byStart := map[group][]string{}
+	for si, st := range starts {
+		for _, s := range hwcmp.Pool(st.Reports) {
+			if s.Proto == "all" || s.Bucket != hwcmp.BucketAll && s.Bucket != hwcmp.BucketSteady {
+				continue
+			}
+			g := group{s.Column, s.Transport, s.Proto}
+			v, ok := byStart[g]
+			if !ok {
+				order = append(order, g)
+				v = make([]string, len(starts))
+				for i := range v {
+					v[i] = "-"
+				}
+			}
+			// a steady bucket follows its protocol's "all" where it differs
+			v[si] = fmt.Sprintf("%.1f/%.1f%%", 100*s.MedianAbs, 100*s.MaxAbs)
+			byStart[g] = v
+		}
+	}
+	slices.SortStableFunc(order, func(a, b group) int {
+		return strings.Compare(a.col+"\x00"+a.transport+"\x00"+a.proto, b.col+"\x00"+b.transport+"\x00"+b.proto)
+	})
+	for _, g := range order {
+		fmt.Fprintf(w, "  %-5s %-10s %-7s", g.col, g.transport, g.proto)
+		for _, v := range byStart[g] {
+			fmt.Fprintf(w, " %13s", v)
+		}
+		fmt.Fprintln(w)
+	}
+	for i, st := range starts {
+		fmt.Fprintf(w, "#   start %d: %s (%d recordings)\n", i+1, st.Name, len(st.Reports))
+	}
+	fmt.Fprintf(w, "#\n# the hardware's repeatability: a cell is a row measured steady on two starts or more (the same size of the same recording);\n")
+	fmt.Fprintf(w, "# its floor is (max r - min r)/(max r + min r), r = simulated/measured per start: the least largest error over the starts\n")
+	fmt.Fprintf(w, "# of any prediction that is this simulation's times one factor per row\n")
+	fmt.Fprintf(w, "# %-5s %-10s %-7s %5s %12s %10s %10s  %s\n", "vs", "transport", "proto", "cells", "floor median", "floor max", "sim max", "widest cell")
+	for _, f := range floors {
+		fmt.Fprintf(w, "  %-5s %-10s %-7s %5d %11.1f%% %9.1f%% %9.1f%%  %s\n", f.Column, f.Transport, f.Proto, f.Cells,
+			100*f.MedianFloor, 100*f.MaxFloor, 100*f.SimMaxAbs, f.Worst)
+	}
+	if worst == 0 || len(cells) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "#\n# the %d widest cells: floor, then simulated/measured per start (- where it was not measured steady)\n", min(worst, len(cells)))
+	for _, c := range cells[:min(worst, len(cells))] {
+		fmt.Fprintf(w, "  %5.1f%%  %-5s %-10s %-7s", 100*c.Floor, c.Column, c.Transport, c.Proto)
+		for _, r := range c.Ratios {
+			if math.IsNaN(r) {
+				fmt.Fprintf(w, " %5s", "-")
+			} else {
+				fmt.Fprintf(w, " %5.2f", r)
+			}
+		}
+		fmt.Fprintf(w, "  %s", c.Name())
+		if c.Build != "" {
+			fmt.Fprintf(w, " [%s]", c.Build)
+		}
+		fmt.Fprintln(w)
+	}
+}
+
+// startJSON is one start's pooled statistics in the --starts --json
+// document.
+type startJSON struct {
+	Start  string         `json:"start"`
+	Files  int            `json:"files"`
+	Pooled []poolStatJSON `json:"pooled"`
+}
+
+// floorJSON is a summary of floors (hwcmp.Floor) in --json.
+type floorJSON struct {
+	Transport   string  `json:"transport"`
+	Versus      string  `json:"vs"`
+	Proto       string  `json:"proto"`
+	Cells       int     `json:"cells"`
+	MedianFloor float64 `json:"median_floor"`
+	MaxFloor    float64 `json:"max_floor"`
+	SimMaxAbs   float64 `json:"sim_max_abs_err"`
+	Worst       string  `json:"widest"`
+}
+
+// floorCellJSON is a cell (hwcmp.FloorCell) in --json; ratios are per
+// start, null where the start did not measure the row steady.
+type floorCellJSON struct {
+	Transport string     `json:"transport"`
+	Versus    string     `json:"vs"`
+	Build     string     `json:"build,omitempty"`
+	Proto     string     `json:"proto"`
+	Recording string     `json:"recording"`
+	Op        string     `json:"op"`
+	Bytes     int64      `json:"bytes"`
+	Floor     float64    `json:"floor"`
+	SimMaxAbs float64    `json:"sim_max_abs_err"`
+	Ratios    []*float64 `json:"ratios"`
+}
+
+// startsJSON is the --json document of --starts.
+type startsJSON struct {
+	Starts []startJSON     `json:"starts"`
+	Floors []floorJSON     `json:"floors"`
+	Cells  []floorCellJSON `json:"cells"`
 }

@@ -94,6 +94,14 @@ func TestCompareErrors(t *testing.T) {
 		{[]string{garbage}, false, "g.parquet"},
 		{[]string{filepath.Join(dir, "missing.json")}, false, "missing.json"},
 		{[]string{filepath.Join(hwRecordings(), "p2p-allreduce.events.parquet")}, false, "event"},
+		{[]string{hwRecordings(), "--worst", "3"}, true, "--worst lists the cells of --starts"},
+		{[]string{"--starts", hwRecordings()}, true, "at least two directories"},
+		{[]string{"--starts", hwRecordings(), filepath.Join(hwRecordings(), "p2p-allreduce.json")}, true, "not a directory"},
+		{[]string{"--starts", hwRecordings(), hwRecordings() + "/"}, true, "named twice"},
+		{[]string{"--starts", hwRecordings(), dir, "--worst", "-1"}, true, "--worst -1"},
+		{[]string{"--starts", hwRecordings(), dir, "--svg", "x.svg"}, true, "not --starts"},
+		{[]string{hwRecordings(), "--match", "[x"}, true, "--match"},
+		{[]string{hwRecordings(), "--match", "nosuch-*"}, false, "named like"},
 	} {
 		var so, se bytes.Buffer
 		err := runCompare(tc.args, &so, &se)
@@ -527,6 +535,88 @@ func TestComparePooled(t *testing.T) {
 	for i := range alone.Calls {
 		if alone.Calls[i].Err != one.Calls[i].Err {
 			t.Errorf("%s call %d: err %v alone, %v pooled", one.Input, i, alone.Calls[i].Err, one.Calls[i].Err)
+		}
+	}
+}
+
+// TestCompareStarts: --starts pools each start on its own and sets the
+// starts side by side: a cell per row that two starts or more measured
+// steady, named by its recording below the start's directory, with the
+// ratio of every start's own comparison; --match keeps the named
+// recordings.
+func TestCompareStarts(t *testing.T) {
+	starts := []string{filepath.Join(hwRecordings(), "heldout"), filepath.Join(hwRecordings(), "rerun", "heldout")}
+	topo := filepath.Join(hwRecordings(), "topo.xml")
+	var so, se bytes.Buffer
+	args := append([]string{"--starts", "--match", "p2p-*-ll.json", "--topo", topo, "--json", "-"}, starts...)
+	if err := runCompare(args, &so, &se); err != nil {
+		t.Fatalf("%v\n%s", err, se.String())
+	}
+	var doc startsJSON
+	if err := json.Unmarshal(so.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Starts) != 2 || len(doc.Floors) == 0 || len(doc.Cells) == 0 {
+		t.Fatalf("%d starts, %d floors, %d cells: want two starts and their cells", len(doc.Starts), len(doc.Floors), len(doc.Cells))
+	}
+	for i, st := range doc.Starts {
+		if st.Files != 5 {
+			t.Errorf("start %d (%s): %d recordings, want the five ops' p2p-*-ll.json", i, st.Start, st.Files)
+		}
+	}
+	// Every cell's ratios are those of each start's file compared alone.
+	alone := map[string]compareJSON{}
+	for _, c := range doc.Cells {
+		if c.Transport != "P2P" || c.Proto != "LL" || !strings.HasSuffix(c.Recording, "-ll.json") || len(c.Ratios) != 2 {
+			t.Fatalf("cell %+v: want P2P LL of a p2p-*-ll.json recording, two starts", c)
+		}
+		lo, hi := math.Inf(1), math.Inf(-1)
+		for i, r := range c.Ratios {
+			if r == nil {
+				t.Fatalf("cell %+v: start %d has no ratio though both measured every size", c, i)
+			}
+			path := filepath.Join(starts[i], c.Recording)
+			rep, ok := alone[path]
+			if !ok {
+				so.Reset()
+				if err := runCompare([]string{path, "--topo", topo, "--json", "-"}, &so, &se); err != nil {
+					t.Fatal(err)
+				}
+				rep = readCompareJSONBytes(t, so.Bytes())
+				alone[path] = rep
+			}
+			found := false
+			for _, call := range rep.Calls {
+				if call.Bytes != c.Bytes {
+					continue
+				}
+				found = true
+				want := 1 + call.Err
+				if c.Versus == "nccl" {
+					want = 1 + *call.NCCLErr
+				}
+				if math.Abs(*r-want) > 2e-6 {
+					t.Errorf("%s %s %d B start %d: ratio %v, alone %v", c.Versus, c.Recording, c.Bytes, i, *r, want)
+				}
+			}
+			if !found {
+				t.Errorf("%s: no %d B row alone", path, c.Bytes)
+			}
+			lo, hi = min(lo, *r), max(hi, *r)
+		}
+		if math.Abs(c.Floor-(hi-lo)/(hi+lo)) > 2e-6 {
+			t.Errorf("%s %s %d B: floor %v, ratios give %v", c.Versus, c.Recording, c.Bytes, c.Floor, (hi-lo)/(hi+lo))
+		}
+	}
+	// The text output names both starts and lists the widest cells.
+	so.Reset()
+	if err := runCompare(append([]string{"--starts", "--match", "p2p-*-ll.json", "--topo", topo, "--worst", "2"}, starts...), &so, &se); err != nil {
+		t.Fatal(err)
+	}
+	out := so.String()
+	for _, want := range []string{"2 starts", "start 1: " + starts[0], "start 2: " + starts[1], "floor median", "the 2 widest cells"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
 }

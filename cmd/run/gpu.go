@@ -447,7 +447,11 @@ type gpuReport struct {
 	Hosts int `json:"hosts,omitempty"`
 	// Kernel is the interpreter build the rows ran.
 	Kernel *kernels.Build `json:"kernel,omitempty"`
-	Rows   []gpuRow       `json:"rows"`
+	// Revision is the twinccl commit this binary was built from (Go's
+	// VCS stamp, buildRevision): with Kernel it names the build of our
+	// executor's column, host side (proxies, planning) included.
+	Revision string   `json:"twinccl_revision,omitempty"`
+	Rows     []gpuRow `json:"rows"`
 }
 
 // gpuJob is one rank's state for the sweep.
@@ -860,7 +864,7 @@ func (j *gpuJob) sweep() error {
 	}
 	kernel := kernels.Current()
 	rep := gpuReport{NRanks: j.n, Collective: j.o.coll.String(), Graph: j.o.graph == 1, Repetitions: gpuReps * j.o.passes, Topology: topo, GPUs: gpus,
-		Kernel: &kernel}
+		Kernel: &kernel, Revision: buildRevision()}
 	if j.hosts > 1 {
 		rep.Hosts = j.hosts
 	}

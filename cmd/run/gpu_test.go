@@ -108,15 +108,15 @@ func TestWriteGPUJSON(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "out.json")
 	kernel := kernels.Current()
-	rep := gpuReport{NRanks: 2, Collective: "AllReduce", Graph: true, Repetitions: gpuReps, Topology: "live", Kernel: &kernel, Hosts: 2,
+	rep := gpuReport{NRanks: 2, Collective: "AllReduce", Graph: true, Repetitions: gpuReps, Topology: "live", Kernel: &kernel, Revision: "0123456789ab+modified", Hosts: 2,
 		Rows: []gpuRow{{Op: "AllReduce", Bytes: 1024, Count: 256, Dtype: "fp32", RedOp: "sum", Algo: "Ring", Proto: "LL", NChannels: 2, TimeUs: 6.5, BusBW: 0.16, NCCLTime: 5.5, NCCLBusBW: 0.19}}}
 	if err := writeGPUJSON(path, rep); err != nil {
 		t.Fatal(err)
 	}
 	// replay compare reads what run gpu writes: the hosts of a split-host
 	// run among it.
-	if in, err := hwcmp.Open(path); err != nil || in.Hosts != 2 || len(in.Calls) != 1 {
-		t.Errorf("hwcmp reads the file as %+v, %v; want 2 hosts and one call", in, err)
+	if in, err := hwcmp.Open(path); err != nil || in.Hosts != 2 || len(in.Calls) != 1 || in.Revision != rep.Revision {
+		t.Errorf("hwcmp reads the file as %+v, %v; want 2 hosts, one call and revision %s", in, err, rep.Revision)
 	}
 	var got []map[string]any
 	var doc struct {

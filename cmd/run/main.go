@@ -20,6 +20,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime/debug"
 	"strings"
 )
 
@@ -163,4 +164,40 @@ func bareBench(args []string) []string {
 // oneLine folds a multi-line message onto one line.
 func oneLine(s string) string {
 	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", " ")), " ")
+}
+
+// revision is the twinccl commit this binary was built from as the
+// Makefile stamps it (-X main.revision: 12 hex digits, "+modified"
+// where tracked files had changes); "" in other builds.
+var revision string
+
+// buildRevision is the twinccl commit this binary was built from: the
+// Makefile's stamp (revision), else Go's own VCS stamp of a build made in
+// a git checkout (12 hex digits, "+modified" where the tree had changes);
+// "" where the binary carries neither (go run, -buildvcs=false, no git).
+func buildRevision() string {
+	if revision != "" {
+		return revision
+	}
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return ""
+	}
+	rev, modified := "", false
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			modified = s.Value == "true"
+		}
+	}
+	if rev == "" {
+		return ""
+	}
+	rev = rev[:min(len(rev), 12)]
+	if modified {
+		rev += "+modified"
+	}
+	return rev
 }

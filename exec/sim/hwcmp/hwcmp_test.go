@@ -478,6 +478,7 @@ func TestBadInputs(t *testing.T) {
 		"hugecount.json":   []byte(`{"nranks": 2, "rows": [{"op":"AllReduce","count":9223372036854775807,"time_us":1}]}`),
 		"badkernel.json":   []byte(`{"nranks": 2, "kernel": {"source_sha256": "\u001b[2Jxyz"}, "rows": [{"op":"AllReduce","bytes":8,"count":2,"time_us":1}]}`),
 		"badopt.json":      []byte(`{"nranks": 2, "kernel": {"source_sha256": "ab12", "options": ["-DX=1 rm"]}, "rows": [{"op":"AllReduce","bytes":8,"count":2,"time_us":1}]}`),
+		"badrevision.json": []byte(`{"nranks": 2, "twinccl_revision": "abc\u001b[2J", "rows": [{"op":"AllReduce","bytes":8,"count":2,"time_us":1}]}`),
 		"badprobe.json":    []byte(`{"nranks": 2, "net_probe": [{"latency_us": -4}], "rows": [{"op":"AllReduce","bytes":8,"count":2,"time_us":1}]}`),
 		"badrowprobe.json": []byte(`{"nranks": 2, "rows": [{"op":"AllReduce","bytes":8,"count":2,"time_us":1, "net_probe": {"latency_us": 0}}]}`),
 		"badreps.json":     []byte(`{"nranks": 2, "rows": [{"op":"AllReduce","bytes":8,"count":2,"time_us":1,"reps_us":[1,-1,1]}]}`),

@@ -109,6 +109,10 @@ type Input struct {
 	// records it: interp.cu's digest and the options it was compiled
 	// with); "" when the file does not say.
 	Kernel string
+	// Revision is the twinccl commit run gpu was built from
+	// (twinccl_revision: "+modified" where its tree had changes), the
+	// host side of our executor's build; "" when the file does not say.
+	Revision string
 	// GPUs describes the ranks' GPUs as the recording names them (run
 	// gpu's "gpus", one per rank: "rank 0: GPU 0 NVIDIA H100 80GB HBM3
 	// (sm_90, ...)"; a trace takes those of the --json file of the same
@@ -169,6 +173,7 @@ type gpuReport struct {
 	GPUs        []string          `json:"gpus"`
 	Graph       *bool             `json:"cuda_graph"`
 	Kernel      *kernels.Build    `json:"kernel"`
+	Revision    string            `json:"twinccl_revision"`
 	NetProbe    []netProbe        `json:"net_probe"`
 	Hosts       int               `json:"hosts"`
 	Rows        []gpuRow          `json:"rows"`
@@ -242,6 +247,10 @@ func ReadJSON(r io.Reader, name string) (*Input, error) {
 		}
 		in.Kernel = k.String()
 	}
+	if len(rep.Revision) > 64 || strings.ContainsFunc(rep.Revision, func(r rune) bool { return r < ' ' || r > '~' }) {
+		return nil, fmt.Errorf("%s: twinccl_revision %.80q: want a commit (printable, at most 64 characters)", name, rep.Revision)
+	}
+	in.Revision = rep.Revision
 	if err := checkNCCLEnv(rep.NCCLEnv); err != nil {
 		return nil, fmt.Errorf("%s: nccl_env: %w", name, err)
 	}

@@ -1,0 +1,205 @@
+package hwcmp
+
+import (
+	"fmt"
+	"math"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/twinccl/twinccl/exec/sim"
+)
+
+// Start is the comparisons of one start of a machine: every recording
+// made in one session on it (e.g. testdata/hw/h200x2/rerun7), found
+// under Dir.
+type Start struct {
+	// Name names the start in output (e.g. its directory).
+	Name string
+	// Dir is the directory the recordings were found under: a
+	// recording's path below it is what matches it with the same
+	// recording of another start.
+	Dir string
+	// Reports are the start's comparisons.
+	Reports []*Report
+}
+
+// FloorCell is one row measured on several starts: the same size of
+// the same recording (its path below each start's Dir) in one column,
+// by the same build (Build).
+type FloorCell struct {
+	Transport, Column, Proto string
+	// Build is what measured the column: our executor's kernel build
+	// and revision (Input.Kernel, Input.Revision) for ColOurs, NCCL's
+	// version for ColNCCL ("" where the recordings do not say; before
+	// run gpu recorded its revision, the kernel alone tells builds
+	// apart, and a change of the host side goes unseen). Starts measured by different builds
+	// are different cells: their disagreement is the builds', not the
+	// hardware's.
+	Build string
+	// Recording is the recording's path below its start's directory.
+	Recording string
+	Op        string
+	Bytes     int64
+	// Ratios is, per start of the Floors call in their order, the
+	// simulated over the measured time of the row where the start has it
+	// steady (not Row.Disturbed), NaN where it does not.
+	Ratios []float64
+	// Floor is (max - min) / (max + min) of the ratios: the least
+	// largest error over the starts of any prediction that differs from
+	// the simulation's by one factor for the row on every start (the
+	// factor 2 / (max + min) reaches it).
+	Floor float64
+	// SimMaxAbs is the simulation's own largest |error| over the starts.
+	SimMaxAbs float64
+}
+
+// Floor summarizes the cells of one transport, column and protocol.
+type Floor struct {
+	Transport, Column, Proto string
+	// Cells counts the rows measured steady on at least two starts.
+	Cells int
+	// MedianFloor and MaxFloor are the median and the largest of the
+	// cells' floors. No prediction that follows the simulation's start
+	// to start changes (its host probes' scaling) keeps every start's
+	// largest error below MaxFloor.
+	MedianFloor, MaxFloor float64
+	// Worst names the cell of MaxFloor.
+	Worst string
+	// SimMaxAbs is the simulation's largest |error| on the cells' rows.
+	SimMaxAbs float64
+}
+
+// Floors measures how repeatable the hardware was from start to start,
+// and so how close any simulator can come to it: per row measured
+// steady on at least two starts (the same size of the same recording,
+// per column), the spread of the simulation's ratio to the measurement
+// over the starts. A row whose recordings disagree by more than a
+// tolerance allows cannot be predicted within it on every start; the
+// ratio, rather than the measured time alone, keeps what the
+// simulation already explains of a start (the host probes' scaling of
+// the socket costs). Cells come widest first, then by transport,
+// column, protocol, recording, op and size; the summaries in
+// transport, column and protocol order.
+func Floors(starts []Start) ([]Floor, []FloorCell) {
+	type key struct {
+		transport, col, build, proto, rec, op string
+		bytes                                 int64
+	}
+	ratios := map[key][]float64{}
+	for si, st := range starts {
+		for _, rep := range st.Reports {
+			rec, err := filepath.Rel(st.Dir, rep.Input.Path)
+			if err != nil {
+				rec = rep.Input.Path
+			}
+			for i := range rep.Rows {
+				r := &rep.Rows[i]
+				for _, col := range []string{ColOurs, ColNCCL} {
+					e, proto := r.Err, r.SimProto
+					if col == ColNCCL {
+						e, proto = r.NCCLErr, r.ncclProto()
+					}
+					if math.IsNaN(e) || math.IsInf(e, 0) || r.Disturbed(col) {
+						continue
+					}
+					build := strings.TrimSpace(rep.Input.Kernel + " " + rep.Input.Revision)
+					if col == ColNCCL {
+						build = rep.Input.NCCLVersion
+					}
+					k := key{rep.Transport, col, build, proto, rec, r.Coll.String(), r.Bytes}
+					v := ratios[k]
+					if v == nil {
+						v = make([]float64, len(starts))
+						for j := range v {
+							v[j] = math.NaN()
+						}
+						ratios[k] = v
+					}
+					v[si] = 1 + e
+				}
+			}
+		}
+	}
+	var cells []FloorCell
+	for k, v := range ratios {
+		lo, hi, n, simMax := math.Inf(1), math.Inf(-1), 0, 0.0
+		for _, r := range v {
+			if math.IsNaN(r) {
+				continue
+			}
+			n++
+			lo, hi = min(lo, r), max(hi, r)
+			simMax = max(simMax, math.Abs(r-1))
+		}
+		if n < 2 {
+			continue
+		}
+		cells = append(cells, FloorCell{Transport: k.transport, Column: k.col, Build: k.build, Proto: k.proto, Recording: k.rec, Op: k.op,
+			Bytes: k.bytes, Ratios: v, Floor: (hi - lo) / (hi + lo), SimMaxAbs: simMax})
+	}
+	sort.Slice(cells, func(i, j int) bool {
+		a, b := &cells[i], &cells[j]
+		if a.Floor != b.Floor {
+			return a.Floor > b.Floor
+		}
+		if a.Transport != b.Transport {
+			return a.Transport < b.Transport
+		}
+		if a.Column != b.Column {
+			return a.Column < b.Column
+		}
+		if a.Build != b.Build {
+			return a.Build < b.Build
+		}
+		if a.Proto != b.Proto {
+			return a.Proto < b.Proto
+		}
+		if a.Recording != b.Recording {
+			return a.Recording < b.Recording
+		}
+		if a.Op != b.Op {
+			return a.Op < b.Op
+		}
+		return a.Bytes < b.Bytes
+	})
+	type group struct{ transport, col, proto string }
+	byGroup := map[group][]*FloorCell{}
+	var groups []group
+	for i := range cells {
+		c := &cells[i]
+		g := group{c.Transport, c.Column, c.Proto}
+		if byGroup[g] == nil {
+			groups = append(groups, g)
+		}
+		byGroup[g] = append(byGroup[g], c)
+	}
+	sort.Slice(groups, func(i, j int) bool {
+		a, b := groups[i], groups[j]
+		if a.transport != b.transport {
+			return a.transport < b.transport
+		}
+		if a.col != b.col {
+			return a.col < b.col
+		}
+		return a.proto < b.proto
+	})
+	var out []Floor
+	for _, g := range groups {
+		cs := byGroup[g] // widest first
+		f := Floor{Transport: g.transport, Column: g.col, Proto: g.proto, Cells: len(cs), MaxFloor: cs[0].Floor, Worst: cs[0].Name()}
+		fl := make([]float64, len(cs))
+		for i, c := range cs {
+			fl[i] = c.Floor
+			f.SimMaxAbs = max(f.SimMaxAbs, c.SimMaxAbs)
+		}
+		f.MedianFloor = sim.Median(fl)
+		out = append(out, f)
+	}
+	return out, cells
+}
+
+// Name is the cell as output names it: recording, op and size.
+func (c *FloorCell) Name() string {
+	return fmt.Sprintf("%s: %s %d B", c.Recording, c.Op, c.Bytes)
+}
