@@ -219,9 +219,9 @@ func compareStarts(dirs []string, o *compareOpts, worst int, jsonOut string, std
 		}
 		starts = append(starts, hwcmp.Start{Name: filepath.Clean(d), Dir: d, Reports: reps})
 	}
-	floors, cells := hwcmp.Floors(starts)
+	rep := hwcmp.Floors(starts)
 	if jsonOut != "-" {
-		printStarts(stdout, starts, floors, cells, worst)
+		printStarts(stdout, starts, rep, worst)
 	}
 	if jsonOut == "" {
 		return nil
@@ -230,11 +230,16 @@ func compareStarts(dirs []string, o *compareOpts, worst int, jsonOut string, std
 	for _, st := range starts {
 		doc.Starts = append(doc.Starts, startJSON{Start: st.Name, Files: len(st.Reports), Pooled: poolStatsJSON(hwcmp.Pool(st.Reports))})
 	}
-	for _, f := range floors {
+	for _, h := range rep.Hindsight {
+		doc.Hindsight = append(doc.Hindsight, hindsightJSON{Start: h.Start, Transport: h.Transport, Versus: h.Column, Proto: h.Proto,
+			Rows: h.Rows, OthersMedianAbs: round6(h.OthersMedianAbs), OthersMaxAbs: round6(h.OthersMaxAbs),
+			SimMedianAbs: round6(h.SimMedianAbs), SimMaxAbs: round6(h.SimMaxAbs)})
+	}
+	for _, f := range rep.Floors {
 		doc.Floors = append(doc.Floors, floorJSON{Transport: f.Transport, Versus: f.Column, Proto: f.Proto, Cells: f.Cells,
 			MedianFloor: round6(f.MedianFloor), MaxFloor: round6(f.MaxFloor), SimMaxAbs: round6(f.SimMaxAbs), Worst: f.Worst})
 	}
-	for _, c := range cells {
+	for _, c := range rep.Cells {
 		cj := floorCellJSON{Transport: c.Transport, Versus: c.Column, Build: c.Build, Proto: c.Proto, Recording: c.Recording, Op: c.Op,
 			Bytes: c.Bytes, Floor: round6(c.Floor), SimMaxAbs: round6(c.SimMaxAbs)}
 		for _, r := range c.Ratios {
@@ -249,9 +254,11 @@ func compareStarts(dirs []string, o *compareOpts, worst int, jsonOut string, std
 }
 
 // printStarts prints each start's pooled steady statistics per
-// transport, column and protocol, the floors, and the worst widest
-// cells with their ratio per start.
-func printStarts(w io.Writer, starts []hwcmp.Start, floors []hwcmp.Floor, cells []hwcmp.FloorCell, worst int) {
+// transport, column and protocol, the floors, each start against the
+// others' median (hindsight), and the worst widest cells with their
+// ratio per start.
+func printStarts(w io.Writer, starts []hwcmp.Start, rep *hwcmp.Repeatability, worst int) {
+	floors, cells := rep.Floors, rep.Cells
 	fmt.Fprintf(w, "# replay compare --starts: %d starts; calibration %s\n", len(starts), starts[0].Reports[0].Calib)
 	fmt.Fprintf(w, "# per start: |err| median/max over its steady rows (without those whose median repetition is over %gx the best), pooled\n", sim.DisturbedRatio)
 	fmt.Fprintf(w, "# %-5s %-10s %-7s", "vs", "transport", "proto")
@@ -302,6 +309,37 @@ func printStarts(w io.Writer, starts []hwcmp.Start, floors []hwcmp.Floor, cells 
 		fmt.Fprintf(w, "  %-5s %-10s %-7s %5d %11.1f%% %9.1f%% %9.1f%%  %s\n", f.Column, f.Transport, f.Proto, f.Cells,
 			100*f.MedianFloor, 100*f.MaxFloor, 100*f.SimMaxAbs, f.Worst)
 	}
+	fmt.Fprintf(w, "#\n# hindsight: each start's rows predicted by the simulation times the factor that puts the other starts' median r on 1\n")
+	fmt.Fprintf(w, "# (what a simulator tuned per row on the other starts could expect of this one), against the simulation itself\n")
+	fmt.Fprintf(w, "# %-5s %-10s %-7s %-8s %4s  %-18s %s\n", "vs", "transport", "proto", "start", "rows", "others' median/max", "simulation median/max")
+	var run []hwcmp.Hindsight
+	flush := func() {
+		if len(run) == 0 {
+			return
+		}
+		var om, ox, sm, sx float64
+		for _, h := range run {
+			om, ox, sm, sx = om+h.OthersMedianAbs, ox+h.OthersMaxAbs, sm+h.SimMedianAbs, sx+h.SimMaxAbs
+		}
+		n := float64(len(run))
+		h := run[0]
+		fmt.Fprintf(w, "  %-5s %-10s %-7s %-8s %4s  %-18s %s\n", h.Column, h.Transport, h.Proto, "mean", "",
+			fmt.Sprintf("%.1f/%.1f%%", 100*om/n, 100*ox/n), fmt.Sprintf("%.1f/%.1f%%", 100*sm/n, 100*sx/n))
+		run = run[:0]
+	}
+	index := map[string]int{}
+	for i, st := range starts {
+		index[st.Name] = i + 1
+	}
+	for _, h := range rep.Hindsight {
+		if len(run) > 0 && (run[0].Column != h.Column || run[0].Transport != h.Transport || run[0].Proto != h.Proto) {
+			flush()
+		}
+		run = append(run, h)
+		fmt.Fprintf(w, "  %-5s %-10s %-7s %-8s %4d  %-18s %s\n", h.Column, h.Transport, h.Proto, fmt.Sprintf("start %d", index[h.Start]), h.Rows,
+			fmt.Sprintf("%.1f/%.1f%%", 100*h.OthersMedianAbs, 100*h.OthersMaxAbs), fmt.Sprintf("%.1f/%.1f%%", 100*h.SimMedianAbs, 100*h.SimMaxAbs))
+	}
+	flush()
 	if worst == 0 || len(cells) == 0 {
 		return
 	}
@@ -358,9 +396,24 @@ type floorCellJSON struct {
 	Ratios    []*float64 `json:"ratios"`
 }
 
+// hindsightJSON is a start against the other starts' median
+// (hwcmp.Hindsight) in --json.
+type hindsightJSON struct {
+	Start           string  `json:"start"`
+	Transport       string  `json:"transport"`
+	Versus          string  `json:"vs"`
+	Proto           string  `json:"proto"`
+	Rows            int     `json:"rows"`
+	OthersMedianAbs float64 `json:"others_median_abs_err"`
+	OthersMaxAbs    float64 `json:"others_max_abs_err"`
+	SimMedianAbs    float64 `json:"sim_median_abs_err"`
+	SimMaxAbs       float64 `json:"sim_max_abs_err"`
+}
+
 // startsJSON is the --json document of --starts.
 type startsJSON struct {
-	Starts []startJSON     `json:"starts"`
-	Floors []floorJSON     `json:"floors"`
-	Cells  []floorCellJSON `json:"cells"`
+	Starts    []startJSON     `json:"starts"`
+	Floors    []floorJSON     `json:"floors"`
+	Hindsight []hindsightJSON `json:"hindsight"`
+	Cells     []floorCellJSON `json:"cells"`
 }

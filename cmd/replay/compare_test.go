@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -608,13 +609,31 @@ func TestCompareStarts(t *testing.T) {
 			t.Errorf("%s %s %d B: floor %v, ratios give %v", c.Versus, c.Recording, c.Bytes, c.Floor, (hi-lo)/(hi+lo))
 		}
 	}
+	// Each start's hindsight holds the simulation's own errors on its
+	// rows among the cells.
+	if len(doc.Hindsight) != 2*len(doc.Floors) {
+		t.Errorf("%d hindsight entries, want one per start and floor (%d)", len(doc.Hindsight), 2*len(doc.Floors))
+	}
+	for _, h := range doc.Hindsight {
+		si := slices.Index(starts, h.Start)
+		n, worst := 0, 0.0
+		for _, c := range doc.Cells {
+			if c.Versus == h.Versus && c.Proto == h.Proto && c.Transport == h.Transport && si >= 0 && c.Ratios[si] != nil {
+				n++
+				worst = max(worst, math.Abs(*c.Ratios[si]-1))
+			}
+		}
+		if h.Rows != n || math.Abs(h.SimMaxAbs-worst) > 2e-6 || h.OthersMedianAbs > h.OthersMaxAbs {
+			t.Errorf("hindsight %+v: the cells give %d rows, largest error %v", h, n, worst)
+		}
+	}
 	// The text output names both starts and lists the widest cells.
 	so.Reset()
 	if err := runCompare(append([]string{"--starts", "--match", "p2p-*-ll.json", "--topo", topo, "--worst", "2"}, starts...), &so, &se); err != nil {
 		t.Fatal(err)
 	}
 	out := so.String()
-	for _, want := range []string{"2 starts", "start 1: " + starts[0], "start 2: " + starts[1], "floor median", "the 2 widest cells"} {
+	for _, want := range []string{"2 starts", "start 1: " + starts[0], "start 2: " + starts[1], "floor median", "hindsight", "the 2 widest cells"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -70,6 +71,35 @@ type Floor struct {
 	SimMaxAbs float64
 }
 
+// Hindsight compares, on one start, the simulation with what it would
+// have reached knowing the other starts: each row predicted by the
+// simulation times the factor that puts the median of the other starts'
+// ratios (simulated over measured) on 1, the best a simulator tuned
+// per row on those starts can expect of this one.
+type Hindsight struct {
+	Start                    string
+	Transport, Column, Proto string
+	// Rows counts the start's steady rows that another start measured
+	// steady too.
+	Rows int
+	// OthersMedianAbs and OthersMaxAbs are the median and largest
+	// |error| of the hindsight prediction; SimMedianAbs and SimMaxAbs
+	// the simulation's own on the same rows.
+	OthersMedianAbs, OthersMaxAbs float64
+	SimMedianAbs, SimMaxAbs       float64
+}
+
+// Repeatability is what Floors measures.
+type Repeatability struct {
+	// Floors summarize the cells per transport, column and protocol.
+	Floors []Floor
+	// Hindsight is, per transport, column, protocol and start (in the
+	// starts' order), the simulation against the other starts' median.
+	Hindsight []Hindsight
+	// Cells are every row measured steady on two starts or more.
+	Cells []FloorCell
+}
+
 // Floors measures how repeatable the hardware was from start to start,
 // and so how close any simulator can come to it: per row measured
 // steady on at least two starts (the same size of the same recording,
@@ -80,8 +110,9 @@ type Floor struct {
 // simulation already explains of a start (the host probes' scaling of
 // the socket costs). Cells come widest first, then by transport,
 // column, protocol, recording, op and size; the summaries in
-// transport, column and protocol order.
-func Floors(starts []Start) ([]Floor, []FloorCell) {
+// transport, column and protocol order, and with them how each start's
+// rows compare with the other starts' median (Hindsight).
+func Floors(starts []Start) *Repeatability {
 	type key struct {
 		transport, col, build, proto, rec, op string
 		bytes                                 int64
@@ -196,7 +227,33 @@ func Floors(starts []Start) ([]Floor, []FloorCell) {
 		f.MedianFloor = sim.Median(fl)
 		out = append(out, f)
 	}
-	return out, cells
+	rep := &Repeatability{Floors: out, Cells: cells}
+	for _, g := range groups {
+		for si, st := range starts {
+			var others, own []float64
+			for _, c := range byGroup[g] {
+				r := c.Ratios[si]
+				if math.IsNaN(r) {
+					continue
+				}
+				var rest []float64
+				for j, o := range c.Ratios {
+					if j != si && !math.IsNaN(o) {
+						rest = append(rest, o)
+					}
+				}
+				others = append(others, math.Abs(r/sim.Median(rest)-1))
+				own = append(own, math.Abs(r-1))
+			}
+			if len(own) == 0 {
+				continue
+			}
+			rep.Hindsight = append(rep.Hindsight, Hindsight{Start: st.Name, Transport: g.transport, Column: g.col, Proto: g.proto,
+				Rows: len(own), OthersMedianAbs: sim.Median(others), OthersMaxAbs: slices.Max(others),
+				SimMedianAbs: sim.Median(own), SimMaxAbs: slices.Max(own)})
+		}
+	}
+	return rep
 }
 
 // Name is the cell as output names it: recording, op and size.

@@ -50,7 +50,8 @@ func TestFloors(t *testing.T) {
 			floorReport("m/c", "heldout/x.json", "k2", floorRow(ar, 1024, 8, 8, 16, 12)), // ours by another build
 		}},
 	}
-	floors, cells := Floors(starts)
+	rep := Floors(starts)
+	floors, cells := rep.Floors, rep.Cells
 	type want struct {
 		col, build string
 		bytes      int64
@@ -118,6 +119,30 @@ func TestFloors(t *testing.T) {
 			t.Errorf("floor %+v: want its one cell", f)
 		}
 	}
+	// Hindsight: each start's row against the median of the others'
+	// ratios; start c's row of another build has no other start.
+	type hs struct {
+		col, start         string
+		others, simulation float64
+	}
+	hwant := []hs{
+		{ColNCCL, "a", 0.55/((11.5/25+12.0/16)/2) - 1, 0.55 - 1},
+		{ColNCCL, "b", (11.5/25)/((0.55+12.0/16)/2) - 1, 11.5/25 - 1},
+		{ColNCCL, "c", (12.0/16)/((0.55+11.5/25)/2) - 1, 12.0/16 - 1},
+		{ColOurs, "a", 1.1/(11.5/12) - 1, 0.1},
+		{ColOurs, "b", (11.5/12)/1.1 - 1, 11.5/12 - 1},
+	}
+	if len(rep.Hindsight) != len(hwant) {
+		t.Fatalf("hindsight %+v, want %d entries", rep.Hindsight, len(hwant))
+	}
+	for i, w := range hwant {
+		h := rep.Hindsight[i]
+		if h.Column != w.col || h.Start != w.start || h.Rows != 1 ||
+			math.Abs(h.OthersMaxAbs-math.Abs(w.others)) > 1e-12 || h.OthersMedianAbs != h.OthersMaxAbs ||
+			math.Abs(h.SimMaxAbs-math.Abs(w.simulation)) > 1e-12 || h.SimMedianAbs != h.SimMaxAbs {
+			t.Errorf("hindsight %d: %+v, want %s start %s: others %v, simulation %v", i, h, w.col, w.start, math.Abs(w.others), math.Abs(w.simulation))
+		}
+	}
 }
 
 // TestFloorsRecorded: on the H200 pair's NVLink recordings at the
@@ -138,7 +163,8 @@ func TestFloorsRecorded(t *testing.T) {
 		}
 		starts = append(starts, st)
 	}
-	floors, cells := Floors(starts)
+	rep := Floors(starts)
+	floors, cells := rep.Floors, rep.Cells
 	if len(cells) < 16 {
 		t.Fatalf("%d cells, want the held-out sizes of both recordings", len(cells))
 	}

@@ -610,6 +610,12 @@ var h100NCCLBounds = []poolBound{
 	{"rerun38/heldout/p2p-*-simple", ColNCCL, BucketAll, 0.05, 0.15}, // 2.1, 10.6 (2.8, 9.0 before simple.thread_op_max_threads)
 	{"rerun38/heldout/shm-*-ll", ColNCCL, BucketAll, 0.05, 0.13},     // 1.4, 8.9
 	{"rerun38/heldout/shm-*-simple", ColNCCL, BucketAll, 0.05, 0.13}, // 2.2, 8.2 (2.1, 9.7 before)
+	// twice/ (twenty-third session: the sockets' held-out sizes twice in a
+	// row on one machine, recorded after every fit; no fit saw them)
+	{"twice/first/heldout/net-*-ll", ColNCCL, BucketAll, 0.07, 0.21},      // 4.5, 16.8
+	{"twice/first/heldout/net-*-simple", ColNCCL, BucketAll, 0.07, 0.14},  // 4.6, 9.8
+	{"twice/second/heldout/net-*-ll", ColNCCL, BucketAll, 0.07, 0.19},     // 4.1, 14.0
+	{"twice/second/heldout/net-*-simple", ColNCCL, BucketAll, 0.05, 0.15}, // 2.9, 10.1
 	// shm-fine/ (the same session, another machine): Broadcast, Reduce
 	// and AllGather Simple over SHM at 1-32 KiB in steps of an eighth to
 	// a quarter of an octave, one pass each
@@ -1027,6 +1033,11 @@ var h100CurrentBounds = []poolBound{
 	{"rerun38/heldout/p2p-*-simple", ColOurs, BucketAll, 0.05, 0.13}, // 1.5, 8.6
 	{"rerun38/heldout/shm-*-ll", ColOurs, BucketAll, 0.05, 0.13},     // 2.5, 8.6
 	{"rerun38/heldout/shm-*-simple", ColOurs, BucketAll, 0.05, 0.15}, // 1.9, 10.3
+	// twice/ (twenty-third session: the sockets twice on one machine)
+	{"twice/first/heldout/net-*-ll", ColOurs, BucketAll, 0.06, 0.14},      // 3.5, 9.3
+	{"twice/first/heldout/net-*-simple", ColOurs, BucketAll, 0.06, 0.23},  // 3.5, 18.1
+	{"twice/second/heldout/net-*-ll", ColOurs, BucketAll, 0.08, 0.19},     // 5.7, 14.1
+	{"twice/second/heldout/net-*-simple", ColOurs, BucketAll, 0.05, 0.21}, // 2.5, 15.9
 	// shm-fine/ (the same session, another machine)
 	{"shm-fine/shm-*", ColOurs, BucketAll, 0.07, 0.14}, // 4.3, 9.7
 	// sockets-channels/ (the same session and build, another machine):
@@ -1147,7 +1158,8 @@ func TestRegressionH100x2(t *testing.T) {
 		"rerun24/", "rerun24/proto/", "rerun24/heldout/", "rerun25/", "rerun25/proto/", "rerun25/heldout/", "rerun26/", "rerun26/proto/", "rerun26/heldout/",
 		"rerun27/proto/", "rerun27/heldout/",
 		"rerun28/", "rerun28/proto/", "rerun28/heldout/", "rerun29/", "rerun29/proto/", "rerun29/heldout/", "rerun30/", "rerun30/proto/", "rerun30/heldout/", "rerun31/", "rerun31/proto/", "rerun31/heldout/",
-		"rerun32/heldout/", "rerun33/", "rerun33/proto/", "rerun33/heldout/", "rerun34/", "rerun34/heldout/", "rerun35/proto/", "rerun35/heldout/", "rerun36/proto/", "rerun36/heldout/", "rerun37/proto/", "rerun37/heldout/", "rerun38/heldout/", "shm-fine/", "sockets-channels/"},
+		"rerun32/heldout/", "rerun33/", "rerun33/proto/", "rerun33/heldout/", "rerun34/", "rerun34/heldout/", "rerun35/proto/", "rerun35/heldout/", "rerun36/proto/", "rerun36/heldout/", "rerun37/proto/", "rerun37/heldout/", "rerun38/heldout/", "shm-fine/", "sockets-channels/",
+		"twice/first/heldout/", "twice/second/heldout/"},
 		[]calibBounds{{"", h100Bounds}, {earlyOwnCalib(), h100TwincclBounds}, {eightPackCalib(), h100OursBounds}, {calibFile("h100.json"), h100NCCLBounds},
 			{noLeaderH100Calib(), h100NoLeaderBounds}, {combinedH100Calib(), h100CombinedBounds},
 			{perProto512H100Calib(), h100PerProto512Bounds}, {calibFile("h100-twinccl.json"), h100CurrentBounds},
