@@ -103,6 +103,13 @@ type ProtoCalib struct {
 	// LoadCost is the cost of a load (from the input buffer or a receive
 	// buffer) in units of a local store. 0 reads as 1.
 	LoadCost float64 `json:"load_cost,omitempty"`
+	// RecvLoadCost is the cost, in units of a local store, of a load from
+	// the lane's own receive buffer in GPU memory, which the peer stored
+	// into: for a line protocol the line and its flags, read again until
+	// the flags match. 0 reads as LoadCost. (Receives from host memory
+	// and, in P2P read mode, from the peer's memory cost HostLoadCost
+	// and RemoteLoadCost.)
+	RecvLoadCost float64 `json:"recv_load_cost,omitempty"`
 	// HostLoadCost is the cost of a load from host memory over PCIe (the
 	// receive buffer of a SHM connection, or of a NET one staged through
 	// host memory), in units of a local store: a non-posted read that a
@@ -262,6 +269,11 @@ type ProtoCalib struct {
 	// H200 moves its lines faster than NCCL's NVLink rating); Simple's is
 	// the links' own (links.*.eff).
 	LinkEff float64 `json:"link_eff"`
+	// HostLinkEff is LinkEff on the routes that do not go from GPU to GPU
+	// (SHM through host memory, the network): NCCL's NVLink rating
+	// understates what the line protocols move over NVLink more than its
+	// PCIe rating does. 0 reads as LinkEff.
+	HostLinkEff float64 `json:"host_link_eff,omitempty"`
 	// ReduceFrac is the share of a tree rank's thread block given to the
 	// reduce-up group when it runs reduce and broadcast lanes side by side
 	// (NCCL: Simple about 1/2, LL and LL128 70%), where the protocol has
@@ -437,6 +449,14 @@ func (pc *ProtoCalib) hostStoreCost() float64 {
 		return pc.remoteStoreCost()
 	}
 	return pc.HostStoreCost
+}
+
+// recvLoadCost is RecvLoadCost with its default.
+func (pc *ProtoCalib) recvLoadCost() float64 {
+	if pc.RecvLoadCost == 0 {
+		return pc.loadCost()
+	}
+	return pc.RecvLoadCost
 }
 
 // loadCost is LoadCost with its default.
@@ -937,6 +957,7 @@ func (c *Calib) Validate() error {
 			{"reduce_cost", pc.ReduceCost, 0, 100},
 			{"remote_store_cost", pc.RemoteStoreCost, 0, 100},
 			{"load_cost", pc.LoadCost, 0, 100},
+			{"recv_load_cost", pc.RecvLoadCost, 0, 100},
 			{"host_load_cost", pc.HostLoadCost, 0, 1000},
 			{"host_store_cost", pc.HostStoreCost, 0, 1000},
 			{"host_reduce_cost", pc.HostReduceCost, 0, 1000},
@@ -957,6 +978,7 @@ func (c *Calib) Validate() error {
 			{"host_round_lines", float64(pc.HostRoundLines), 0, 64},
 			{"threads", float64(pc.Threads), 0, model.MaxProgThreads},
 			{"link_eff", pc.LinkEff, 1e-3, 10},
+			{"host_link_eff", pc.HostLinkEff, 0, 10},
 			{"reduce_frac", pc.ReduceFrac, 0.05, 0.95},
 			{"remote_fence_us", pc.RemoteFenceUs, 0, 1e6},
 			{"forward_us", pc.ForwardUs, 0, 1e6},

@@ -140,12 +140,17 @@ func fitParams(u fitUse) []FitParam {
 				get: func(c *Calib) float64 { return c.Proto(p).remoteStoreCost() }, set: func(c *Calib, v float64) { c.Proto(p).RemoteStoreCost = v }},
 			FitParam{Name: n + ".load_cost", Floor: 0, Lo: 0.02, Hi: 2,
 				get: func(c *Calib) float64 { return c.Proto(p).loadCost() }, set: func(c *Calib, v float64) { c.Proto(p).LoadCost = v }},
+			FitParam{Name: n + ".recv_load_cost", Floor: 0, Lo: 0.02, Hi: 4,
+				get: func(c *Calib) float64 { return c.Proto(p).recvLoadCost() }, set: func(c *Calib, v float64) { c.Proto(p).RecvLoadCost = v }},
 		)
 		if p != model.ProtoSimple {
 			// A line protocol's wire traffic moves at its own efficiency
 			// of the links' (ProtoCalib.LinkEff), up to MaxProtoLinkEff.
 			ps = append(ps, FitParam{Name: n + ".link_eff", Floor: 0, Lo: 0.5, Hi: MaxProtoLinkEff,
-				get: func(c *Calib) float64 { return cmp.Or(c.Proto(p).LinkEff, 1) }, set: func(c *Calib, v float64) { c.Proto(p).LinkEff = v }})
+				get: func(c *Calib) float64 { return cmp.Or(c.Proto(p).LinkEff, 1) }, set: func(c *Calib, v float64) { c.Proto(p).LinkEff = v }},
+				FitParam{Name: n + ".host_link_eff", Floor: 0, Lo: 0.5, Hi: MaxProtoLinkEff,
+					get: func(c *Calib) float64 { return cmp.Or(c.Proto(p).HostLinkEff, c.Proto(p).LinkEff, 1) },
+					set: func(c *Calib, v float64) { c.Proto(p).HostLinkEff = v }})
 		}
 	}
 	for _, p := range u.gpuProtos {

@@ -84,3 +84,71 @@ func TestFitProtoLinkEff(t *testing.T) {
 		t.Error("simple.link_eff was fitted: Simple's wire efficiency is the links' own")
 	}
 }
+
+// TestHostLinkEff: a line protocol's link efficiency over P2P (link_eff)
+// and through host memory (host_link_eff) are apart: host_link_eff moves
+// a link-bound SHM Broadcast and not a P2P one; at 0 it reads as
+// link_eff, so that link_eff then moves both (the calibrations written
+// before it simulate as they did).
+func TestHostLinkEff(t *testing.T) {
+	ll := Recorded{Algo: model.AlgoRing, Proto: model.ProtoLL, NChannels: 2}
+	const bytes = 8 << 20
+	base := linkBound(t)
+	base.LL.LinkEff, base.LL.HostLinkEff = 1, 0
+	// host memory's own costs off, so that the links bound SHM too
+	base.LL.HostRoundUs, base.LL.HostLoadUs, base.LL.HostStartUs, base.LL.HostTurnUs = 0, 0, 0, 0
+	base.HostMemGBps, base.HostCacheMiB = 1e4, 0
+	run := func(env map[string]string, set func(*Calib)) float64 {
+		c := base.Clone()
+		set(c)
+		return simulateBytes(t, env, model.CollBroadcast, bytes, ll, c)
+	}
+	none := func(*Calib) {}
+	for _, tc := range []struct {
+		name      string
+		set       func(*Calib)
+		p2p, shm  bool // whether each moves
+		p2pFaster bool
+		shmFaster bool
+	}{
+		{"host_link_eff 2", func(c *Calib) { c.LL.HostLinkEff = 2 }, false, true, false, true},
+		{"link_eff 1.2, host_link_eff 0", func(c *Calib) { c.LL.LinkEff = 1.2 }, true, true, true, true},
+		{"link_eff 1.2, host_link_eff 1", func(c *Calib) { c.LL.LinkEff, c.LL.HostLinkEff = 1.2, 1 }, true, false, true, false},
+	} {
+		for _, side := range []struct {
+			env           map[string]string
+			moves, faster bool
+		}{{nil, tc.p2p, tc.p2pFaster}, {shmEnv, tc.shm, tc.shmFaster}} {
+			before, after := run(side.env, none), run(side.env, tc.set)
+			moved := math.Abs(after-before) > 1e-6*before
+			if moved != side.moves || side.moves && (after < before) != side.faster {
+				t.Errorf("%s, settings %v: Broadcast LL of 8 MiB %.3f -> %.3f us; want moved %v (faster %v)",
+					tc.name, side.env, before, after, side.moves, side.faster)
+			}
+		}
+	}
+}
+
+// TestRecvLoadCost: recv_load_cost prices a lane's loads from its own
+// receive buffer in GPU memory, apart from loads of the input: it slows
+// a copy-bound P2P AllGather, not one over SHM (whose receives load host
+// memory, host_load_cost), and at 0 it reads as load_cost.
+func TestRecvLoadCost(t *testing.T) {
+	ll := Recorded{Algo: model.AlgoRing, Proto: model.ProtoLL, NChannels: 1}
+	const bytes = 1 << 20
+	run := func(env map[string]string, recv float64) float64 {
+		c := quietCalib(t)
+		c.LL.RecvLoadCost = recv
+		return simulateBytes(t, env, model.CollAllGather, bytes, ll, c)
+	}
+	load := quietCalib(t).LL.loadCost()
+	if a, b := run(nil, 0), run(nil, load); a != b {
+		t.Errorf("P2P AllGather LL of 1 MiB: %.3f us with recv_load_cost 0, %.3f with load_cost's %.3f; want the same", a, b, load)
+	}
+	if a, b := run(nil, load), run(nil, load+2); b-a < 1 {
+		t.Errorf("P2P AllGather LL of 1 MiB: %.3f us with recv_load_cost %.3f, %.3f with 2 more; want it slower", a, load, b)
+	}
+	if a, b := run(shmEnv, load), run(shmEnv, load+2); a != b {
+		t.Errorf("SHM AllGather LL of 1 MiB: %.3f us with recv_load_cost %.3f, %.3f with 2 more; want the same", a, load, b)
+	}
+}

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 
@@ -280,6 +281,10 @@ type runner struct {
 	rc []recvConn
 	sc []sendConn
 	rt []*route
+	// lineEff is, per connection, the efficiency its wire traffic moves
+	// at on its links: the protocol's LinkEff over P2P, its HostLinkEff
+	// through host memory and the network
+	lineEff []float64
 	// cids holds the connections of every lane (see actor.rb)
 	cids []int32
 	// resIDs holds the resources of every connection's route
@@ -333,6 +338,9 @@ type runner struct {
 	// hostLoad and hostStore those of loads from and stores into host
 	// memory
 	loadCost, hostLoad, hostStore float64
+	// recvLoad is the cost of a load from the lane's own receive buffer
+	// in GPU memory (ProtoCalib.RecvLoadCost).
+	recvLoad float64
 	// remoteLoad is the cost of a load from a peer's memory (read mode)
 	remoteLoad float64
 	// hostFence is the fence of a Simple slice that stores into a SHM
@@ -567,6 +575,7 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 	}
 	x.remoteCost = x.pc.remoteStoreCost()
 	x.loadCost = x.pc.loadCost()
+	x.recvLoad = x.pc.recvLoadCost()
 	x.hostLoad = x.pc.hostLoadCost()
 	x.hostStore = x.pc.hostStoreCost()
 	x.remoteLoad = x.pc.remoteLoadCost()
@@ -586,6 +595,7 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 	}
 	x.rc = make([]recvConn, len(p.Conns))
 	x.sc = make([]sendConn, len(p.Conns))
+	x.lineEff = make([]float64, len(p.Conns))
 	x.rt = make([]*route, len(p.Conns))
 	nres := 0
 	for i, cn := range p.Conns {
@@ -620,6 +630,10 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 		}
 		x.sc[i] = sendConn{sender: -1, lat: lat, capB: rt.capGBps * 1e-3, w: rt.w, ib: rt.ib, res: int32(lo), nres: int32(len(rt.res)),
 			proxyFrom: -1, proxyTo: -1}
+		x.lineEff[i] = cmp.Or(x.pc.LinkEff, 1)
+		if rt.transport != TransportP2P && x.pc.HostLinkEff > 0 {
+			x.lineEff[i] = x.pc.HostLinkEff
+		}
 		if rt.proxyCopies > 0 {
 			if x.proxyFree == nil {
 				x.proxySendOp = x.c.NetSocket.SendOpUs * psPerUs
@@ -982,13 +996,16 @@ func (x *runner) wireBytes(n int64) int64 {
 // loads and stores, plus the reduction's extra cost per extra source.
 func (x *runner) units(a *actor, ac *actorCold, k model.PrimKind, flags uint8) float64 {
 	srcs, dsts := 0, 0
-	hostSrcs, remoteSrcs := 0, 0
+	recvSrcs, hostSrcs, remoteSrcs := 0, 0, 0
 	if k.Receives() {
-		srcs += int(a.sb - a.rb)
+		recvSrcs = int(a.sb - a.rb)
+		srcs += recvSrcs
 		hostSrcs, remoteSrcs = ac.hostRecvs, ac.remoteRecvs
 	}
+	inputSrcs := 0
 	if k.ReadsInput() || (k == model.PrimSend && flags&model.PrimFromOutput != 0) {
 		srcs++
+		inputSrcs = 1
 	}
 	remote, host := 0, 0
 	if k.Sends() {
@@ -998,8 +1015,8 @@ func (x *runner) units(a *actor, ac *actorCold, k model.PrimKind, flags uint8) f
 	if k.WritesOutput() {
 		dsts++
 	}
-	u := x.loadCost*float64(srcs-hostSrcs-remoteSrcs) + x.hostLoad*float64(hostSrcs) + x.remoteLoad*float64(remoteSrcs) + float64(dsts) +
-		x.remoteCost*float64(remote) + x.hostStore*float64(host)
+	u := x.loadCost*float64(inputSrcs) + x.recvLoad*float64(recvSrcs-hostSrcs-remoteSrcs) + x.hostLoad*float64(hostSrcs) +
+		x.remoteLoad*float64(remoteSrcs) + float64(dsts) + x.remoteCost*float64(remote) + x.hostStore*float64(host)
 	if k.Receives() && k.ReadsInput() && srcs > 1 { // reductions
 		u += x.pc.ReduceCost*float64(srcs-1) + x.pc.HostReduceCost*float64(hostSrcs)
 	}
@@ -1301,7 +1318,6 @@ func (x *runner) startSlice(ai int32, a *actor) {
 	rate := a.rate
 	wire := x.wireBytes(data)
 	scale := float64(wire) / float64(data)
-	eff := x.pc.LinkEff
 	if a.recvs {
 		// Loads that cross links (SHMReadLeg), at the lane's rate.
 		for _, c := range x.cids[a.rb:a.sb] {
@@ -1314,6 +1330,7 @@ func (x *runner) startSlice(ai int32, a *actor) {
 				capW = min(capW, rs.capB*scale)
 			}
 			res := x.resIDs[rs.res : rs.res+rs.nres : rs.res+rs.nres]
+			eff := x.lineEff[c]
 			x.fab.start(&x.q, x.now, res, float64(wire)/eff, float64(wire), capW/eff, rs.w, ai)
 			a.pending++
 		}
@@ -1331,6 +1348,7 @@ func (x *runner) startSlice(ai int32, a *actor) {
 			// A protocol efficiency below one makes its wire bytes occupy
 			// the links longer; the links still account the true bytes.
 			res := x.resIDs[cs.res : cs.res+cs.nres : cs.res+cs.nres]
+			eff := x.lineEff[c]
 			x.fab.start(&x.q, x.now, res, float64(wire)/eff, float64(wire), capW/eff, cs.w, ai)
 			a.pending++
 		}

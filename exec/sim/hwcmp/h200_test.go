@@ -38,14 +38,14 @@ var h200Bounds = []poolBound{
 	// unprobed (recorded before net_probe): 12.9% median before the
 	// socket proxies ran a connection's calls in order (serial_calls)
 	{"net-*", ColNCCL, BucketAll, 0.20, 0.48},                // 16.1, 42.9
-	{"proto/p2p-*-ll", ColNCCL, BucketAll, 0.06, 0.15},       // 2.4, 10.1 (fitted: ll.link_eff, nineteenth session; launch_channel_us, twenty-first: 3.3, 10.8 before)
+	{"proto/p2p-*-ll", ColNCCL, BucketAll, 0.06, 0.13},       // 2.4, 8.7 (fitted: ll.recv_load_cost, twenty-third session: 2.4, 10.1 before; ll.link_eff, nineteenth; launch_channel_us, twenty-first: 3.3, 10.8 before)
 	{"proto/p2p-*-ll128", ColNCCL, BucketAll, 0.06, 0.13},    // 2.7, 7.5
 	{"proto/p2p-*-simple", ColNCCL, BucketAll, 0.06, 0.21},   // 2.2, 15.6
 	{"proto/shm-*-ll", ColNCCL, BucketAll, 0.05, 0.11},       // 1.5, 5.2
 	{"proto/shm-*-simple", ColNCCL, BucketAll, 0.06, 0.12},   // 2.3, 7.8 (twentieth session: tree groups at their threads' rate, host_post_us, Simple's SHM constants refitted; 2.8, 11.7 in the nineteenth)
 	{"proto/net-*-ll", ColNCCL, BucketAll, 0.20, 0.36},       // 16.1, 30.7
 	{"proto/net-*-simple", ColNCCL, BucketAll, 0.17, 0.35},   // 13.9, 29.9
-	{"heldout/p2p-*-ll", ColNCCL, BucketAll, 0.06, 0.15},     // 2.5, 10.5 (3.2, 13.6 before launch_channel_us; 3.3, 14.3 before ll.link_eff)
+	{"heldout/p2p-*-ll", ColNCCL, BucketAll, 0.06, 0.13},     // 2.4, 9.2 (2.5, 10.5 before ll.recv_load_cost; 3.2, 13.6 before launch_channel_us; 3.3, 14.3 before ll.link_eff)
 	{"heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.06, 0.12},  // 2.8, 6.8 (2.5, 7.6 before ll128.thread_call_us; 2.5, 9.4 before launch_channel_us)
 	{"heldout/p2p-*-simple", ColNCCL, BucketAll, 0.05, 0.12}, // 2.6, 8.2 (2.3, 10.3 before simple.thread_op_max_threads)
 	{"heldout/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.16},     // 2.4, 10.6
@@ -68,13 +68,13 @@ var h200Bounds = []poolBound{
 	{"8pack/heldout/net-*-ll", ColNCCL, BucketAll, 0.12, 0.23},     // 8.6, 17.8
 	{"8pack/heldout/net-*-simple", ColNCCL, BucketAll, 0.11, 0.23}, // 7.8, 17.2
 	// heldout/ of P2P and SHM recorded again on a later start of the machine, the same kernel
-	{"rerun2/heldout/p2p-*-ll", ColNCCL, BucketAll, 0.06, 0.16},     // 2.9, 12.2 (3.8, 12.2 before launch_channel_us; 3.6, 14.4 before ll.link_eff)
+	{"rerun2/heldout/p2p-*-ll", ColNCCL, BucketAll, 0.06, 0.14},     // 2.1, 11.0 (2.9, 12.2 before ll.recv_load_cost; 3.8, 12.2 before launch_channel_us; 3.6, 14.4 before ll.link_eff)
 	{"rerun2/heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.06, 0.12},  // 2.3, 8.3 (2.6, 7.9 before ll128.thread_call_us; 2.9, 9.4 before launch_channel_us)
 	{"rerun2/heldout/p2p-*-simple", ColNCCL, BucketAll, 0.05, 0.12}, // 2.5, 8.3 (2.7, 11.5 before simple.thread_op_max_threads)
 	{"rerun2/heldout/shm-*-ll", ColNCCL, BucketAll, 0.05, 0.14},     // 1.9, 8.8
 	{"rerun2/heldout/shm-*-simple", ColNCCL, BucketAll, 0.06, 0.15}, // 2.8, 10.0 (twentieth session: tree groups at their threads' rate, host_post_us and Simple's SHM constants refitted, then host_round_us; 3.6, 11.5 in the nineteenth)
 	// heldout/ recorded again on another start of the machine (the 8-pack kernel: see below)
-	{"rerun/heldout/p2p-*-ll", ColNCCL, BucketAll, 0.06, 0.16},     // 2.3, 11.9 (3.8, 13.1 before launch_channel_us; 3.7, 14.1 before ll.link_eff)
+	{"rerun/heldout/p2p-*-ll", ColNCCL, BucketAll, 0.06, 0.13},     // 2.1, 9.0 (2.3, 11.9 before ll.recv_load_cost; 3.8, 13.1 before launch_channel_us; 3.7, 14.1 before ll.link_eff)
 	{"rerun/heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.06, 0.12},  // 2.7, 6.9 (2.9, 7.7 before ll128.thread_call_us; 2.9, 8.6 before launch_channel_us)
 	{"rerun/heldout/p2p-*-simple", ColNCCL, BucketAll, 0.05, 0.12}, // 2.3, 8.3 (2.4, 11.8 before simple.thread_op_max_threads)
 	{"rerun/heldout/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.17},     // 2.4, 11.7
@@ -136,7 +136,7 @@ var h200Bounds = []poolBound{
 	{"rerun7/proto/net-*-simple", ColNCCL, BucketAll, 0.07, 0.24},   // 3.1, 18.9
 	{"rerun7/heldout/net-*-ll", ColNCCL, BucketAll, 0.12, 0.22},     // 8.4, 16.2
 	{"rerun7/heldout/net-*-simple", ColNCCL, BucketAll, 0.11, 0.21}, // 7.2, 15.8
-	{"rerun7/heldout/p2p-*-ll", ColNCCL, BucketAll, 0.06, 0.16},     // 2.5, 12.6 (4.4, 13.0 before launch_channel_us; 4.0, 14.8 before ll.link_eff; 3.8, 18.5 before the LL refit)
+	{"rerun7/heldout/p2p-*-ll", ColNCCL, BucketAll, 0.06, 0.13},     // 2.5, 8.9 (2.5, 12.6 before ll.recv_load_cost; 4.4, 13.0 before launch_channel_us; 4.0, 14.8 before ll.link_eff; 3.8, 18.5 before the LL refit)
 	{"rerun7/heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.06, 0.12},  // 2.3, 6.5 (2.8, 7.5 before ll128.thread_call_us; 2.8, 9.1 before launch_channel_us)
 	{"rerun7/heldout/p2p-*-simple", ColNCCL, BucketAll, 0.05, 0.12}, // 2.4, 8.5 (2.4, 11.4 before simple.thread_op_max_threads)
 	{"rerun7/heldout/shm-*-ll", ColNCCL, BucketAll, 0.06, 0.14},     // 2.5, 8.9
@@ -375,7 +375,7 @@ func TestRegressionH200x2(t *testing.T) {
 // once (2026-11-27/, eighteenth session); our executor's small SHM calls
 // stay 35% slower under the early calibration.
 var h200x4HeldoutBounds = []poolBound{
-	{"heldout/p2p-*-ll", ColNCCL, BucketAll, 0.06, 0.20},     // 2.6, 14.7 (3.0, 14.9 before ll.link_eff; 4.4, 17.3 before relay_hold_us, fitted on these files)
+	{"heldout/p2p-*-ll", ColNCCL, BucketAll, 0.06, 0.20},     // 2.6, 15.7 (fitted with ll.recv_load_cost: 2.6, 14.7 before; 3.0, 14.9 before ll.link_eff; 4.4, 17.3 before relay_hold_us, fitted on these files)
 	{"heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.06, 0.17},  // 3.6, 12.7 (ll128.thread_call_us, fitted on these files; 3.9, 15.7 before; 5.0, 18.1 before that)
 	{"heldout/p2p-*-simple", ColNCCL, BucketAll, 0.06, 0.18}, // 3.7, 13.2 (3.8, 15.2 before simple.thread_op_max_threads, fitted on these files; 6.6, 22.5 before relay_us, fitted on these files)
 	{"heldout/shm-*-ll", ColNCCL, BucketAll, 0.05, 0.95},     // 1.9, 89.1 (4.7, 90.1 before the SHM refit on two and four GPUs)
@@ -408,7 +408,7 @@ func TestRegressionH200x4Heldout(t *testing.T) {
 // for the per-step costs four GPUs pay three times); every other constant
 // on two GPUs. Our SHM LL stays 10% off.
 var x4CurrentBounds = []poolBound{
-	{"heldout/p2p-*-ll", ColNCCL, BucketAll, 0.06, 0.16},     // 2.4, 9.9 (2.7, 10.4 before ll.link_eff; 3.7, 11.4 before relay_hold_us)
+	{"heldout/p2p-*-ll", ColNCCL, BucketAll, 0.06, 0.16},     // 2.7, 10.2 (2.4, 9.9 before ll.recv_load_cost; 2.7, 10.4 before ll.link_eff; 3.7, 11.4 before relay_hold_us)
 	{"heldout/p2p-*-ll128", ColNCCL, BucketAll, 0.06, 0.17},  // 3.4, 12.7 (3.8, 16.4 before ll128.thread_call_us; 5.1, 14.8 before that)
 	{"heldout/p2p-*-simple", ColNCCL, BucketAll, 0.06, 0.18}, // 3.6, 13.8 (3.2, 15.8 before simple.thread_op_max_threads; 5.7, 23.0 before relay_us)
 	{"heldout/shm-*-ll", ColNCCL, BucketAll, 0.05, 0.15},     // 1.9, 9.8 (4.2, 18.7 before the SHM refit on two and four GPUs, fitted on these files)
