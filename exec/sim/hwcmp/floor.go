@@ -1,11 +1,11 @@
 package hwcmp
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/twinccl/twinccl/exec/sim"
@@ -169,30 +169,10 @@ func Floors(starts []Start) *Repeatability {
 		cells = append(cells, FloorCell{Transport: k.transport, Column: k.col, Build: k.build, Proto: k.proto, Recording: k.rec, Op: k.op,
 			Bytes: k.bytes, Ratios: v, Floor: (hi - lo) / (hi + lo), SimMaxAbs: simMax})
 	}
-	sort.Slice(cells, func(i, j int) bool {
-		a, b := &cells[i], &cells[j]
-		if a.Floor != b.Floor {
-			return a.Floor > b.Floor
-		}
-		if a.Transport != b.Transport {
-			return a.Transport < b.Transport
-		}
-		if a.Column != b.Column {
-			return a.Column < b.Column
-		}
-		if a.Build != b.Build {
-			return a.Build < b.Build
-		}
-		if a.Proto != b.Proto {
-			return a.Proto < b.Proto
-		}
-		if a.Recording != b.Recording {
-			return a.Recording < b.Recording
-		}
-		if a.Op != b.Op {
-			return a.Op < b.Op
-		}
-		return a.Bytes < b.Bytes
+	slices.SortFunc(cells, func(a, b FloorCell) int {
+		return cmp.Or(cmp.Compare(b.Floor, a.Floor), strings.Compare(a.Transport, b.Transport), strings.Compare(a.Column, b.Column),
+			strings.Compare(a.Build, b.Build), strings.Compare(a.Proto, b.Proto), strings.Compare(a.Recording, b.Recording),
+			strings.Compare(a.Op, b.Op), cmp.Compare(a.Bytes, b.Bytes))
 	})
 	type group struct{ transport, col, proto string }
 	byGroup := map[group][]*FloorCell{}
@@ -205,15 +185,8 @@ func Floors(starts []Start) *Repeatability {
 		}
 		byGroup[g] = append(byGroup[g], c)
 	}
-	sort.Slice(groups, func(i, j int) bool {
-		a, b := groups[i], groups[j]
-		if a.transport != b.transport {
-			return a.transport < b.transport
-		}
-		if a.col != b.col {
-			return a.col < b.col
-		}
-		return a.proto < b.proto
+	slices.SortFunc(groups, func(a, b group) int {
+		return cmp.Or(strings.Compare(a.transport, b.transport), strings.Compare(a.col, b.col), strings.Compare(a.proto, b.proto))
 	})
 	var out []Floor
 	for _, g := range groups {
