@@ -118,11 +118,18 @@ this simulation's by one factor for the row (taking the ratio rather than
 the measured time keeps what the simulation already explains of a start,
 such as the socket costs' scaling by its host probes). Where a cell's
 floor exceeds a tolerance, no such prediction meets the tolerance on
-every start. It prints per transport, column and protocol the cells'
-median and largest floor next to the simulation's own largest error on
-the same rows, then the --worst N widest cells (default 10) with their
-ratio per start; --json writes every start's pooled statistics, the
-summaries and every cell.
+every start. Cells keep builds apart: NCCL's version, our kernel's digest
+and the twinccl commit run gpu was built from (twinccl_revision), so that
+a change of ours between starts does not pass for the hardware's. It
+prints per transport, column and protocol the cells' median and largest
+floor next to the simulation's own largest error on the same rows; then,
+per start, "hindsight": its rows predicted by the simulation times the
+factor that puts the median of the other starts' ratios on 1 (what a
+simulator tuned per row on the other starts could expect of this start),
+its median and largest error next to the simulation's own; then the
+--worst N widest cells (default 10) with their ratio per start. --json
+writes every start's pooled statistics, the summaries, the hindsight and
+every cell.
 
 Flags:
 `
