@@ -301,6 +301,11 @@ func printStarts(w io.Writer, starts []hwcmp.Start, rep *hwcmp.Repeatability, wo
 	for i, st := range starts {
 		fmt.Fprintf(w, "#   start %d: %s (%d recordings)\n", i+1, st.Name, len(st.Reports))
 	}
+	if len(cells) == 0 {
+		fmt.Fprintf(w, "#\n# no row was measured steady on two starts: a cell pairs the same recording (its path below each start's directory)\n")
+		fmt.Fprintf(w, "# by the same build; name directories that hold the same recordings\n")
+		return
+	}
 	fmt.Fprintf(w, "#\n# the hardware's repeatability: a cell is a row measured steady on two starts or more (the same size of the same recording);\n")
 	fmt.Fprintf(w, "# its floor is (max r - min r)/(max r + min r), r = simulated/measured per start: the least largest error over the starts\n")
 	fmt.Fprintf(w, "# of any prediction that is this simulation's times one factor per row\n")

@@ -638,4 +638,22 @@ func TestCompareStarts(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
+	// Starts that share no recording have no cell, and say so.
+	a, b := t.TempDir(), t.TempDir()
+	for dir, rec := range map[string]string{a: "p2p-allreduce-ll.json", b: "p2p-allgather-ll.json"} {
+		data, err := os.ReadFile(filepath.Join(starts[0], rec))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, rec), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	so.Reset()
+	if err := runCompare([]string{"--starts", a, b, "--topo", topo}, &so, &se); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(so.String(), "no row was measured steady on two starts") || strings.Contains(so.String(), "hindsight") {
+		t.Errorf("starts without a shared recording:\n%s", so.String())
+	}
 }
