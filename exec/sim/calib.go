@@ -263,7 +263,8 @@ type ProtoCalib struct {
 	// same and more. Absent: none.
 	CollUs map[string]float64 `json:"coll_us,omitempty"`
 	// LinkEff multiplies every link's effective bandwidth for this
-	// protocol's wire traffic (store granularity, line format efficiency
+	// protocol's wire traffic on the routes from GPU to GPU (and on the
+	// others too where HostLinkEff is 0) (store granularity, line format efficiency
 	// beyond the flag overhead that is modelled exactly). Fitted for LL and
 	// LL128 (at most MaxProtoLinkEff: NCCL's LL Broadcast of 12 MiB on two
 	// H200 moves its lines faster than NCCL's NVLink rating); Simple's is
