@@ -521,20 +521,13 @@ func statsOfRows(rows []statRow) []Stat {
 				var errs []float64
 				var names []string
 				for _, r := range rows {
-					rp := r.SimProto
-					if col == ColNCCL {
-						rp = r.ncclProto()
-					}
+					e, rp := r.colErr(col)
 					if p != "all" && rp != p {
 						continue
 					}
 					if b == BucketSmall && r.Bytes >= SmallBytes || b == BucketLarge && r.Bytes < SmallBytes ||
 						b == BucketSteady && r.Disturbed(col) {
 						continue
-					}
-					e := r.Err
-					if col == ColNCCL {
-						e = r.NCCLErr
 					}
 					if math.IsNaN(e) {
 						continue
@@ -613,6 +606,15 @@ func allStat(out []Stat, col, p string) *Stat {
 		}
 	}
 	return nil
+}
+
+// colErr is column col's error (Err, or NCCLErr for ColNCCL) and the
+// protocol that column ran (SimProto, or ncclProto).
+func (r *Row) colErr(col string) (err float64, proto string) {
+	if col == ColNCCL {
+		return r.NCCLErr, r.ncclProto()
+	}
+	return r.Err, r.SimProto
 }
 
 // ncclProto is the protocol NCCL's run used as the simulation has it:

@@ -124,21 +124,15 @@ func Floors(starts []Start) *Repeatability {
 			if err != nil {
 				rec = rep.Input.Path
 			}
+			build := map[string]string{ColOurs: strings.TrimSpace(rep.Input.Kernel + " " + rep.Input.Revision), ColNCCL: rep.Input.NCCLVersion}
 			for i := range rep.Rows {
 				r := &rep.Rows[i]
 				for _, col := range []string{ColOurs, ColNCCL} {
-					e, proto := r.Err, r.SimProto
-					if col == ColNCCL {
-						e, proto = r.NCCLErr, r.ncclProto()
-					}
+					e, proto := r.colErr(col)
 					if math.IsNaN(e) || math.IsInf(e, 0) || r.Disturbed(col) {
 						continue
 					}
-					build := strings.TrimSpace(rep.Input.Kernel + " " + rep.Input.Revision)
-					if col == ColNCCL {
-						build = rep.Input.NCCLVersion
-					}
-					k := key{rep.Transport, col, build, proto, rec, r.Coll.String(), r.Bytes}
+					k := key{rep.Transport, col, build[col], proto, rec, r.Coll.String(), r.Bytes}
 					v := ratios[k]
 					if v == nil {
 						v = make([]float64, len(starts))
