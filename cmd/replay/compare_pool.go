@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"io/fs"
@@ -163,7 +164,7 @@ func fileErrors(rep *hwcmp.Report, col string) string {
 	if !ok {
 		return "-"
 	}
-	s := fmt.Sprintf("%.1f/%.1f%%", 100*all.MedianAbs, 100*all.MaxAbs)
+	s := medianMax(all.MedianAbs, all.MaxAbs)
 	if st, ok := rep.Stat(col, "all", hwcmp.BucketSteady); ok {
 		s += fmt.Sprintf(" (steady %.1f/%.1f)", 100*st.MedianAbs, 100*st.MaxAbs)
 	}
@@ -220,15 +221,19 @@ func compareStarts(dirs []string, o *compareOpts, worst int, jsonOut string, std
 		starts = append(starts, hwcmp.Start{Name: filepath.Clean(d), Dir: d, Reports: reps})
 	}
 	rep := hwcmp.Floors(starts)
+	pooled := make([][]hwcmp.PoolStat, len(starts))
+	for i, st := range starts {
+		pooled[i] = hwcmp.Pool(st.Reports)
+	}
 	if jsonOut != "-" {
-		printStarts(stdout, starts, rep, worst)
+		printStarts(stdout, starts, pooled, rep, worst)
 	}
 	if jsonOut == "" {
 		return nil
 	}
 	doc := startsJSON{}
-	for _, st := range starts {
-		doc.Starts = append(doc.Starts, startJSON{Start: st.Name, Files: len(st.Reports), Pooled: poolStatsJSON(hwcmp.Pool(st.Reports))})
+	for i, st := range starts {
+		doc.Starts = append(doc.Starts, startJSON{Start: st.Name, Files: len(st.Reports), Pooled: poolStatsJSON(pooled[i])})
 	}
 	for _, h := range rep.Hindsight {
 		doc.Hindsight = append(doc.Hindsight, hindsightJSON{Start: h.Start, Transport: h.Transport, Versus: h.Column, Proto: h.Proto,
@@ -254,10 +259,10 @@ func compareStarts(dirs []string, o *compareOpts, worst int, jsonOut string, std
 }
 
 // printStarts prints each start's pooled steady statistics per
-// transport, column and protocol, the floors, each start against the
-// others' median (hindsight), and the worst widest cells with their
-// ratio per start.
-func printStarts(w io.Writer, starts []hwcmp.Start, rep *hwcmp.Repeatability, worst int) {
+// transport, column and protocol (pooled, in the starts' order), the
+// floors, each start against the others' median (hindsight), and the
+// worst widest cells with their ratio per start.
+func printStarts(w io.Writer, starts []hwcmp.Start, pooled [][]hwcmp.PoolStat, rep *hwcmp.Repeatability, worst int) {
 	floors, cells := rep.Floors, rep.Cells
 	fmt.Fprintf(w, "# replay compare --starts: %d starts; calibration %s\n", len(starts), starts[0].Reports[0].Calib)
 	fmt.Fprintf(w, "# per start: |err| median/max over its steady rows (without those whose median repetition is over %gx the best), pooled\n", sim.DisturbedRatio)
@@ -269,8 +274,8 @@ func printStarts(w io.Writer, starts []hwcmp.Start, rep *hwcmp.Repeatability, wo
 	type group struct{ col, transport, proto string }
 	var order []group
 	byStart := map[group][]string{}
-	for si, st := range starts {
-		for _, s := range hwcmp.Pool(st.Reports) {
+	for si := range starts {
+		for _, s := range pooled[si] {
 			if s.Proto == "all" || s.Bucket != hwcmp.BucketAll && s.Bucket != hwcmp.BucketSteady {
 				continue
 			}
@@ -284,12 +289,12 @@ func printStarts(w io.Writer, starts []hwcmp.Start, rep *hwcmp.Repeatability, wo
 				}
 			}
 			// a steady bucket follows its protocol's "all" where it differs
-			v[si] = fmt.Sprintf("%.1f/%.1f%%", 100*s.MedianAbs, 100*s.MaxAbs)
+			v[si] = medianMax(s.MedianAbs, s.MaxAbs)
 			byStart[g] = v
 		}
 	}
 	slices.SortStableFunc(order, func(a, b group) int {
-		return strings.Compare(a.col+"\x00"+a.transport+"\x00"+a.proto, b.col+"\x00"+b.transport+"\x00"+b.proto)
+		return cmp.Or(strings.Compare(a.col, b.col), strings.Compare(a.transport, b.transport), strings.Compare(a.proto, b.proto))
 	})
 	for _, g := range order {
 		fmt.Fprintf(w, "  %-5s %-10s %-7s", g.col, g.transport, g.proto)
@@ -329,7 +334,7 @@ func printStarts(w io.Writer, starts []hwcmp.Start, rep *hwcmp.Repeatability, wo
 		n := float64(len(run))
 		h := run[0]
 		fmt.Fprintf(w, "  %-5s %-10s %-7s %-8s %4s  %-18s %s\n", h.Column, h.Transport, h.Proto, "mean", "",
-			fmt.Sprintf("%.1f/%.1f%%", 100*om/n, 100*ox/n), fmt.Sprintf("%.1f/%.1f%%", 100*sm/n, 100*sx/n))
+			medianMax(om/n, ox/n), medianMax(sm/n, sx/n))
 		run = run[:0]
 	}
 	index := map[string]int{}
@@ -342,10 +347,10 @@ func printStarts(w io.Writer, starts []hwcmp.Start, rep *hwcmp.Repeatability, wo
 		}
 		run = append(run, h)
 		fmt.Fprintf(w, "  %-5s %-10s %-7s %-8s %4d  %-18s %s\n", h.Column, h.Transport, h.Proto, fmt.Sprintf("start %d", index[h.Start]), h.Rows,
-			fmt.Sprintf("%.1f/%.1f%%", 100*h.OthersMedianAbs, 100*h.OthersMaxAbs), fmt.Sprintf("%.1f/%.1f%%", 100*h.SimMedianAbs, 100*h.SimMaxAbs))
+			medianMax(h.OthersMedianAbs, h.OthersMaxAbs), medianMax(h.SimMedianAbs, h.SimMaxAbs))
 	}
 	flush()
-	if worst == 0 || len(cells) == 0 {
+	if worst == 0 {
 		return
 	}
 	fmt.Fprintf(w, "#\n# the %d widest cells: floor, then simulated/measured per start (- where it was not measured steady)\n", min(worst, len(cells)))
@@ -364,6 +369,12 @@ func printStarts(w io.Writer, starts []hwcmp.Start, rep *hwcmp.Repeatability, wo
 		}
 		fmt.Fprintln(w)
 	}
+}
+
+// medianMax formats a median and a largest error (fractions) as
+// "M/X%".
+func medianMax(median, largest float64) string {
+	return fmt.Sprintf("%.1f/%.1f%%", 100*median, 100*largest)
 }
 
 // startJSON is one start's pooled statistics in the --starts --json
