@@ -11,6 +11,7 @@ import "C"
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"unsafe"
 
@@ -34,7 +35,7 @@ func load() error {
 		return nil
 	}
 	var buf [512]C.char
-	var errs []string
+	var broken string
 	for _, n := range libNames {
 		cn := C.CString(n)
 		rc := C.twibvOpen(cn, &buf[0], C.int(len(buf)))
@@ -46,20 +47,44 @@ func load() error {
 		case 2:
 			// The library is there but lacks an entry point: do not try
 			// another name.
-			loadErr = fmt.Errorf("rdma: %s: %w", C.GoString(&buf[0]), verbs.ErrNoDevice)
+			loadErr = &loadError{fmt.Sprintf("rdma: %s", C.GoString(&buf[0]))}
 			return loadErr
 		}
-		errs = append(errs, C.GoString(&buf[0]))
+		// dlerror names the file it could not find: n itself when the
+		// library is absent, a dependency when it is there but broken.
+		if msg := C.GoString(&buf[0]); broken == "" && !dlNotFound(msg, n) {
+			broken = msg
+		}
 	}
-	loadErr = fmt.Errorf("rdma: load libibverbs (%v): %w", errs, verbs.ErrNoDevice)
+	if broken != "" {
+		loadErr = &loadError{"rdma: libibverbs cannot be loaded: " + broken}
+	} else {
+		loadErr = &loadError{fmt.Sprintf("rdma: libibverbs not found (no %s on the library path)", strings.Join(libNames, " or "))}
+	}
 	return loadErr
 }
+
+// dlNotFound tells whether dlerror's msg says that dlopen of name found
+// no such file (glibc: "name: cannot open shared object file: No such
+// file or directory").
+func dlNotFound(msg, name string) bool {
+	return strings.Contains(msg, name+":") && strings.Contains(msg, "No such file")
+}
+
+// loadError is why libibverbs cannot be used, on one line; it wraps
+// verbs.ErrNoDevice (no device can be used without the library) without
+// saying so in its text.
+type loadError struct{ msg string }
+
+func (e *loadError) Error() string { return e.msg }
+func (e *loadError) Unwrap() error { return verbs.ErrNoDevice }
 
 // Provider is libibverbs.
 type Provider struct{}
 
 // New loads libibverbs and returns the provider; without the library it
-// fails with an error wrapping verbs.ErrNoDevice.
+// fails with a one-line error ("rdma: libibverbs not found (...)") that
+// wraps verbs.ErrNoDevice.
 func New() (verbs.Provider, error) {
 	if err := load(); err != nil {
 		return nil, err

@@ -2,14 +2,16 @@
 // its runtime-loading mode: the binary does not depend on libibverbs and
 // runs where it is absent. The data-path calls (post send/receive, poll)
 // are verbs.h's inline functions, which dispatch through the context's
-// ops table and need no symbol.
+// ops table and need no symbol. The types come from twibv_abi.h, this
+// package's own declaration of the libibverbs ABI, so that building needs
+// no libibverbs headers either.
 
 #ifndef TWIBV_H
 #define TWIBV_H
 
 #include <stddef.h>
 #include <stdint.h>
-#include <infiniband/verbs.h>
+#include "twibv_abi.h"
 
 // twibvOpen loads the library at path and resolves the entry points: 0 on
 // success, 1 when dlopen fails, 2 when an entry point is missing; err
