@@ -17,7 +17,7 @@ import (
 const calibrateHelp = `Usage: replay calibrate [--table] TABLE [--table TABLE ...] [--heldout TABLE ...]
                         [--topo FILE.xml] [--nodes N] [--params REGEX]
                         [--start CALIB.json] [--set KEY=VALUE ...] [--out CALIB.json] [--max-evals N] [--name NAME]
-                        [--column ours|nccl] [--env KEY=VALUE ...] [--loss squares|abs] [--evaluate]
+                        [--column ours|nccl] [--env KEY=VALUE ...] [--loss squares|abs] [--evaluate] [--progress]
 
 Fits the simulator's calibration constants to measured timings. A TABLE is
 FILE[,KEY=VALUE...]: a timing table like shared/baselines/h200x2-nvswitch/nccl-2.28.9-p2p.tsv
@@ -95,6 +95,11 @@ value out of its bounds is an error.
 and the loss over the --table tables (with --out, it writes the start calibration with
 those errors in its report).
 
+A fit takes minutes: on a terminal, or with --progress, it says on stderr what it
+is doing ("calibrate: table 3/12 net-allgather.json:ours", then "calibrate:
+evaluation 120, loss 0.034900, 35 s", and the errors after every restart), never
+on stdout.
+
 Flags:
 `
 
@@ -128,6 +133,7 @@ func runCalibrate(args []string, stdout, stderr io.Writer) error {
 	loop := fs.Int("loop", sim.DefaultLoopCalls, "simulate each measured row as a loop of `N` timed calls back to back after an aligning one, as the harness ran it (0: one isolated call)")
 	lossName := fs.String("loss", "squares", "what the fit minimises: `squares` (mean squared log error plus the worst row's) or abs (mean absolute log error)")
 	p2pRead := fs.String("p2p-read", "", "collectives whose Simple P2P steps run in read mode (`C1,C2`: twinccl's executor runs Broadcast,Reduce so); recorded in the calibration")
+	progress := fs.Bool("progress", false, "report the fit's progress on stderr even when it is not a terminal (a line a second at most)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, calibrateHelp, twinccl.DefaultTopology)
 		fs.PrintDefaults()
@@ -165,10 +171,15 @@ func runCalibrate(args []string, stdout, stderr io.Writer) error {
 	if *topo != "" {
 		tpos = []string{*topo}
 	}
+	prog := newProgressLine(stderr, *progress, "calibrate")
+	defer prog.done()
+	loaded, toLoad := 0, len(tables)+len(heldout)
 	load := func(specs []string) ([]sim.FitTable, []*sim.Table, error) {
 		var fts []sim.FitTable
 		var tbs []*sim.Table
 		for _, spec := range specs {
+			loaded++
+			prog.report("table %d/%d %s, %s", loaded, toLoad, strings.Split(spec, ",")[0], prog.elapsed())
 			tb, err := parseCalibTable(spec, *column, env)
 			if err != nil {
 				return nil, nil, err
@@ -219,10 +230,12 @@ func runCalibrate(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	if *evaluate {
+		prog.report("simulating %d tables, %s", len(fit)+len(held), prog.elapsed())
 		rows, tfs, err := sim.PredictTables(append(fit, held...), c)
 		if err != nil {
 			return err
 		}
+		prog.done()
 		printComparison(stdout, rows)
 		all := append(fitTabs, heldTabs...)
 		rep := &sim.FitReport{}
@@ -255,10 +268,24 @@ func runCalibrate(args []string, stdout, stderr io.Writer) error {
 		c.Fit = rep
 		return writeOutput(*out, stdout, c.WriteJSON)
 	}
-	fr, err := sim.FitTables(fit, c, sim.FitOptions{MaxEvals: *maxEvals, Restarts: *restarts, Only: only, Loss: loss, Starts: *starts,
-		Progress: func(r, evals int, med, mx float64) {
-			fmt.Fprintf(stderr, "calibrate: restart %d, %d evaluations: median |err| %.2f%%, max %.2f%%\n", r+1, evals, 100*med, 100*mx)
-		}})
+	opts := sim.FitOptions{MaxEvals: *maxEvals, Restarts: *restarts, Only: only, Loss: loss, Starts: *starts}
+	if prog != nil {
+		// the restarts' errors are kept as lines of their own; the
+		// evaluations are redrawn
+		evaluated := 0
+		opts.Progress = func(r, _ int, med, mx float64) {
+			// FitOptions.Progress's count is the budget's (--max-evals),
+			// which counts the coordinate search's evaluations twice:
+			// the line gives those Step counted.
+			fmt.Fprintf(prog, "calibrate: restart %d after %d evaluations: median |err| %.2f%%, max %.2f%%, %s\n", r+1, evaluated, 100*med, 100*mx, prog.elapsed())
+		}
+		opts.Step = func(n int, lowest float64) {
+			evaluated = n
+			prog.report("evaluation %d, loss %.6f, %s", n, lowest, prog.elapsed())
+		}
+	}
+	fr, err := sim.FitTables(fit, c, opts)
+	prog.done()
 	if err != nil {
 		return err
 	}

@@ -19,7 +19,7 @@ import (
 
 const compareHelp = `Usage: replay compare HW.parquet|HW.json [--topo FILE.xml] [--nodes N] [--env KEY=VALUE]...
                       [--calib FILE.json] [--calib-ours FILE.json] [--json OUT] [--svg OUT.svg]
-                      [--title T] [--events]
+                      [--title T] [--events] [--progress]
        replay compare HW.json|DIR... [--match GLOB] [--topo FILE.xml] [flags as above but --svg, --title, --events]
        replay compare --starts DIR DIR... [--match GLOB] [--worst N] [--topo FILE.xml] [flags as above but --svg, --title, --events]
 
@@ -97,13 +97,26 @@ the recordings of one start of a machine: testdata/hw/h100x2/rerun30), it
 compares each as above and prints one line per file, then pools the rows of
 every file per transport (how the ranks reach each other in the simulation:
 P2P, SHM, NET/Socket or NET/IB), column and protocol: the median and maximum
-absolute error per transport and protocol, over every row and over the steady
-ones. Give the machine's topology with both its GPUs: a split-host file
-keeps a host's share of it. --match GLOB keeps, of the files found under
-a directory, those whose name matches (e.g. 'net-*': a start's split-host
-sweeps, which recordings older than the "hosts" field need compared
-with --topo of one host's GPU and --nodes 2). --json then writes each file's comparison and
-the pooled statistics.
+absolute error per transport and protocol, over the valid rows only (in
+every bucket; the per-file lines give every row and the steady ones). The
+rule, which the output's header states with how many it left out and why:
+%s.
+Give the machine's topology with both its GPUs: a split-host file keeps a
+host's share of it. A file that cannot be compared is skipped with a note on
+stderr naming it and why, and the others are compared ("N files skipped" at
+the end): one that is no run gpu --json file (a call trace, another JSON
+file), whose ranks the topology does not have, whose calls the simulator
+cannot run, or whose hosts do not match the simulation's: without --nodes, a
+split-host run that does not record its hosts (NCCL_HOSTID in its nccl_env:
+it would run over P2P on one host); with --nodes N > 1, a run of one host
+(no "hosts", NCCL_HOSTID or net_probe: it would run over the network), and a
+recording of other than N hosts. It fails only when no file could be
+compared, or when a file named on the command line cannot be opened.
+--match GLOB keeps, of the files found under a directory, those whose name
+matches (e.g. 'net-*': a start's split-host sweeps, which recordings older
+than the "hosts" field need compared with --topo of one host's GPU and
+--nodes 2). --json then writes each file's comparison, the files skipped,
+and the pooled statistics.
 
 With --starts every input is a directory holding one start of a machine
 (the recordings of one session on it, e.g. testdata/hw/h200x2/rerun7 and
@@ -130,6 +143,9 @@ its median and largest error next to the simulation's own; then the
 --worst N widest cells (default 10) with their ratio per start. --json
 writes every start's pooled statistics, the summaries, the hindsight and
 every cell.
+
+On a terminal, or with --progress, it says on stderr which file it compares
+("compare: file 7/17 heldout/net-allgather-ll.json, 12 s").
 
 Flags:
 `
@@ -166,8 +182,9 @@ func runCompare(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.match, "match", "", "of the recordings found under a directory, compare those whose file name matches `GLOB` (e.g. 'net-*' for the split-host runs)")
 	starts := fs.Bool("starts", false, "every input is a directory of one start's recordings: pool each, and measure the hardware's start-to-start repeatability (floors)")
 	worst := fs.Int("worst", 10, "with --starts, list the `N` cells whose starts disagree most")
+	progress := fs.Bool("progress", false, "report which file is compared on stderr even when it is not a terminal (a line a second at most)")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, compareHelp, twinccl.DefaultTopology)
+		fmt.Fprintf(stderr, compareHelp, twinccl.DefaultTopology, wrapText(hwcmp.ValidRule, 78))
 		fs.PrintDefaults()
 	}
 	pos, err := parseInterspersed(fs, args)
@@ -201,14 +218,18 @@ func runCompare(args []string, stdout, stderr io.Writer) error {
 		if *worst < 0 {
 			return fmt.Errorf("%w: --worst %d: want 0 or more cells", errUsage, *worst)
 		}
-		return compareStarts(pos, &o, *worst, *jsonOut, stdout, stderr)
+		return compareStarts(pos, &o, *worst, *jsonOut, newProgressLine(stderr, *progress, "compare"), stdout, stderr)
 	}
 	if len(pos) > 1 || isDir(pos[0]) {
 		if *svgOut != "" || *title != "" || *events {
 			return fmt.Errorf("%w: --svg, --title and --events take one input; several are pooled", errUsage)
 		}
-		return comparePooled(pos, &o, *jsonOut, stdout, stderr)
+		return comparePooled(pos, &o, *jsonOut, newProgressLine(stderr, *progress, "compare"), stdout, stderr)
 	}
+	prog := newProgressLine(stderr, *progress, "compare")
+	defer prog.done()
+	stderr = prog.writer(stderr)
+	prog.report("file 1/1 %s", pos[0])
 	in, err := hwcmp.Open(pos[0])
 	if err != nil {
 		return err
@@ -233,6 +254,7 @@ func runCompare(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
+	prog.done()
 	quiet := *jsonOut == "-" || *svgOut == "-"
 	if !quiet {
 		printCompare(stdout, rep, steps)
@@ -257,6 +279,27 @@ func runCompare(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// wrapText breaks s into lines of at most width characters between
+// words (a longer word keeps a line of its own).
+func wrapText(s string, width int) string {
+	var b strings.Builder
+	n := 0
+	for _, w := range strings.Fields(s) {
+		switch {
+		case n == 0:
+		case n+1+len(w) > width:
+			b.WriteByte('\n')
+			n = 0
+		default:
+			b.WriteByte(' ')
+			n++
+		}
+		b.WriteString(w)
+		n += len(w)
+	}
+	return b.String()
 }
 
 // recordedSettings are the NCCL_* settings a recording is simulated
@@ -571,6 +614,8 @@ type compareCallJSON struct {
 	NCCLUs        *float64  `json:"nccl_us,omitempty"`
 	SimNCCLUs     *float64  `json:"sim_nccl_us,omitempty"`
 	NCCLErr       *float64  `json:"nccl_err,omitempty"`
+	Wrong         int64     `json:"wrong,omitempty"`
+	NCCLWrong     int64     `json:"nccl_wrong,omitempty"`
 	RankKernelUs  []float64 `json:"hw_rank_kernel_us,omitempty"`
 	SimRankUs     []float64 `json:"sim_rank_kernel_us,omitempty"`
 	Notes         []string  `json:"notes,omitempty"`
@@ -649,7 +694,7 @@ func compareDoc(rep *hwcmp.Report, steps *hwcmp.StepReport) compareJSON {
 			Algo: r.SimAlgo, Proto: r.SimProto, NChannels: r.SimChannels, TunerAlgo: r.TunerAlgo, TunerProto: r.TunerProto,
 			TunerCh: r.TunerChannels, HwUs: round6(r.HwUs), SimUs: round6(r.SimUs), Err: round6(r.Err),
 			NCCLUs: optF(r.NCCLUs, r.NCCLUs > 0), SimNCCLUs: optF(r.SimNCCLUs, r.NCCLUs > 0), NCCLErr: optF(r.NCCLErr, r.NCCLUs > 0),
-			RankKernelUs: r.RankKernelUs, SimRankUs: r.SimRankKernelUs, Notes: r.Notes}
+			Wrong: r.Wrong, NCCLWrong: r.NCCLWrong, RankKernelUs: r.RankKernelUs, SimRankUs: r.SimRankKernelUs, Notes: r.Notes}
 		if r.Comm != 0 {
 			c.Comm = fmt.Sprintf("%#x", r.Comm)
 		}

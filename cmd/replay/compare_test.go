@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -12,7 +13,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/twinccl/twinccl/exec/sim"
+	"github.com/twinccl/twinccl/exec/sim/hwcmp"
 )
 
 // hwRecordings is testdata/hw/h200x2.
@@ -88,7 +93,8 @@ func TestCompareErrors(t *testing.T) {
 		{[]string{hwRecordings(), "--svg", filepath.Join(dir, "x.svg")}, true, "several are pooled"},
 		{[]string{hwRecordings(), filepath.Join(hwRecordings(), "p2p-allreduce.json"), "--events"}, true, "several are pooled"},
 		{[]string{dir}, false, "no JSON recordings"},
-		{[]string{filepath.Join(hwRecordings(), "p2p-allreduce.parquet"), filepath.Join(hwRecordings(), "p2p-allreduce.json")}, true, "call trace: pool"},
+		{[]string{filepath.Join(hwRecordings(), "p2p-allreduce.parquet"), filepath.Join(hwRecordings(), "p2p-broadcast.parquet")}, false, "p2p-broadcast.parquet"},
+		{[]string{filepath.Join(hwRecordings(), "p2p-allreduce.json"), filepath.Join(dir, "nosuch-c.json")}, false, "nosuch-c.json"},
 		{[]string{filepath.Join(hwRecordings(), "p2p-allreduce.json"), "--events"}, true, "call trace"},
 		{[]string{filepath.Join(hwRecordings(), "p2p-allreduce.json"), "--env", "novalue"}, true, "KEY=VALUE"},
 		{[]string{filepath.Join(hwRecordings(), "p2p-allreduce.json"), "--json", "-", "--svg", "-"}, true, "stdout"},
@@ -450,9 +456,10 @@ func copyFile(t *testing.T, from, to string) {
 // (a directory: split-host sockets, and P2P and SHM at held-out sizes) on
 // the machine's two-GPU topology and checks the pooled statistics against
 // the per-file comparisons in the same document: per transport, column
-// and protocol, the rows counted, their median and maximum |err|, and the
-// steady bucket without the disturbed rows. Each file's errors are the
-// same as its comparison alone.
+// and protocol, the valid rows counted (not disturbed, not simulated
+// otherwise than recorded, no wrong result) and their median and maximum
+// |err|; no steady bucket, which would hold the same rows. Each file's
+// errors are the same as its comparison alone.
 func TestComparePooled(t *testing.T) {
 	start := filepath.Join("..", "..", "testdata", "hw", "h100x2", "rerun30")
 	topo := filepath.Join(start, "..", "topo.xml")
@@ -470,6 +477,7 @@ func TestComparePooled(t *testing.T) {
 	type key struct{ col, transport, proto, bucket string }
 	errs := map[key][]float64{}
 	transports := map[string]bool{}
+	left := 0
 	for _, f := range doc.Files {
 		transports[f.Transport] = true
 		want := map[string]string{"net-": "NET/Socket", "p2p-": "P2P", "shm-": "SHM"}
@@ -477,31 +485,39 @@ func TestComparePooled(t *testing.T) {
 			t.Errorf("%s: transport %q, want %q", f.Input, f.Transport, w)
 		}
 		for _, c := range f.Calls {
-			add := func(col, proto string, e float64, disturbed bool) {
+			notes := strings.Join(c.Notes, "; ")
+			add := func(col, proto string, e float64, invalid bool) {
+				if invalid {
+					left++
+					return
+				}
 				for _, p := range []string{"all", proto} {
 					errs[key{col, f.Transport, p, "all"}] = append(errs[key{col, f.Transport, p, "all"}], math.Abs(e))
-					if !disturbed {
-						errs[key{col, f.Transport, p, "steady"}] = append(errs[key{col, f.Transport, p, "steady"}], math.Abs(e))
-					}
 				}
 			}
-			notes := strings.Join(c.Notes, "; ")
-			add("ours", c.Proto, c.Err, strings.Contains(notes, "ours disturbed"))
+			clamped := strings.Contains(notes, "the plan has")
+			add("ours", c.Proto, c.Err, c.Wrong > 0 || clamped || strings.Contains(notes, "ours disturbed"))
 			if c.NCCLErr != nil {
 				proto := c.Proto
 				if c.TunerProto != "" {
 					proto = c.TunerProto
 				}
-				add("nccl", proto, *c.NCCLErr, strings.Contains(notes, "nccl disturbed"))
+				add("nccl", proto, *c.NCCLErr, c.NCCLWrong > 0 || clamped || strings.Contains(notes, "nccl disturbed"))
 			}
 		}
 	}
 	if len(transports) != 3 {
 		t.Errorf("transports %v, want NET/Socket, P2P and SHM", transports)
 	}
+	if left == 0 || doc.LeftOut.Total != left || doc.LeftOut.Disturbed != left {
+		t.Errorf("left out %+v; the files' notes give %d disturbed columns", doc.LeftOut, left)
+	}
 	checked := 0
 	for _, s := range doc.Pooled {
-		if s.Bucket != "all" && s.Bucket != "steady" {
+		if s.Bucket == "steady" {
+			t.Errorf("%+v: a steady bucket among valid rows only", s)
+		}
+		if s.Bucket != "all" {
 			continue
 		}
 		e := errs[key{s.Versus, s.Transport, s.Proto, s.Bucket}]
@@ -656,4 +672,300 @@ func TestCompareStarts(t *testing.T) {
 	if !strings.Contains(so.String(), "no row was measured steady on two starts") || strings.Contains(so.String(), "hindsight") {
 		t.Errorf("starts without a shared recording:\n%s", so.String())
 	}
+}
+
+// h100Recording is a file of testdata/hw/h100x2.
+func h100Recording(parts ...string) string {
+	return filepath.Join(append([]string{"..", "..", "testdata", "hw", "h100x2"}, parts...)...)
+}
+
+// h100Topo is the H100 pair's two-GPU topology.
+func h100Topo() string { return h100Recording("topo.xml") }
+
+// runPooledJSON runs replay compare with args and --json -, and returns
+// the pooled document and stderr.
+func runPooledJSON(t *testing.T, args ...string) (pooledJSON, string) {
+	t.Helper()
+	var so, se bytes.Buffer
+	require.NoError(t, runCompare(append(args, "--json", "-"), &so, &se), se.String())
+	var doc pooledJSON
+	require.NoError(t, json.Unmarshal(so.Bytes(), &doc), so.String())
+	return doc, se.String()
+}
+
+// TestComparePooledSkips: a directory holding a good recording, a junk
+// JSON file, a recording of another machine (four ranks on the pair's
+// topology) and a split-host run that does not record its hosts (which
+// would be simulated over P2P without --nodes) is compared: each bad file
+// gets a one-line note naming it and why, the count comes at the end, and
+// the results are those of the good file alone. A file named on the
+// command line that cannot be opened is an error naming it; a directory
+// of bad files only is an error naming them.
+func TestComparePooledSkips(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "p2p-allreduce-ll.json")
+	copyFile(t, h100Recording("rerun30", "heldout", "p2p-allreduce-ll.json"), good)
+	junk := filepath.Join(dir, "junk.json")
+	require.NoError(t, os.WriteFile(junk, []byte("this is no recording\n"), 0o644))
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "other"), 0o755))
+	fourRanks := filepath.Join(dir, "other", "h100x4-p2p-allgather-ll.json")
+	copyFile(t, filepath.Join("..", "..", "testdata", "hw", "h100x4", "rerun2", "heldout", "p2p-allgather-ll.json"), fourRanks)
+	split := filepath.Join(dir, "net-allgather.json")
+	copyFile(t, h100Recording("rerun17", "net-allgather.json"), split)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "README.md"), []byte("not JSON: not walked\n"), 0o644))
+
+	doc, stderr := runPooledJSON(t, dir, "--topo", h100Topo())
+	require.Len(t, doc.Files, 1, stderr)
+	assert.Equal(t, good, doc.Files[0].Input)
+	lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
+	require.Len(t, lines, 4, stderr)
+	for i, want := range []struct{ file, why string }{
+		{junk, "not a \"run gpu --json\" file"},
+		{split, "split-host run (NCCL_HOSTID=host0) that does not record its hosts"},
+		{fourRanks, "4 rank(s), the topology"},
+	} {
+		assert.True(t, strings.HasPrefix(lines[i], "replay compare: skipped "+want.file+": "), "line %d: %q", i, lines[i])
+		assert.Contains(t, lines[i], want.why)
+	}
+	assert.Equal(t, "replay compare: 3 files skipped", lines[3])
+	require.Len(t, doc.Skipped, 3)
+	assert.Equal(t, []string{junk, split, fourRanks}, []string{doc.Skipped[0].File, doc.Skipped[1].File, doc.Skipped[2].File})
+
+	alone, aloneErr := runPooledJSON(t, good, h100Recording("rerun30", "heldout", "p2p-allreduce-ll.json"), "--topo", h100Topo())
+	assert.Empty(t, aloneErr)
+	require.Len(t, alone.Files, 2)
+	half := alone.Pooled // the same rows twice: the same medians and maxima
+	require.Len(t, doc.Pooled, len(half))
+	for i := range half {
+		assert.Equal(t, half[i].N, 2*doc.Pooled[i].N)
+		assert.InDelta(t, half[i].MedianAbs, doc.Pooled[i].MedianAbs, 1e-9)
+		assert.InDelta(t, half[i].MaxAbs, doc.Pooled[i].MaxAbs, 1e-9)
+	}
+
+	// The text output says in its header how many were skipped.
+	var so, se bytes.Buffer
+	require.NoError(t, runCompare([]string{dir, "--topo", h100Topo()}, &so, &se))
+	assert.Contains(t, so.String(), "# replay compare: 1 recording under "+dir+string(filepath.Separator)+" (3 inputs skipped: see stderr)")
+
+	// A file named that cannot be opened is an error naming it.
+	missing := filepath.Join(dir, "missing.json")
+	err := runCompare([]string{dir, missing, "--topo", h100Topo()}, &so, &se)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), missing)
+
+	// Bad files only: an error naming each.
+	require.NoError(t, os.Remove(good))
+	so.Reset()
+	se.Reset()
+	err = runCompare([]string{dir, "--topo", h100Topo()}, &so, &se)
+	require.Error(t, err)
+	assert.False(t, errors.Is(err, errUsage))
+	for _, f := range []string{junk, split, fourRanks} {
+		assert.Contains(t, err.Error(), f)
+	}
+	assert.Contains(t, err.Error(), "no recording could be compared")
+	assert.Empty(t, so.String())
+	assert.Contains(t, se.String(), "replay compare: 3 files skipped")
+}
+
+// TestComparePooledSplitHosts: with --nodes 2 on one host's GPU (how the
+// split-host runs that do not record their hosts are compared), the
+// one-host recordings beside them are skipped rather than simulated
+// over sockets.
+func TestComparePooledSplitHosts(t *testing.T) {
+	dir := t.TempDir()
+	split := filepath.Join(dir, "net-allgather.json")
+	copyFile(t, h100Recording("rerun17", "net-allgather.json"), split)
+	oneHost := filepath.Join(dir, "p2p-allgather-ll.json")
+	copyFile(t, h100Recording("rerun17", "heldout", "p2p-allgather-ll.json"), oneHost)
+	doc, stderr := runPooledJSON(t, dir, "--topo", h100Recording("topo-1gpu.xml"), "--nodes", "2")
+	require.Len(t, doc.Files, 1, stderr)
+	assert.Equal(t, split, doc.Files[0].Input)
+	assert.Equal(t, "NET/Socket", doc.Files[0].Transport)
+	require.Len(t, doc.Skipped, 1)
+	assert.Equal(t, oneHost, doc.Skipped[0].File)
+	assert.Contains(t, doc.Skipped[0].Reason, "recorded on one host")
+}
+
+// TestComparePooledLeavesOutInvalid: the pool leaves out, per column, the
+// rows whose result was wrong, which the simulation could not run as
+// recorded (more channels than the plan has) and the disturbed ones; its
+// statistics are those of the valid rows, recomputed here from the
+// recordings themselves, and it counts what it left out.
+func TestComparePooledLeavesOutInvalid(t *testing.T) {
+	dir := t.TempDir()
+	var doc map[string]any
+	data, err := os.ReadFile(h100Recording("rerun30", "heldout", "p2p-allreduce-ll.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(data, &doc))
+	rows := doc["rows"].([]any)
+	row := func(i int) map[string]any { return rows[i].(map[string]any) }
+	row(0)["wrong"] = 3      // ours wrong
+	row(1)["nccl_wrong"] = 2 // NCCL's wrong
+	b := row(2)["best_us"].(float64)
+	row(2)["reps_us"] = []float64{b, 2 * b, 2 * b, 2 * b, 2 * b} // ours disturbed: median twice the best
+	row(3)["nchannels"] = 64                                     // more than the pair's plan, and NCCL's disturbed: counted as not as recorded
+	row(3)["nccl_reps_us"], row(3)["nccl_best_us"] = []float64{1, 1, 1}, 0.5
+	b = row(4)["best_us"].(float64)
+	row(4)["wrong"] = 1 // wrong, and disturbed: counted as wrong
+	row(4)["reps_us"] = []float64{b, 2 * b, 2 * b}
+	data, err = json.Marshal(doc)
+	require.NoError(t, err)
+	edited := filepath.Join(dir, "edited.json")
+	require.NoError(t, os.WriteFile(edited, data, 0o644))
+	copyFile(t, h100Recording("rerun30", "heldout", "p2p-allgather-ll.json"), filepath.Join(dir, "p2p-allgather-ll.json"))
+
+	// The valid columns, from the recordings: wrong elements, channels
+	// past the plan (24 on the pair), median repetition over 1.25x best.
+	type colKey struct {
+		file string
+		idx  int64
+		col  string
+	}
+	invalid := map[colKey]string{}
+	var want hwcmpLeftOut
+	for _, f := range []string{edited, filepath.Join(dir, "p2p-allgather-ll.json")} {
+		var rec struct {
+			Rows []struct {
+				NChannels int       `json:"nchannels"`
+				Best      float64   `json:"best_us"`
+				NCCLBest  float64   `json:"nccl_best_us"`
+				Time      float64   `json:"time_us"`
+				NCCLTime  float64   `json:"nccl_time_us"`
+				Reps      []float64 `json:"reps_us"`
+				NCCLReps  []float64 `json:"nccl_reps_us"`
+				Wrong     int64     `json:"wrong"`
+				NCCLWrong int64     `json:"nccl_wrong"`
+			} `json:"rows"`
+		}
+		data, err := os.ReadFile(f)
+		require.NoError(t, err)
+		require.NoError(t, json.Unmarshal(data, &rec))
+		for i, r := range rec.Rows {
+			for _, c := range []struct {
+				col      string
+				wrong    int64
+				us, best float64
+				reps     []float64
+				measured bool
+			}{{"ours", r.Wrong, r.Time, r.Best, r.Reps, true}, {"nccl", r.NCCLWrong, r.NCCLTime, r.NCCLBest, r.NCCLReps, r.NCCLTime > 0}} {
+				if !c.measured {
+					continue
+				}
+				us := c.us
+				if len(c.reps) > 0 {
+					us = sim.Median(c.reps)
+				}
+				why := ""
+				switch {
+				case c.wrong > 0:
+					why, want.Wrong = "wrong", want.Wrong+1
+				case r.NChannels > 24:
+					why, want.NotAsRecorded = "not as recorded", want.NotAsRecorded+1
+				case c.best > 0 && us > 1.25*c.best:
+					why, want.Disturbed = "disturbed", want.Disturbed+1
+				}
+				want.Columns++
+				if why != "" {
+					invalid[colKey{f, int64(i), c.col}] = why
+				}
+			}
+		}
+	}
+	require.Equal(t, 3, want.Wrong)
+	require.Equal(t, 2, want.NotAsRecorded)
+	require.GreaterOrEqual(t, want.Disturbed, 1)
+
+	out, stderr := runPooledJSON(t, dir, "--topo", h100Topo())
+	require.Len(t, out.Files, 2, stderr)
+	assert.Equal(t, hwcmp.ValidRule, out.Rule)
+	assert.Equal(t, leftOutJSON{Columns: want.Columns, Total: want.Wrong + want.NotAsRecorded + want.Disturbed,
+		Wrong: want.Wrong, NotAsRecorded: want.NotAsRecorded, Disturbed: want.Disturbed}, out.LeftOut)
+
+	type key struct{ col, proto, bucket string }
+	errs := map[key][]float64{}
+	for _, f := range out.Files {
+		require.Equal(t, "P2P", f.Transport)
+		for _, c := range f.Calls {
+			add := func(col, proto string, e float64) {
+				if invalid[colKey{f.Input, c.Index, col}] != "" {
+					return
+				}
+				size := "large"
+				if c.Bytes < hwcmp.SmallBytes {
+					size = "small"
+				}
+				for _, p := range []string{"all", proto} {
+					for _, bk := range []string{"all", size} {
+						errs[key{col, p, bk}] = append(errs[key{col, p, bk}], math.Abs(e))
+					}
+				}
+			}
+			add("ours", c.Proto, c.Err)
+			if c.NCCLErr != nil {
+				proto := c.Proto
+				if c.TunerProto != "" {
+					proto = c.TunerProto
+				}
+				add("nccl", proto, *c.NCCLErr)
+			}
+		}
+	}
+	require.NotEmpty(t, out.Pooled)
+	seen := map[key]bool{}
+	for _, s := range out.Pooled {
+		k := key{s.Versus, s.Proto, s.Bucket}
+		seen[k] = true
+		e := errs[k]
+		require.NotEmpty(t, e, "%+v: no valid rows", s)
+		sort.Float64s(e)
+		assert.Equal(t, len(e), s.N, "%+v", k)
+		assert.InDelta(t, sim.Median(e), s.MedianAbs, 2e-6, "%+v", k)
+		assert.InDelta(t, e[len(e)-1], s.MaxAbs, 2e-6, "%+v", k)
+	}
+	for k := range errs {
+		if k.bucket == "all" {
+			assert.True(t, seen[k], "no pooled statistic for %+v", k)
+		}
+	}
+
+	// The text output states the rule and what it left out.
+	var so, se bytes.Buffer
+	require.NoError(t, runCompare([]string{dir, "--topo", h100Topo()}, &so, &se))
+	assert.Contains(t, so.String(), "valid rows only: "+hwcmp.ValidRule)
+	assert.Contains(t, so.String(), fmt.Sprintf("# left out: %d of %d rows' columns (3 with a wrong result, 2 not simulated as recorded, %d disturbed)",
+		out.LeftOut.Total, want.Columns, want.Disturbed))
+}
+
+// hwcmpLeftOut counts the left-out columns as the test works them out.
+type hwcmpLeftOut struct{ Columns, Wrong, NotAsRecorded, Disturbed int }
+
+// TestCompareProgress: --progress reports the files compared on stderr,
+// as "compare: file I/N NAME"; the output on stdout is the same as
+// without it, and without it (stderr no terminal) nothing is reported.
+func TestCompareProgress(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"p2p-allreduce-ll.json", "p2p-allgather-ll.json"} {
+		copyFile(t, h100Recording("rerun30", "heldout", name), filepath.Join(dir, name))
+	}
+	var quietOut, quietErr, so, se bytes.Buffer
+	require.NoError(t, runCompare([]string{dir, "--topo", h100Topo()}, &quietOut, &quietErr))
+	assert.Empty(t, quietErr.String())
+	require.NoError(t, runCompare([]string{dir, "--topo", h100Topo(), "--progress"}, &so, &se))
+	assert.Equal(t, quietOut.String(), so.String())
+	lines := strings.Split(strings.TrimSuffix(se.String(), "\n"), "\n")
+	require.NotEmpty(t, lines)
+	assert.Regexp(t, `^compare: file 1/2 p2p-allgather-ll\.json, \d+ s$`, lines[0])
+	for _, l := range lines {
+		assert.Regexp(t, `^compare: file [12]/2 p2p-all(gather|reduce)-ll\.json, \d+ s$`, l)
+	}
+	// --starts reports the start too.
+	other := t.TempDir()
+	copyFile(t, filepath.Join(dir, "p2p-allgather-ll.json"), filepath.Join(other, "p2p-allgather-ll.json"))
+	se.Reset()
+	so.Reset()
+	require.NoError(t, runCompare([]string{"--starts", dir, other, "--topo", h100Topo(), "--progress"}, &so, &se))
+	assert.Contains(t, se.String(), "compare: start 1/2, file 1/2 p2p-allgather-ll.json")
+	assert.Contains(t, se.String(), "compare: start 2/2, file 1/1 p2p-allgather-ll.json")
+	assert.NotContains(t, so.String(), "compare:")
 }

@@ -12,7 +12,7 @@ import (
 )
 
 const ginHelp = `Usage: replay gin [--topo FILE.xml] [--nodes N] [-b B] [-e B] [-f F] [--contexts C]
-                  [--calib FILE.json] [--p2p] [--json OUT]
+                  [--calib FILE.json] [--p2p] [--json OUT] [--progress]
 
 Simulates NCCL 2.28's GPU-initiated networking (GIN) all-to-all example with the
 discrete-event simulator (exec/sim RunGin): every rank's thread block b (one per
@@ -37,6 +37,8 @@ topology is used (%s); without --calib the embedded calibration (%s).
 
 --json OUT writes one row per size: op, bytes, count, contexts, time_us,
 algbw_GBps, busbw_GBps, puts, events and, with --p2p, p2p_time_us (- for stdout).
+On a terminal, or with --progress, it says on stderr which size it simulates
+("gin: size 5/12, 4194304 B, 3 s"), never on stdout.
 
 Flags:
 `
@@ -67,6 +69,7 @@ func runGin(args []string, stdout, stderr io.Writer) error {
 	calibPath := fs.String("calib", "", calibFlagHelp)
 	withP2P := fs.Bool("p2p", false, "also simulate the p2p-schedule AlltoAll of each size")
 	jsonOut := fs.String("json", "", "also write the rows as JSON to `OUT` (- for stdout only)")
+	progress := fs.Bool("progress", false, "report the size simulated on stderr even when it is not a terminal (a line a second at most)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, ginHelp, twinccl.DefaultTopology, sim.DefaultCalibName)
 		fs.PrintDefaults()
@@ -105,16 +108,32 @@ func runGin(args []string, stdout, stderr io.Writer) error {
 	}
 	dt := model.DtypeFP32
 	unit := int64(dt.Size()) * int64(n)
+	sizes := 0
+	for size := lo; size <= hi; size *= *factor {
+		if size/unit > 0 {
+			sizes++
+		}
+		if size > hi / *factor {
+			break
+		}
+	}
+	prog := newProgressLine(stderr, *progress, "gin")
+	defer prog.done()
+	if prog != nil {
+		s.Machine.Progress = nil // the sizes are reported instead of one call's slices
+	}
 	var rows []ginRow
 	for size := lo; size <= hi; size *= *factor {
 		bytes := size / unit * unit
 		if bytes > 0 {
+			prog.report("size %d/%d, %d B, %s", len(rows)+1, sizes, bytes, prog.elapsed())
 			row, err := simGinRow(s, bytes, n, *contexts, *withP2P)
 			if err != nil {
 				return err
 			}
 			rows = append(rows, row)
 			if !quiet {
+				prog.clear() // the row's line is not drawn over on a terminal
 				fmt.Fprintf(stdout, "  %12d %12d %8s %4d %12.2f %12.2f %12.2f", row.Bytes, row.Count, dt, row.Contexts, row.TimeUs, row.AlgBW, row.BusBW)
 				if *withP2P {
 					fmt.Fprintf(stdout, " %12.2f", row.P2PTimeUs)
@@ -126,6 +145,7 @@ func runGin(args []string, stdout, stderr io.Writer) error {
 			break // the next size would overflow or exceed hi
 		}
 	}
+	prog.done()
 	if *jsonOut != "" {
 		return writeJSON(*jsonOut, stdout, rows)
 	}

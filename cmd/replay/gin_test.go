@@ -9,6 +9,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestGinTable runs "replay gin" on the default topology: the table and
@@ -75,5 +78,23 @@ func TestGinTopologies(t *testing.T) {
 		if err := runGin(args, &so, &se); !errors.Is(err, errUsage) {
 			t.Errorf("%v: want a usage error, got %v", args, err)
 		}
+	}
+}
+
+// TestGinProgress: --progress reports the sizes simulated on stderr
+// ("gin: size I/N, B B, T s"); stdout is the same as without it, and
+// without it (stderr no terminal) stderr stays empty.
+func TestGinProgress(t *testing.T) {
+	args := []string{"-b", "1K", "-e", "16K", "-f", "4", "--contexts", "1"}
+	var quietOut, quietErr, so, se bytes.Buffer
+	require.NoError(t, runGin(args, &quietOut, &quietErr))
+	assert.Empty(t, quietErr.String())
+	require.NoError(t, runGin(append(args, "--progress"), &so, &se))
+	assert.Equal(t, quietOut.String(), so.String())
+	lines := strings.Split(strings.TrimSuffix(se.String(), "\n"), "\n")
+	require.NotEmpty(t, lines)
+	assert.Regexp(t, `^gin: size 1/3, 1024 B, \d+ s$`, lines[0])
+	for _, l := range lines {
+		assert.Regexp(t, `^gin: size [1-3]/3, \d+ B, \d+ s$`, l)
 	}
 }

@@ -351,6 +351,11 @@ type FitOptions struct {
 	Only func(name string) bool
 	// Progress, when set, is called after every restart.
 	Progress func(restart, evals int, median, maxErr float64)
+	// Step, when set, is called after every evaluation of the loss with
+	// the count of evaluations so far and the lowest loss yet (+Inf
+	// before a valid point): for progress reports between restarts,
+	// which can be minutes apart.
+	Step func(evaluated int, lowest float64)
 	// Loss is what the fit minimises (LossSquares when zero).
 	Loss FitLoss
 	// Starts is the number of further starting points (0: none). The
@@ -571,10 +576,10 @@ func FitTables(tables []FitTable, start *Calib, opt FitOptions) (*FitResult, err
 	}
 	evals := 0
 	var evalErr error
-	// objective scores a point, projecting it onto the bounds in place:
-	// the searches keep the point they scored.
-	objective := func(x []float64) float64 {
-		evals++
+	evaluated, lowest := 0, math.Inf(1)
+	// score scores a point, projecting it onto the bounds in place: the
+	// searches keep the point they scored.
+	score := func(x []float64) float64 {
 		project(x)
 		c := decode(x)
 		if err := c.Validate(); err != nil {
@@ -586,6 +591,19 @@ func FitTables(tables []FitTable, start *Calib, opt FitOptions) (*FitResult, err
 			return math.Inf(1)
 		}
 		return fitLoss(rows, opt.Loss)
+	}
+	// objective is score, counted and reported (FitOptions.Step).
+	objective := func(x []float64) float64 {
+		evals++
+		evaluated++
+		f := score(x)
+		if f < lowest {
+			lowest = f
+		}
+		if opt.Step != nil {
+			opt.Step(evaluated, lowest)
+		}
+		return f
 	}
 	// search runs a coordinate search first (robust where one constant
 	// pins a row family), then Nelder–Mead from its best point, from x

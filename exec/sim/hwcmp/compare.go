@@ -122,6 +122,13 @@ type Row struct {
 	SimUs, SimNCCLUs float64
 	// Notes say where the simulation could not follow the recording.
 	Notes []string
+	// NotAsRecorded says why the simulation did not run the call as it
+	// was recorded ("" when it did): it was recorded on more channels
+	// than the simulated plan has (e.g. a one-host recording of 24
+	// channels simulated across hosts). The simulated machine is then
+	// not the recorded one, for NCCL's column too: Pool leaves both
+	// columns of such a row out (Row.Invalid).
+	NotAsRecorded string
 	// SimRankKernelUs is, per rank, the simulated kernel time.
 	SimRankKernelUs []float64
 	// Err is (SimUs - HwUs) / HwUs; NCCLErr (SimUs - NCCLUs) / NCCLUs,
@@ -276,7 +283,8 @@ func (cp *Comparer) compareCall(c Call, kind string) (Row, error) {
 		row.TunerAlgo, row.TunerProto, row.TunerChannels = tc.Algo.String(), tc.Proto.String(), tc.NChannels
 	}
 	if plan := cp.Sim.Search.Plan.NChannels; sc.NChannels > plan {
-		row.Notes = append(row.Notes, fmt.Sprintf("recorded %d channels, the plan has %d: simulated on %d", sc.NChannels, plan, plan))
+		row.NotAsRecorded = fmt.Sprintf("recorded %d channels, the plan has %d: simulated on %d", sc.NChannels, plan, plan)
+		row.Notes = append(row.Notes, row.NotAsRecorded)
 		sc.NChannels = plan
 	}
 	oc := cp.oursComparer()
@@ -320,8 +328,53 @@ func (cp *Comparer) compareCall(c Call, kind string) (Row, error) {
 			us, best := row.measured(col)
 			row.Notes = append(row.Notes, fmt.Sprintf("%s disturbed: median repetition %.2fx the best", col, us/best))
 		}
+		if n := row.wrong(col); n > 0 {
+			row.Notes = append(row.Notes, fmt.Sprintf("%s wrong: %d wrong elements in its result", col, n))
+		}
 	}
 	return row, nil
+}
+
+// wrong is the count of wrong elements in column col's result.
+func (r *Row) wrong(col string) int64 {
+	if col == ColNCCL {
+		return r.NCCLWrong
+	}
+	return r.Wrong
+}
+
+// Why Row.Invalid leaves a row's column out of Pool's statistics.
+const (
+	// InvalidWrong: the column's result had wrong elements (run gpu's
+	// #wrong: wrong, nccl_wrong).
+	InvalidWrong = "wrong"
+	// InvalidNotAsRecorded: the simulation could not run the call as
+	// recorded (Row.NotAsRecorded).
+	InvalidNotAsRecorded = "not as recorded"
+	// InvalidDisturbed: the column's median repetition is more than
+	// sim.DisturbedRatio times its best (Row.Disturbed).
+	InvalidDisturbed = "disturbed"
+)
+
+// ValidRule states which rows' columns Pool keeps, for help texts and
+// output headers.
+var ValidRule = fmt.Sprintf("a row's column is left out where its result had wrong elements (#wrong > 0), "+
+	"where the simulation could not run the call as recorded (more channels than the plan has), "+
+	"or where it was disturbed (its median repetition over %gx its best)", sim.DisturbedRatio)
+
+// Invalid says why column col of the row is left out of pooled
+// statistics (ValidRule): InvalidWrong, InvalidNotAsRecorded or
+// InvalidDisturbed, the first that applies; "" for a valid one.
+func (r *Row) Invalid(col string) string {
+	switch {
+	case r.wrong(col) > 0:
+		return InvalidWrong
+	case r.NotAsRecorded != "":
+		return InvalidNotAsRecorded
+	case r.Disturbed(col):
+		return InvalidDisturbed
+	}
+	return ""
 }
 
 // measured is the measured time of column col and its best repetition
@@ -484,17 +537,19 @@ type Stat struct {
 	Worst string
 }
 
-// statRow is a row of a statistic, with the name it has as the worst.
+// statRow is a row of a statistic, with the name it has as the worst;
+// validOnly leaves out its invalid columns (Row.Invalid).
 type statRow struct {
 	*Row
-	name string
+	name      string
+	validOnly bool
 }
 
 // statsOf computes the statistics per column, protocol and bucket.
 func statsOf(rows []Row) []Stat {
 	sr := make([]statRow, len(rows))
 	for i := range rows {
-		sr[i] = statRow{&rows[i], fmt.Sprintf("%s %d B", rows[i].Coll, rows[i].Bytes)}
+		sr[i] = statRow{Row: &rows[i], name: fmt.Sprintf("%s %d B", rows[i].Coll, rows[i].Bytes)}
 	}
 	return statsOfRows(sr)
 }
@@ -526,7 +581,7 @@ func statsOfRows(rows []statRow) []Stat {
 						continue
 					}
 					if b == BucketSmall && r.Bytes >= SmallBytes || b == BucketLarge && r.Bytes < SmallBytes ||
-						b == BucketSteady && r.Disturbed(col) {
+						b == BucketSteady && r.Disturbed(col) || r.validOnly && r.Invalid(col) != "" {
 						continue
 					}
 					if math.IsNaN(e) {
@@ -569,13 +624,45 @@ type PoolStat struct {
 	Files     int
 }
 
-// Pool computes the statistics of several reports' rows together, per
-// transport (Report.Transport), column, protocol and bucket, in
-// transport order; the worst row is named with its report's input.
-func Pool(reps []*Report) []PoolStat {
+// LeftOut counts the rows' columns that Pool left out, by why
+// (Row.Invalid): a column of a row counts once, under the first reason
+// that applies; only columns with a measurement count.
+type LeftOut struct {
+	Wrong, NotAsRecorded, Disturbed int
+	// Columns counts every column with a measurement, left out or not.
+	Columns int
+}
+
+// Total is the columns left out.
+func (l LeftOut) Total() int { return l.Wrong + l.NotAsRecorded + l.Disturbed }
+
+// add counts column col of row r.
+func (l *LeftOut) add(r *Row, col string) {
+	if e, _ := r.colErr(col); math.IsNaN(e) {
+		return
+	}
+	l.Columns++
+	switch r.Invalid(col) {
+	case InvalidWrong:
+		l.Wrong++
+	case InvalidNotAsRecorded:
+		l.NotAsRecorded++
+	case InvalidDisturbed:
+		l.Disturbed++
+	}
+}
+
+// Pool computes the statistics of several reports' valid rows together
+// (ValidRule: every bucket leaves out the columns Row.Invalid names, so
+// that BucketSteady, the same rows, does not appear), per transport
+// (Report.Transport), column, protocol and bucket, in transport order;
+// the worst row is named with its report's input. It returns with them
+// the columns it left out.
+func Pool(reps []*Report) ([]PoolStat, LeftOut) {
 	byTransport := map[string][]statRow{}
 	files := map[string]int{}
 	var transports []string
+	var left LeftOut
 	for _, rep := range reps {
 		t := rep.Transport
 		if files[t] == 0 {
@@ -584,7 +671,9 @@ func Pool(reps []*Report) []PoolStat {
 		files[t]++
 		for i := range rep.Rows {
 			r := &rep.Rows[i]
-			byTransport[t] = append(byTransport[t], statRow{r, fmt.Sprintf("%s: %s %d B", rep.Input.Path, r.Coll, r.Bytes)})
+			left.add(r, ColOurs)
+			left.add(r, ColNCCL)
+			byTransport[t] = append(byTransport[t], statRow{r, fmt.Sprintf("%s: %s %d B", rep.Input.Path, r.Coll, r.Bytes), true})
 		}
 	}
 	sort.Strings(transports)
@@ -594,7 +683,7 @@ func Pool(reps []*Report) []PoolStat {
 			out = append(out, PoolStat{Stat: st, Transport: t, Files: files[t]})
 		}
 	}
-	return out
+	return out, left
 }
 
 // allStat is the "all" bucket's statistic of column col and protocol p

@@ -44,7 +44,8 @@ type FloorCell struct {
 	Bytes     int64
 	// Ratios is, per start of the Floors call in their order, the
 	// simulated over the measured time of the row where the start has it
-	// steady (not Row.Disturbed), NaN where it does not.
+	// steady and valid (Row.Invalid: not disturbed, its result right, run
+	// as recorded), NaN where it does not.
 	Ratios []float64
 	// Floor is (max - min) / (max + min) of the ratios: the least
 	// largest error over the starts of any prediction that differs from
@@ -129,7 +130,7 @@ func Floors(starts []Start) *Repeatability {
 				r := &rep.Rows[i]
 				for _, col := range []string{ColOurs, ColNCCL} {
 					e, proto := r.colErr(col)
-					if math.IsNaN(e) || math.IsInf(e, 0) || r.Disturbed(col) {
+					if math.IsNaN(e) || math.IsInf(e, 0) || r.Invalid(col) != "" {
 						continue
 					}
 					k := key{rep.Transport, col, build[col], proto, rec, r.Coll.String(), r.Bytes}

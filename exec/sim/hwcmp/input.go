@@ -81,6 +81,12 @@ type Call struct {
 	// median of nccl_reps_us, else the mean; 0 when absent), NCCLBestUs
 	// its best repetition.
 	NCCLUs, NCCLBestUs float64
+	// Wrong and NCCLWrong count the elements of our executor's and
+	// NCCL's result that run gpu's check found wrong (wrong,
+	// nccl_wrong: run gpu -c 1; 0 when unchecked): a column whose
+	// result was wrong timed something other than the collective, and
+	// Pool leaves it out (Row.Invalid).
+	Wrong, NCCLWrong int64
 	// RankStartNs and RankKernelUs are, for traced calls, every rank's
 	// kernel start (its own clock) and kernel time.
 	RankStartNs  []int64
@@ -160,6 +166,8 @@ type gpuRow struct {
 	NCCLBest  float64   `json:"nccl_best_us"`
 	RepsUs    []float64 `json:"reps_us"`
 	NCCLReps  []float64 `json:"nccl_reps_us"`
+	Wrong     int64     `json:"wrong"`
+	NCCLWrong int64     `json:"nccl_wrong"`
 	Root      *int      `json:"root"`
 	NetProbe  *netProbe `json:"net_probe"`
 }
@@ -304,7 +312,10 @@ func ReadJSON(r io.Reader, name string) (*Input, error) {
 			continue
 		}
 		c := Call{Index: int64(i), Bytes: *r.Bytes, Count: *r.Count, HwUs: *r.TimeUs, HwBestUs: r.BestUs,
-			NCCLUs: r.NCCLTime, NCCLBestUs: r.NCCLBest, NChannels: r.NChannels}
+			NCCLUs: r.NCCLTime, NCCLBestUs: r.NCCLBest, NChannels: r.NChannels, Wrong: r.Wrong, NCCLWrong: r.NCCLWrong}
+		if r.Wrong < 0 || r.NCCLWrong < 0 {
+			return nil, fmt.Errorf("%s: wrong %d, nccl_wrong %d: want a count of wrong elements (0 or more)", where, r.Wrong, r.NCCLWrong)
+		}
 		if r.Root != nil {
 			c.Root = *r.Root
 		}
