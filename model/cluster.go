@@ -315,7 +315,7 @@ func KeepRanks(e *Element, n int) {
 		drop := false
 		for _, g := range append([]*Element{c}, c.ChildrenNamed("gpu")...) {
 			if v, ok := g.Get("rank"); ok && g.Name == "gpu" {
-				if r, err := strconv.Atoi(v); err == nil && r >= n {
+				if r, whole := cWholeInt(v); whole && r >= int64(n) { // strtol syntax, as BuildSystem reads it
 					drop = true
 				}
 			}

@@ -32,6 +32,22 @@ func cStrtoll(s string) int64 {
 	return int64(u)
 }
 
+// cStrtollOverflows reports whether strtoll(s, NULL, 0) overflows (sets
+// errno to ERANGE).
+func cStrtollOverflows(s string) bool {
+	s = strings.TrimLeft(s, " \t\n\v\f\r")
+	neg := false
+	if s != "" && (s[0] == '+' || s[0] == '-') {
+		neg = s[0] == '-'
+		s = s[1:]
+	}
+	u, overflow := cParseUint(s, 0)
+	if neg {
+		return overflow || u > 1<<63
+	}
+	return overflow || u > math.MaxInt64
+}
+
 // Strtol parses s as C's strtoll(s, NULL, 0) does (the way NCCL reads
 // numbers from XML, sysfs and the environment): base from the prefix, the
 // longest valid prefix, 0 when nothing parses, saturation on overflow.

@@ -1,10 +1,9 @@
 package model
 
 import (
-	"errors"
 	"fmt"
+	"log/slog"
 	"os"
-	"strconv"
 	"strings"
 )
 
@@ -42,20 +41,36 @@ var ParamEnvNames = []string{
 }
 
 // LookupEnvInt reads an integer variable through lookup, in C strtoll
-// syntax (decimal, 0x hex, leading-0 octal) within a bits-wide signed
-// integer. ok is false when the variable is unset or empty; a value that is
-// not such an integer is an error naming the variable.
+// syntax (decimal, 0x hex, leading-0 octal, surrounding blanks) within a
+// bits-wide signed integer. ok is false when the variable is unset or
+// empty.
+//
+// NCCL 2.28.9 reads its integer parameters with ncclLoadParam
+// (src/misc/param.cc:76-94): value = strtoll(str, nullptr, 0), and only
+// when that sets errno (ERANGE: beyond 64 bits) "Invalid value %s for %s,
+// using default". LookupEnvInt does the same for such a value: it logs
+// that warning (slog, naming the variable and value) and returns ok
+// false, so that the caller keeps NCCL's default. Where NCCL would go on
+// silently with a wrong number, it is an error naming the variable
+// instead: a value that is not entirely an integer (strtoll would take
+// its leading digits, 0 for "abc"; Go-only forms such as 0b1 or 1_000
+// are not C integers either), or one that fits 64 bits but not bits (NCCL
+// would truncate it to its int).
 func LookupEnvInt(lookup func(string) (string, bool), name string, bits int) (n int64, ok bool, err error) {
 	v, set := lookup(name)
 	if !set || strings.TrimSpace(v) == "" {
 		return 0, false, nil
 	}
-	n, err = strconv.ParseInt(strings.TrimSpace(v), 0, bits)
-	if err != nil {
-		if errors.Is(err, strconv.ErrRange) {
-			return 0, false, fmt.Errorf("%s=%q: out of range for a %d-bit integer", name, v, bits)
-		}
+	n, whole := cWholeInt(v)
+	if !whole {
 		return 0, false, fmt.Errorf("%s=%q: not an integer", name, v)
+	}
+	if cStrtollOverflows(v) {
+		slog.Warn(fmt.Sprintf("Invalid value %s for %s, using default (beyond 64 bits: NCCL 2.28.9 ignores it, src/misc/param.cc ncclLoadParam)", strings.TrimSpace(v), name))
+		return 0, false, nil
+	}
+	if bits < 64 && (n < -1<<(bits-1) || n > 1<<(bits-1)-1) {
+		return 0, false, fmt.Errorf("%s=%q: out of range for a %d-bit integer", name, v, bits)
 	}
 	return n, true, nil
 }
@@ -131,12 +146,16 @@ func parseLevel(name, v string) (PathType, error) {
 		}
 	}
 	if v[0] >= '0' && v[0] <= '9' {
+		// paths.cc ncclGetLevel: strtol(str, NULL, 0) into an int, capped
+		// at 5. A value with trailing text (NCCL would take its leading
+		// digits) or one that wraps to a negative int (NCCL would index
+		// its table out of bounds) is an error.
 		old := []PathType{PathLOC, PathPIX, PathPXB, PathPHB, PathSYS, PathSYS}
-		n := cStrtol(v)
-		if n >= len(old) {
-			n = len(old) - 1
+		n, whole := cWholeInt(v)
+		if !whole || int32(n) < 0 || int64(int32(n)) != n {
+			return 0, fmt.Errorf("%s=%q: expected one of %s or a number 0-5", name, v, strings.Join(PathTypeNames[:PathSYS+1], ", "))
 		}
-		return old[n], nil
+		return old[min(int(n), len(old)-1)], nil
 	}
 	return 0, fmt.Errorf("%s=%q: expected one of %s or a number 0-5", name, v, strings.Join(PathTypeNames[:PathSYS+1], ", "))
 }

@@ -218,19 +218,25 @@ func (b *sysBuilder) attr(e *Element, key string) (string, error) {
 	return v, nil
 }
 
+// attrInt reads a required integer attribute as NCCL does, refusing a
+// value outside its topoAttrs range (see attrNumber).
 func (b *sysBuilder) attrInt(e *Element, key string) (int, error) {
 	v, err := b.attr(e, key)
 	if err != nil {
 		return 0, err
 	}
-	return cStrtol(v), nil
+	f, _, err := attrNumber(b.file, e, key, v)
+	return int(f), err
 }
 
-func attrIntDefault(e *Element, key string, def int) int {
-	if v, ok := e.Get(key); ok {
-		return cStrtol(v)
+// attrIntDefault is attrInt for an optional attribute: def when absent.
+func (b *sysBuilder) attrIntDefault(e *Element, key string, def int) (int, error) {
+	v, ok := e.Get(key)
+	if !ok {
+		return def, nil
 	}
-	return def
+	f, _, err := attrNumber(b.file, e, key, v)
+	return int(f), err
 }
 
 // BuildSystem builds NCCL's system graph from a topology XML, as
@@ -304,6 +310,11 @@ func (b *sysBuilder) addCPU(e *Element) error {
 	numa, err := b.attrInt(e, "numaid")
 	if err != nil {
 		return err
+	}
+	if v, ok := e.Get("host_hash"); ok {
+		if _, _, err := attrNumber(b.file, e, "host_hash", v); err != nil {
+			return err
+		}
 	}
 	sysID := b.systemID(e)
 	cpu, err := b.s.createNode(CPU, topoID(sysID, int64(numa)))
@@ -440,9 +451,11 @@ func (b *sysBuilder) addPCI(e *Element, parent *Node, sysID int) error {
 			return xmlError(b.file, e, "%v", err)
 		}
 		for i, key := range []string{"vendor", "device", "subsystem_vendor", "subsystem_device"} {
-			if v, ok := e.Get(key); ok {
-				node.Device += uint64(cStrtoll(v)) << (48 - 16*i)
+			id, err := b.attrIntDefault(e, key, 0)
+			if err != nil {
+				return err
 			}
+			node.Device += uint64(id) << (48 - 16*i)
 		}
 		for _, c := range e.Children {
 			if c.Name != "pcilink" {
@@ -507,25 +520,38 @@ func (b *sysBuilder) addNET(e *Element, nic *Node, sysID int) error {
 	n.Dev = dev
 	n.Name, _ = e.Get("name")
 	if g, ok := e.Get("guid"); ok {
-		// sscanf("0x%lx"): requires the 0x prefix, else asic stays 0.
-		if len(g) > 2 && g[0] == '0' && (g[1] == 'x' || g[1] == 'X') && isHexDigit(g[2]) {
-			n.Asic = cStrtoull(g[2:], 16)
+		// strtoull(guid, NULL, 16) (topo.cc ncclTopoAddNet): the 0x
+		// prefix NCCL writes is optional.
+		if _, n.Asic, err = attrNumber(b.file, e, "guid", g); err != nil {
+			return err
 		}
 	} else {
 		n.Asic = uint64(int64(dev))
 	}
-	mbps := attrIntDefault(e, "speed", 0)
+	mbps, err := b.attrIntDefault(e, "speed", 0)
+	if err != nil {
+		return err
+	}
 	if mbps <= 0 {
-		mbps = 10000
+		mbps = 10000 // topo.cc: "Some NICs define speed = -1"
 	}
 	n.BW = float32(float64(mbps) / 8000.0)
 	if v, ok := e.Get("latency"); ok {
-		n.Latency = cStrtof(v)
+		lat, _, err := attrNumber(b.file, e, "latency", v)
+		if err != nil {
+			return err
+		}
+		n.Latency = float32(lat)
 	}
-	n.Port = attrIntDefault(e, "port", 0)
-	n.GDR = attrIntDefault(e, "gdr", 0)
-	n.MaxChannels = attrIntDefault(e, "maxconn", MaxChannels)
-	n.CollSupport = attrIntDefault(e, "coll", 0)
+	for _, f := range []struct {
+		key string
+		dst *int
+		def int
+	}{{"port", &n.Port, 0}, {"gdr", &n.GDR, 0}, {"maxconn", &n.MaxChannels, MaxChannels}, {"coll", &n.CollSupport, 0}} {
+		if *f.dst, err = b.attrIntDefault(e, f.key, f.def); err != nil {
+			return err
+		}
+	}
 	if err := b.connectBoth(e, nic, net, LinkNET, n.BW); err != nil {
 		return err
 	}

@@ -2,8 +2,10 @@ package search
 
 import (
 	"fmt"
+	"log/slog"
 	"math"
 	"os"
+	"strings"
 
 	"github.com/twinccl/twinccl/model"
 )
@@ -101,6 +103,8 @@ var ConnectEnvNames = []string{
 // minimum lowered to the maximum, NCCL_COLLNET_ENABLE other than 0 or 1
 // means 0, and the channel counts are clamped where they are used (see
 // ConnectOptions). CollNetEnable assumes the network plugin offers CollNet.
+// Where NCCL logs that it ignores or corrects a value, a warning naming
+// the variable and value says so (envWarn).
 func ConnectOptionsFromEnv(lookup func(string) (string, bool)) (ConnectOptions, error) {
 	if lookup == nil {
 		lookup = os.LookupEnv
@@ -157,7 +161,88 @@ func ConnectOptionsFromEnv(lookup func(string) (string, bool)) (ConnectOptions, 
 		o.CollNetEnable = v == 1
 	}
 	o.MinCTAs, o.MaxCTAs = connectCapCTAs(o.MinCTAs, o.MaxCTAs)
+	connectEnvWarnings(lookup, o)
 	return o, nil
+}
+
+// envWarn prints a warning (slog) about the NCCL setting name=value of
+// lookup: what NCCL 2.28.9 does with it (msg, its own INFO line where it
+// logs one) and where (src).
+func envWarn(lookup func(string) (string, bool), name, msg, src string) {
+	v, _ := lookup(name)
+	slog.Warn(fmt.Sprintf("%s=%s: %s (NCCL 2.28.9 %s)", name, v, msg, src))
+}
+
+// connectEnvWarnings warns about the settings NCCL 2.28.9 reads and then
+// ignores or corrects, as it logs them (NCCL_DEBUG=INFO); o holds the
+// values read.
+func connectEnvWarnings(lookup func(string) (string, bool), o ConnectOptions) {
+	set := func(name string) bool { v, ok := lookup(name); return ok && strings.TrimSpace(v) != "" }
+	// src/graph/connect.cc ncclMinNchannels: NCCL_MIN_NCHANNELS (else
+	// NCCL_MIN_NRINGS; -2 is unset) above MAXCHANNELS is limited to it,
+	// below 0 set to 0.
+	minName, n := "", 0
+	switch {
+	case o.MinNChannels != ConnectUnset:
+		minName, n = "NCCL_MIN_NCHANNELS", o.MinNChannels
+	case o.MinNRings != ConnectUnset:
+		minName, n = "NCCL_MIN_NRINGS", o.MinNRings
+	}
+	if minName != "" {
+		switch {
+		case n > model.MaxChannels:
+			envWarn(lookup, minName, fmt.Sprintf("User asked for a minimum of %d channels, limiting to %d", n, model.MaxChannels), "src/graph/connect.cc ncclMinNchannels")
+		case n < 0:
+			envWarn(lookup, minName, "a negative minimum is taken as 0", "src/graph/connect.cc ncclMinNchannels")
+		}
+	}
+	// ncclMaxNchannels: NCCL_MAX_NCHANNELS (else NCCL_MAX_NRINGS), bounded
+	// by what NCCL_WORK_ARGS_BYTES allows, below 1 is set to 1, above
+	// MAXCHANNELS limited to it.
+	maxName, n := "", model.MaxChannels
+	switch {
+	case o.MaxNChannels != ConnectUnset:
+		maxName, n = "NCCL_MAX_NCHANNELS", o.MaxNChannels
+	case o.MaxNRings != ConnectUnset:
+		maxName, n = "NCCL_MAX_NRINGS", o.MaxNRings
+	}
+	if maxName != "" && n > model.MaxChannels {
+		envWarn(lookup, maxName, fmt.Sprintf("a maximum of %d channels is limited to %d (MAXCHANNELS)", n, model.MaxChannels), "src/graph/connect.cc ncclMaxNchannels")
+	}
+	if args := maxChannelsForArgsBytes(o.WorkArgsBytes); args < n {
+		n = args
+		if n < 1 {
+			maxName = "NCCL_WORK_ARGS_BYTES"
+		}
+	}
+	if maxName != "" && n < 1 {
+		envWarn(lookup, maxName, fmt.Sprintf("User asked for a maximum of %d channels, setting it to 1", n), "src/graph/connect.cc ncclMaxNchannels")
+	}
+	// src/init.cc envConfigOverride: CTA bounds and the per-peer and NVLS
+	// channel counts at or below 0 are ignored; CTA bounds above
+	// MAXCHANNELS are capped, and a minimum above the maximum lowered.
+	for _, c := range []struct{ name, field string }{
+		{"NCCL_MIN_CTAS", "minCTAs"}, {"NCCL_MAX_CTAS", "maxCTAs"}, {"NCCL_NCHANNELS_PER_NET_PEER", "nChannelsPerNetPeer"},
+	} {
+		if v, ok, _ := model.LookupEnvInt(lookup, c.name, 32); ok && v <= 0 {
+			envWarn(lookup, c.name, fmt.Sprintf("%s %d is too low, leaving %s at its default", c.name, v, c.field), "src/init.cc envConfigOverride")
+		} else if ok && v > model.MaxChannels && c.field != "nChannelsPerNetPeer" {
+			envWarn(lookup, c.name, fmt.Sprintf("%s %d is larger than #channels upper limit %d, cap it to %d", c.field, v, model.MaxChannels, model.MaxChannels), "src/init.cc envConfigOverride")
+		}
+	}
+	if set("NCCL_MIN_CTAS") && set("NCCL_MAX_CTAS") {
+		lo, _, _ := model.LookupEnvInt(lookup, "NCCL_MIN_CTAS", 32)
+		hi, _, _ := model.LookupEnvInt(lookup, "NCCL_MAX_CTAS", 32)
+		if lo > 0 && hi > 0 && min(lo, model.MaxChannels) > min(hi, model.MaxChannels) {
+			envWarn(lookup, "NCCL_MIN_CTAS", fmt.Sprintf("minCTAs %d is larger than maxCTAs %d, set both to %d", min(lo, model.MaxChannels), o.MaxCTAs, o.MaxCTAs), "src/init.cc envConfigOverride")
+		}
+	}
+	if v, ok, _ := model.LookupEnvInt(lookup, "NCCL_NVLS_NCHANNELS", 32); ok && v <= 0 {
+		envWarn(lookup, "NCCL_NVLS_NCHANNELS", fmt.Sprintf("nvlsCTAs %d is not a valid value, NCCL will decide the default value automatically", v), "src/init.cc envConfigOverride")
+	}
+	if v, ok, _ := model.LookupEnvInt(lookup, "NCCL_COLLNET_ENABLE", 32); ok && v != 0 && v != 1 {
+		envWarn(lookup, "NCCL_COLLNET_ENABLE", fmt.Sprintf("collnetEnable %d is not a valid value 0/1, set it to 0", v), "src/init.cc envConfigOverride")
+	}
 }
 
 // connectCapCTAs caps the CTA bounds as envConfigOverride does.

@@ -259,8 +259,9 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if *nch < 0 {
-		return fmt.Errorf("%w: --nchannels %d: must not be negative", errUsage, *nch)
+	if *nch < 0 || *nch > model.MaxChannels {
+		// NCCL 2.28.9 never runs more than MAXCHANNELS (64) channels.
+		return fmt.Errorf("%w: --nchannels %d: want 0 (the tuner's) to %d (NCCL's MAXCHANNELS)", errUsage, *nch, model.MaxChannels)
 	}
 	dt, err := model.ParseDtype(*dtype)
 	if err != nil {

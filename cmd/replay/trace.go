@@ -2,9 +2,11 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"slices"
 	"strconv"
@@ -38,7 +40,8 @@ version %s; files of another major version are refused).
           launcher other than "run -np" (OUT.rankR.parquet) into
           OUT.parquet, and their event traces (PART.events.parquet beside
           each part, where every part has one) into OUT.events.parquet;
-          written atomically, both or neither.
+          written atomically, both or neither. A part given twice, or
+          two parts holding the same rank of a communicator, is refused.
 
 Flags:
 `
@@ -88,6 +91,11 @@ func runTrace(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("%w: trace cat needs exactly one FILE, got %d", errUsage, len(pos))
 		}
 		filter := traces.Filter{}
+		rankSet := false
+		fs.Visit(func(f *flag.Flag) { rankSet = rankSet || f.Name == "rank" })
+		if rankSet && *rank < 0 {
+			return fmt.Errorf("%w: --rank %d: want a rank, 0 or more", errUsage, *rank)
+		}
 		if *rank >= 0 {
 			if *rank > 1<<30 {
 				return fmt.Errorf("%w: --rank %d out of range", errUsage, *rank)
@@ -98,7 +106,7 @@ func runTrace(args []string, stdout, stderr io.Writer) error {
 			c, n, ok := strings.Cut(*call, ":")
 			comm, err1 := strconv.ParseUint(c, 0, 64)
 			seq, err2 := strconv.ParseInt(n, 10, 64)
-			if !ok || err1 != nil || err2 != nil {
+			if !ok || err1 != nil || err2 != nil || seq < 0 {
 				return fmt.Errorf("%w: --call %q: want COMM:CALL, e.g. 0xa62b7a58480480ae:12", errUsage, *call)
 			}
 			filter = filter.Call(comm, seq)
@@ -141,6 +149,12 @@ func runTrace(args []string, stdout, stderr io.Writer) error {
 // traceMerge merges the call traces parts into out and, where every part
 // has an event trace beside it, those into out's event trace.
 func traceMerge(w io.Writer, parts []string, out string) error {
+	if err := traces.CheckDistinctFiles(parts); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
 	var events []string
 	for _, p := range parts {
 		kind, err := traces.ReadKind(p)

@@ -68,6 +68,12 @@ func runTune(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("%w: --bytes: %v", errUsage, err)
 	}
+	if nBytes == 0 {
+		// NCCL 2.28.9 discards a collective of count 0 before the tuner
+		// sees it (src/enqueue.cc taskAppend: "Empty collectives can be
+		// discarded"): there is no choice to predict.
+		return fmt.Errorf("%w: --bytes 0: NCCL discards an empty collective without choosing an algorithm; give at least one element", errUsage)
+	}
 	dt := -1
 	for i, d := range dtypeSizes {
 		if strings.EqualFold(d.name, *dtype) {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -118,6 +119,9 @@ func ReadTable(r io.Reader, name string) (*Table, error) {
 				if !ok || k == "" {
 					return nil, fmt.Errorf("%s: settings: %q is not KEY=VALUE", name, f)
 				}
+				if !KnownEnv(k) {
+					return nil, fmt.Errorf("%s: settings: unknown setting %q; known: %s", name, k, strings.Join(KnownEnvNames(), ", "))
+				}
 				t.Env[k] = v
 			}
 		}
@@ -208,12 +212,53 @@ func (t *Table) ApplySpec(kvs []string) error {
 			t.Harness = v
 			continue
 		}
+		if !KnownEnv(k) {
+			return fmt.Errorf("unknown key %q in %q; known keys: %s (col= only for hardware recordings), and the NCCL_* settings %s",
+				k, p, strings.Join(tableSpecKeys, ", "), strings.Join(KnownEnvNames(), ", "))
+		}
 		if t.Env == nil {
 			t.Env = map[string]string{}
 		}
 		t.Env[k] = v
 	}
 	return nil
+}
+
+// tableSpecKeys are the keys of a table argument that are not NCCL_*
+// settings (ApplySpec).
+var tableSpecKeys = []string{"colls", "harness", "maxbytes", "minbytes", "timing", "topo"}
+
+// tableRecordedOnly are NCCL_* settings that recordings carry and that
+// change nothing the search, tuner or simulator follow (where NCCL wrote
+// its logs and dumps, which network plugin ran, the host identity): a
+// table may give them.
+var tableRecordedOnly = []string{
+	"NCCL_DEBUG", "NCCL_DEBUG_FILE", "NCCL_DEBUG_SUBSYS", "NCCL_GRAPH_DUMP_FILE",
+	"NCCL_HOSTID", "NCCL_IB_DISABLE", "NCCL_NET", "NCCL_TOPO_DUMP_FILE",
+}
+
+// KnownEnvNames returns, sorted, the NCCL_* settings a table (its
+// "settings:" header or its argument's KEY=VALUE words) or a replay may
+// give: those the model, the search, the tuner and the simulator read,
+// and tableRecordedOnly. Any other key is an error naming it, so that a
+// misspelt setting is not silently dropped.
+func KnownEnvNames() []string {
+	var names []string
+	for _, l := range [][]string{model.ParamEnvNames, search.SearchEnvNames, search.ConnectEnvNames, search.TuneEnvNames, tableRecordedOnly,
+		{"NCCL_BUFFSIZE", "NCCL_SOCKET_IFNAME"}} {
+		names = append(names, l...)
+	}
+	for _, u := range unmodelled {
+		names = append(names, u.key)
+	}
+	sort.Strings(names)
+	return slices.Compact(names)
+}
+
+// KnownEnv reports whether k is one of KnownEnvNames.
+func KnownEnv(k string) bool {
+	_, found := slices.BinarySearch(KnownEnvNames(), k)
+	return found
 }
 
 // keep restricts the table to the rows in, naming it after the

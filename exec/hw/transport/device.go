@@ -2,6 +2,7 @@ package transport
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"strconv"
 	"strings"
@@ -52,16 +53,44 @@ func (s *ProxyService) PollCounters() {
 // through the net transport. It is TWINCCL_HOSTID, or the host name;
 // TWINCCL_HOSTID=split:K puts every K consecutive ranks on a "host" of
 // their own, so that one machine exercises the net transport.
+//
+// A split: value whose K is not a positive integer is taken as a literal
+// id (every rank on that one "host") after a warning naming the variable
+// and value; HostIDFromEnv returns it as an error instead, which is what
+// a command should call before it starts ranks.
 func HostID(rank int) string {
+	id, err := HostIDFromEnv(rank)
+	if err != nil {
+		slog.Warn(err.Error() + "; taking the whole value as the host id")
+		return os.Getenv(envHostID)
+	}
+	return id
+}
+
+// envHostID is the variable HostID reads.
+const envHostID = "TWINCCL_HOSTID"
+
+// HostIDFromEnv is HostID, with a TWINCCL_HOSTID of the form split:K
+// whose K is not a positive integer (split:abc, split:0, split:) an error
+// naming the variable and its value.
+func HostIDFromEnv(rank int) (string, error) {
+	return ParseHostID(os.Getenv(envHostID), rank)
+}
+
+// ParseHostID is the host identity of rank under TWINCCL_HOSTID=v (see
+// HostID): v itself, the host name when v is empty, or for split:K the
+// host name and rank/K.
+func ParseHostID(v string, rank int) (string, error) {
 	h, _ := os.Hostname()
-	v := os.Getenv("TWINCCL_HOSTID")
 	if k, ok := strings.CutPrefix(v, "split:"); ok {
-		if per, err := strconv.Atoi(k); err == nil && per > 0 {
-			return fmt.Sprintf("%s/%d", h, rank/per)
+		per, err := strconv.Atoi(k)
+		if err != nil || per <= 0 {
+			return "", fmt.Errorf("%s=%q: split:K wants K, the ranks per host, as a positive integer", envHostID, v)
 		}
+		return fmt.Sprintf("%s/%d", h, rank/per), nil
 	}
 	if v != "" {
-		return v
+		return v, nil
 	}
-	return h
+	return h, nil
 }
