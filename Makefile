@@ -21,13 +21,18 @@ PURE_PKGS := ./model/... ./search/... ./exec/sim/... ./traces/... ./cmd/replay/.
 all: build
 
 build:
-	CGO_ENABLED=0 $(GO) build -o $(BIN)/replay ./cmd/replay
+	CGO_ENABLED=0 $(GO) build -ldflags='-X main.revision=$(REVISION)' -o $(BIN)/replay ./cmd/replay
 	$(GO) build $(LAZY) -o $(BIN)/run ./cmd/run
 
-# The main job on the embedded default topology (our 2x H200 machine).
+# The main job on the embedded default topology (our 2x H200 machine): what
+# NCCL decides for one call and the predicted sweep behind it.
 demo:
-	CGO_ENABLED=0 $(GO) build -o $(BIN)/replay ./cmd/replay
-	./$(BIN)/replay search
+	@CGO_ENABLED=0 $(GO) build -ldflags='-X main.revision=$(REVISION)' -o $(BIN)/replay ./cmd/replay
+	@echo '$$ bin/replay tune --op allreduce --bytes 64M'
+	@./$(BIN)/replay tune --op allreduce --bytes 64M
+	@echo
+	@echo '$$ bin/replay sim --op allreduce -b 8 -e 1G -f 8'
+	@./$(BIN)/replay sim --op allreduce -b 8 -e 1G -f 8
 
 # Everything CI runs: lint, the unit tests, and a short fuzzing budget.
 test: lint unit

@@ -25,6 +25,7 @@ import (
 	"os"
 
 	"github.com/twinccl/twinccl/internal/atomicfile"
+	"github.com/twinccl/twinccl/internal/version"
 )
 
 // command is one subcommand of replay.
@@ -55,7 +56,8 @@ Commands:
 `
 
 const usageFooter = `
-Run "replay <command> -h" for a command's flags.
+Run "replay <command> -h" or "replay help <command>" for a command's flags,
+"replay --version" for the build.
 Environment: NCCL_P2P_LEVEL, NCCL_P2P_DISABLE, NCCL_NET_GDR_LEVEL, NCCL_NET_GDR_READ,
 NCCL_NET_GDR_C2C, NCCL_NVB_DISABLE, NCCL_PXN_DISABLE, NCCL_PXN_C2C,
 NCCL_NET_DISABLE_INTRA and NCCL_SHM_DISABLE change path decisions as in NCCL 2.28.9.
@@ -64,7 +66,7 @@ NCCL_NET_DISABLE_INTRA and NCCL_SHM_DISABLE change path decisions as in NCCL 2.2
 func usage(w io.Writer) {
 	fmt.Fprint(w, usageHeader)
 	for _, c := range commands {
-		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
 	}
 	fmt.Fprint(w, usageFooter)
 }
@@ -86,18 +88,30 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return a
 		},
 	})))
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+	switch {
+	case len(args) == 0:
+		usage(stderr)
+		return 2
+	case args[0] == "--version" || args[0] == "-version" || args[0] == "version":
+		fmt.Fprintln(stdout, version.Line("replay", revision))
+		return 0
+	case args[0] == "help" && len(args) > 1:
+		// "replay help CMD" is "replay CMD -h".
+		args = []string{args[1], "-h"}
+	case args[0] == "help" || args[0] == "-h" || args[0] == "-help" || args[0] == "--help":
 		usage(stdout)
-		if len(args) == 0 {
-			return 2
-		}
 		return 0
 	}
 	for _, c := range commands {
 		if c.name != args[0] {
 			continue
 		}
-		err := c.run(args[1:], stdout, stderr)
+		errw := stderr
+		if asksHelp(args[1:]) {
+			// Help that was asked for is the output: stdout, exit 0.
+			errw = stdout
+		}
+		err := c.run(args[1:], stdout, errw)
 		switch {
 		case err == nil:
 			return 0
@@ -115,6 +129,24 @@ func run(args []string, stdout, stderr io.Writer) int {
 	usage(stderr)
 	return 2
 }
+
+// asksHelp reports whether args ask for a command's help (-h, -help or
+// --help before any "--").
+func asksHelp(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "-h", "-help", "--help":
+			return true
+		}
+	}
+	return false
+}
+
+// revision is the commit this binary was built from, as the Makefile
+// stamps it (-X main.revision); see version.Revision.
+var revision string
 
 // parseInterspersed parses flags that may come before or after the
 // positional arguments, and returns the positionals.

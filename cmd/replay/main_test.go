@@ -110,8 +110,24 @@ func TestHelp(t *testing.T) {
 	out, _, code := runReplay(t, "help")
 	require.Equal(t, 0, code)
 	require.Contains(t, out, "topo")
-	_, stderr, code := runReplay(t, "topo", "-h")
+	// Help that was asked for goes to stdout, for every command and both
+	// spellings, and exits 0; stderr stays empty.
+	for _, c := range commands {
+		for _, args := range [][]string{{c.name, "-h"}, {"help", c.name}, {c.name, "--help"}} {
+			out, stderr, code := runReplay(t, args...)
+			require.Equal(t, 0, code, "%v: %s", args, stderr)
+			require.Empty(t, stderr, "%v", args)
+			require.Contains(t, out, "Usage", "%v", args)
+		}
+	}
+	out, _, code = runReplay(t, "topo", "-h")
 	require.Equal(t, 0, code)
-	require.Contains(t, stderr, "--nodes")
-	require.Contains(t, stderr, "ncclTopoPrint")
+	require.Contains(t, out, "--nodes")
+	require.Contains(t, out, "ncclTopoPrint")
+	out, _, code = runReplay(t, "--version")
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "replay (github.com/twinccl/twinccl)")
+	_, stderr, code := runReplay(t)
+	require.Equal(t, 2, code, "no command is a usage error")
+	require.Contains(t, stderr, "Commands:")
 }

@@ -14,8 +14,8 @@ import (
 	"github.com/twinccl/twinccl/search"
 )
 
-const simHelp = `Usage: replay sim [--topo FILE.xml] [--nodes N] [--op OPS] [--minbytes B] [--maxbytes B]
-                  [--factor F] [--algo A] [--proto P] [--nchannels C] [--dtype T] [--root R]
+const simHelp = `Usage: replay sim [--topo FILE.xml] [--nodes N] [--op OPS] [-b|--minbytes B] [-e|--maxbytes B]
+                  [-f|--factor F] [--algo A] [--proto P] [--nchannels C] [--dtype T] [--root R]
                   [--inplace] [--calib FILE.json] [--json OUT] [--trace PREFIX]
                   [--timeline OUT.json] [--profile OUT.pb.gz]
                   [--mode auto|fast|accurate] [--fast] [--loop N] [--eager] [--progress]
@@ -227,6 +227,13 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 	progress := fs.Bool("progress", false, "draw a progress bar on stderr even when it is not a terminal")
 	loop := fs.Int("loop", sim.DefaultLoopCalls, "time each size as a loop of `N` calls back to back after an aligning one, as nccl-tests does (0: one isolated call)")
 	eager := fs.Bool("eager", false, "time the loop as issued by the host outside a CUDA graph (nccl-tests without -G): a call every host_call_us of the calibration at most")
+	// nccl-tests' short names, as run takes them.
+	fs.StringVar(minBytes, "b", "8", "same as --minbytes (nccl-tests' -b)")
+	fs.StringVar(maxBytes, "e", "1G", "same as --maxbytes (nccl-tests' -e)")
+	fs.Int64Var(factor, "f", 4, "same as --factor (nccl-tests' -f)")
+	fs.StringVar(dtype, "d", "float32", "same as --dtype (nccl-tests' -d)")
+	fs.IntVar(loop, "n", sim.DefaultLoopCalls, "same as --loop (nccl-tests' -n: the calls timed per size)")
+	fs.IntVar(root, "r", 0, "same as --root (nccl-tests' -r)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, simHelp, twinccl.DefaultTopology, sim.DefaultCalibName, sim.DefaultLoopCalls, sim.AutoFastSlices)
 		fs.PrintDefaults()
