@@ -16,7 +16,7 @@ LAZY      := -ldflags='-extldflags=-Wl,-z,lazy -X main.revision=$(REVISION)'
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 PURE_PKGS := ./model/... ./search/... ./exec/sim/... ./traces/... ./cmd/replay/...
 
-.PHONY: all build demo test unit lint bench fuzz clean
+.PHONY: all build demo test unit lint bench fuzz clean accuracy
 
 all: build
 
@@ -46,6 +46,13 @@ lint:
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	CGO_ENABLED=0 $(GO) build $(PURE_PKGS)
+
+# docs/accuracy.md and its plots from testdata/manifest.tsv: the simulator's
+# errors on the eval recordings only (TestAccuracyReportIsCurrent fails when
+# the committed report is stale).
+accuracy:
+	CGO_ENABLED=0 $(GO) build -ldflags='-X main.revision=$(REVISION)' -o $(BIN)/replay ./cmd/replay
+	./$(BIN)/replay accuracy
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./model/... ./search/...

@@ -10,6 +10,7 @@ import (
 	"github.com/twinccl/twinccl"
 	"github.com/twinccl/twinccl/exec/sim"
 	"github.com/twinccl/twinccl/exec/sim/hwcmp"
+	"github.com/twinccl/twinccl/internal/manifest"
 	"github.com/twinccl/twinccl/model"
 	"github.com/twinccl/twinccl/search"
 )
@@ -145,6 +146,11 @@ func runCalibrate(args []string, stdout, stderr io.Writer) error {
 	tables = append(tables, pos...)
 	if len(tables) == 0 {
 		return fmt.Errorf("%w: give at least one table (--table FILE)", errUsage)
+	}
+	if !*evaluate {
+		if err := manifest.CheckFitting(tables); err != nil {
+			return err // testdata/manifest.tsv: eval files are never fitted
+		}
 	}
 	if err := checkLoop(*loop); err != nil {
 		return err

@@ -44,6 +44,7 @@ var commands = []command{
 	{"run", "replay a recorded call trace on a topology and write predicted traces", runReplayRun},
 	{"compare", "compare hardware timings (call trace or run gpu --json) with the simulator", runCompare},
 	{"calibrate", "fit the simulator's calibration to measured timings", runCalibrate},
+	{"accuracy", "regenerate docs/accuracy.md: the simulator's errors on the manifest's eval recordings", runAccuracy},
 	{"trace", "inspect, print and export call and event traces (info, cat, export)", runTrace},
 }
 
