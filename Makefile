@@ -24,15 +24,13 @@ build:
 	CGO_ENABLED=0 $(GO) build -ldflags='-X main.revision=$(REVISION)' -o $(BIN)/replay ./cmd/replay
 	$(GO) build $(LAZY) -o $(BIN)/run ./cmd/run
 
-# The main job on the embedded default topology (our 2x H200 machine): what
-# NCCL decides for one call and the predicted sweep behind it.
+# The main job on the embedded default topology (our 2x H200 machine): the
+# predicted AllReduce sweep and NCCL's choice (algorithm, protocol, channels)
+# behind every row.
 demo:
 	@CGO_ENABLED=0 $(GO) build -ldflags='-X main.revision=$(REVISION)' -o $(BIN)/replay ./cmd/replay
-	@echo '$$ bin/replay tune --op allreduce --bytes 64M'
-	@./$(BIN)/replay tune --op allreduce --bytes 64M
-	@echo
-	@echo '$$ bin/replay sim --op allreduce -b 8 -e 1G -f 8'
-	@./$(BIN)/replay sim --op allreduce -b 8 -e 1G -f 8
+	@echo '$$ bin/replay sim --op allreduce -b 8 -e 1G -f 32'
+	@./$(BIN)/replay sim --op allreduce -b 8 -e 1G -f 32
 
 # Everything CI runs: lint, the unit tests, and a short fuzzing budget.
 test: lint unit

@@ -328,7 +328,7 @@ func traceExport(stdout io.Writer, paths []string, format, out string) error {
 	if format == "pprof" && events == nil {
 		return fmt.Errorf("%w: --format pprof needs an event trace", errUsage)
 	}
-	return writeOutput(out, stdout, func(w io.Writer) error {
+	err = writeOutput(out, stdout, func(w io.Writer) error {
 		switch format {
 		case "chrome":
 			return traces.WriteChrome(w, calls, events)
@@ -338,6 +338,18 @@ func traceExport(stdout io.Writer, paths []string, format, out string) error {
 			return traces.WriteSummary(w, calls, events)
 		}
 	})
+	if err == nil && out != "-" {
+		// The file is the output: say where it went and what opens it.
+		switch format {
+		case "chrome":
+			fmt.Fprintf(stdout, "wrote %s: open it in ui.perfetto.dev or chrome://tracing\n", out)
+		case "pprof":
+			fmt.Fprintf(stdout, "wrote %s: go tool pprof -top %s\n", out, out)
+		default:
+			fmt.Fprintf(stdout, "wrote %s\n", out)
+		}
+	}
+	return err
 }
 
 func orDash(s string) string {

@@ -181,7 +181,17 @@ func printChoice(w io.Writer, res *search.Result, coll model.Collective, nBytes,
 		fmt.Fprintf(w, " %12s", model.Protocol(p))
 	}
 	fmt.Fprintln(w)
+	var unused []string
 	for a := 0; a < model.NumAlgorithms; a++ {
+		used := false
+		for p := 0; p < model.NumProtocols; p++ {
+			used = used || ch.Costs[a][p] >= 0
+		}
+		if !used {
+			// An algorithm the tuner cannot use here gets one line for all.
+			unused = append(unused, model.Algorithm(a).String())
+			continue
+		}
 		fmt.Fprintf(w, "%-14s", model.Algorithm(a))
 		for p := 0; p < model.NumProtocols; p++ {
 			if c := ch.Costs[a][p]; c >= 0 {
@@ -191,6 +201,9 @@ func printChoice(w io.Writer, res *search.Result, coll model.Collective, nBytes,
 			}
 		}
 		fmt.Fprintln(w)
+	}
+	if len(unused) > 0 {
+		fmt.Fprintf(w, "not available for this call: %s\n", strings.Join(unused, ", "))
 	}
 	for _, s := range res.Tuning.Warnings {
 		fmt.Fprintf(w, "warning: %s\n", s)
