@@ -36,15 +36,15 @@ func runBaseline(e *env, o benchOpts) (baselineResult, error) {
 	}
 	res.tcp = tcp
 	size := strconv.Itoa(baselineBytes)
-	args := []string{"-np", strconv.Itoa(o.np), "--op", "allreduce", "-b", size, "-e", size,
-		"-n", strconv.Itoa(o.iters), "-w", strconv.Itoa(o.warmup), "-c", strconv.Itoa(o.check),
-		"--dtype", o.dtype, "--algo", o.algo, "--proto", o.proto, "--channels", strconv.Itoa(o.channels),
-		"-timeout", o.timeout.String()}
+	args := []string{"-np", strconv.Itoa(o.np), "--coll", "allreduce", "-b", size, "-e", size,
+		"-n", strconv.Itoa(o.iters), "-m", strconv.Itoa(o.aggIters), "-w", strconv.Itoa(o.warmup), "-c", strconv.Itoa(o.check),
+		"-d", ntTypeName(o.dtypes[0]), "--algo", o.algo, "--proto", o.proto, "--channels", strconv.Itoa(o.channels),
+		"-T", o.timeout.String(), "--inplace=false"}
 	for i, hostid := range []string{"", "split:1"} {
 		var out bytes.Buffer
 		sub := *e
 		sub.stdout = &out
-		if err := launchRanks(&sub, "bench", o.np, o.timeout, o.trace, args, envHostID+"="+hostid, "TWINCCL_TRANSPORT="); err != nil {
+		if err := launchRanks(&sub, "bench", o.np, o.timeout, o.trace, false, args, envHostID+"="+hostid, "TWINCCL_TRANSPORT="); err != nil {
 			return res, fmt.Errorf("baseline: allreduce (TWINCCL_HOSTID=%q): %w\n%s", hostid, err, out.String())
 		}
 		bus, err := lastBusBW(out.String())
@@ -63,7 +63,7 @@ func runBaseline(e *env, o benchOpts) (baselineResult, error) {
 		choice = fmt.Sprintf("algo %q proto %q channels %d (empty, 0: the tuner's)", o.algo, o.proto, o.channels)
 	}
 	fmt.Fprintf(e.stdout, "# twinccl baseline: %d ranks, AllReduce %d B, %s, %s, %d iters\n",
-		o.np, baselineBytes, o.dtype, choice, o.iters)
+		o.np, baselineBytes, ntTypeName(o.dtypes[0]), choice, o.iters)
 	fmt.Fprintf(e.stdout, "%-28s %9.2f GB/s\n", "memcpy (1 thread)", res.memcpy)
 	fmt.Fprintf(e.stdout, "%-28s %9.2f GB/s   ratio %.3f\n", "shm allreduce busbw", res.shmBus, res.shmRatio)
 	fmt.Fprintf(e.stdout, "%-28s %9.2f GB/s\n", "tcp loopback stream", res.tcp)
@@ -144,10 +144,12 @@ func tcpLoopbackBW(chunk int, d time.Duration) (float64, error) {
 	return float64(total) / el.Seconds() / 1e9, nil
 }
 
-// benchCols is the number of columns of a bench table row.
-const benchCols = 12
+// benchCols is the number of columns of a bench table row (nccl-tests'
+// table without twinccl's columns).
+const benchCols = 13
 
-// lastBusBW is the busbw column of the last row of a bench table.
+// lastBusBW is the out-of-place busbw column of the last row of a bench
+// table.
 func lastBusBW(table string) (float64, error) {
 	bus := -1.0
 	for _, l := range strings.Split(table, "\n") {

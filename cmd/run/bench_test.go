@@ -45,7 +45,7 @@ func TestBenchLocal(t *testing.T) {
 				f := strings.Fields(l)
 				if len(f) == benchCols && !strings.HasPrefix(l, "#") {
 					lines++
-					if f[8] != "0" {
+					if f[8] != "0" || (f[12] != "0" && f[12] != "N/A") {
 						t.Errorf("wrong elements: %s", l)
 					}
 				}
@@ -90,7 +90,7 @@ func TestBenchNet(t *testing.T) {
 				f := strings.Fields(l)
 				if len(f) == benchCols && !strings.HasPrefix(l, "#") {
 					rows++
-					if f[8] != "0" {
+					if f[8] != "0" || f[12] != "0" {
 						t.Errorf("wrong elements: %s", l)
 					}
 				}
@@ -171,7 +171,19 @@ func TestBenchBaseline(t *testing.T) {
 func init() {
 	// A rank started by the bench launcher: the test binary acts as run.
 	if os.Getenv(envUID) != "" && len(os.Args) > 1 && os.Args[1] == "bench" {
+		markRankStarted()
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	}
+}
+
+// envRankMark names a directory where every rank the launcher starts in a
+// test leaves a file (markRankStarted): the bad-flag tests check that no
+// rank started.
+const envRankMark = "TWINCCL_TEST_RANK_MARK"
+
+func markRankStarted() {
+	if dir := os.Getenv(envRankMark); dir != "" {
+		os.WriteFile(filepath.Join(dir, "rank"+os.Getenv(envRank)), nil, 0o644)
 	}
 }
 
@@ -189,7 +201,7 @@ func TestBenchBareFormTrace(t *testing.T) {
 	if rc := run(args, &stdout, &stderr); rc != 0 {
 		t.Fatalf("exit %d\n%s\n%s", rc, stdout.String(), stderr.String())
 	}
-	if !strings.Contains(stdout.String(), "from the tuner") {
+	if !strings.Contains(stdout.String(), "from NCCL's tuner") {
 		t.Errorf("header does not name the tuner:\n%s", stdout.String())
 	}
 	ents, _ := os.ReadDir(dir)
@@ -214,9 +226,10 @@ func TestBenchBareFormTrace(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	// 3 sizes x (1 warmup + 2 timed + 1 checked) calls on each of 4 ranks.
-	if len(calls) != 4*3*4 {
-		t.Errorf("%d calls in the trace, want %d", len(calls), 4*3*4)
+	// 3 sizes x (1 warmup + 1 untimed + 2 timed + 1 checked) out-of-place
+	// calls on each of 4 ranks (in-place calls are not traced).
+	if len(calls) != 4*3*5 {
+		t.Errorf("%d calls in the trace, want %d", len(calls), 4*3*5)
 	}
 	for k, r := range calls {
 		if r.Op != "AllReduce" || r.NRanks != 4 || r.Algorithm == "" || r.Protocol == "" || r.Datatype != "float32" ||
@@ -247,15 +260,17 @@ func TestBenchBareFormTrace(t *testing.T) {
 	}
 }
 
-// TestBenchFailureWritesNoTrace: a run that fails (Tree AllGather has no
-// Program) exits 1 and leaves no trace file behind.
+// TestBenchFailureWritesNoTrace: a run that fails (rank 1 fails at its
+// second size, as TWINCCL_BENCH_TEST_FAIL says) exits 1 and leaves no
+// trace file behind.
 func TestBenchFailureWritesNoTrace(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process")
 	}
 	dir := t.TempDir()
+	t.Setenv(envBenchFault, "1:8192")
 	var stdout, stderr bytes.Buffer
-	args := []string{"-np", "2", "--op", "allgather", "--algo", "tree", "-b", "1K", "-e", "1K", "--trace", filepath.Join(dir, "t.parquet")}
+	args := []string{"-np", "2", "--op", "allgather", "-b", "1K", "-e", "8K", "-f", "8", "-n", "1", "--trace", filepath.Join(dir, "t.parquet")}
 	if rc := run(args, &stdout, &stderr); rc != 1 {
 		t.Fatalf("exit %d, want 1\n%s\n%s", rc, stdout.String(), stderr.String())
 	}
@@ -270,16 +285,16 @@ func TestBenchForcedProtocol(t *testing.T) {
 		t.Skip("multi-process")
 	}
 	var stdout, stderr bytes.Buffer
-	args := []string{"bench", "-np", "3", "--op", "allreduce", "--algo", "tree", "--proto", "ll128", "-b", "4K", "-e", "4M", "-f", "1024", "-n", "1", "-w", "0"}
+	args := []string{"bench", "-np", "3", "--op", "allreduce", "--algo", "tree", "--proto", "ll128", "-b", "4K", "-e", "4M", "-f", "1024", "-n", "1", "-w", "0", "--twinccl-columns"}
 	if rc := run(args, &stdout, &stderr); rc != 0 {
 		t.Fatalf("exit %d\n%s\n%s", rc, stdout.String(), stderr.String())
 	}
 	rows := 0
 	for _, l := range strings.Split(stdout.String(), "\n") {
 		f := strings.Fields(l)
-		if len(f) == benchCols && !strings.HasPrefix(l, "#") {
+		if len(f) == benchCols+3 && !strings.HasPrefix(l, "#") {
 			rows++
-			if f[9] != "Tree" || f[10] != "LL128" || f[8] != "0" {
+			if f[13] != "Tree" || f[14] != "LL128" || f[8] != "0" || f[12] != "0" {
 				t.Errorf("row %q: want Tree LL128 and no wrong element", l)
 			}
 		}
@@ -292,7 +307,7 @@ func TestBenchForcedProtocol(t *testing.T) {
 func TestBenchUsageErrors(t *testing.T) {
 	for _, args := range [][]string{
 		{"-np", "2", "--bogus"}, {"-np", "2", "--op", "frob"}, {"-np", "2", "--dtype", "fp7"}, {"-np", "2", "--algo", "nvlsx"},
-		{"-np", "2", "-b", "1M", "-e", "1K"}, {"-np", "2", "-f", "1"}, {"-np", "2", "-n", "0"}, {"bench", "extra"},
+		{"-np", "2", "-b", "1M", "-e", "1K"}, {"-np", "2", "-f", "0"}, {"-np", "2", "-n", "0"}, {"bench", "extra"},
 		{"-np", "2", "--trace", "x.parquet", "--baseline"},
 	} {
 		code, _, errOut := runArgs(args...)

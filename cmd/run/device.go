@@ -18,11 +18,17 @@ type benchDevice interface {
 	// Name is the backend's name for the table header ("host", "cuda").
 	Name() string
 	// Alloc provides the input and output buffers of the next calls
-	// (inBytes and outBytes bytes), reusing earlier ones where it can.
-	Alloc(inBytes, outBytes int64) error
+	// (inBytes and outBytes bytes), reusing earlier ones where it can:
+	// two buffers out of place (ip nil), or, in place, one buffer of
+	// ip.bytes holding the input at ip.inOff and the output at ip.outOff
+	// (nccl-tests' in-place layout: the input at the rank's offset of an
+	// AllGather's output, the output at the rank's offset of a
+	// ReduceScatter's input, else both at 0).
+	Alloc(inBytes, outBytes int64, ip *inPlaceLayout) error
 	// SetInput copies host into the input buffer (len(host) == inBytes).
 	SetInput(host []byte) error
-	// ClearOutput zeroes the output buffer.
+	// ClearOutput zeroes the output buffer (in place: the whole buffer,
+	// so that SetInput must follow).
 	ClearOutput() error
 	// GetOutput copies the output buffer into host (len == outBytes),
 	// after Sync.
@@ -38,6 +44,12 @@ type benchDevice interface {
 	Close() error
 }
 
+// inPlaceLayout places an in-place call's input and output in its one
+// buffer (see benchDevice.Alloc).
+type inPlaceLayout struct {
+	bytes, inOff, outOff int64
+}
+
 // callRecord is what a backend measures of one call.
 type callRecord struct {
 	Start, End time.Time
@@ -51,7 +63,11 @@ type callRecord struct {
 type hostBench struct {
 	r       *hostdev.Rank
 	in, out []byte
+	buf     []byte // the buffer of in-place calls, nil out of place
 	rec     *callRecord
+	ins     []byte // reused allocations
+	outs    []byte
+	bufs    []byte
 }
 
 // newHostBench returns the backend of rank r; with trace, the device
@@ -70,17 +86,28 @@ func newHostBench(r *hostdev.Rank, trace bool) *hostBench {
 
 func (b *hostBench) Name() string { return "host" }
 
-func (b *hostBench) Alloc(in, out int64) error {
+func (b *hostBench) Alloc(in, out int64, ip *inPlaceLayout) error {
 	if in < 0 || out < 0 {
 		return fmt.Errorf("host device: buffers of %d/%d bytes", in, out)
 	}
-	if int64(cap(b.in)) < in {
-		b.in = make([]byte, in)
+	if ip != nil {
+		if ip.inOff < 0 || ip.outOff < 0 || ip.inOff+in > ip.bytes || ip.outOff+out > ip.bytes {
+			return fmt.Errorf("host device: in-place buffer of %d bytes for an input of %d at %d and an output of %d at %d", ip.bytes, in, ip.inOff, out, ip.outOff)
+		}
+		if int64(cap(b.bufs)) < ip.bytes {
+			b.bufs = make([]byte, ip.bytes)
+		}
+		b.buf = b.bufs[:ip.bytes]
+		b.in, b.out = b.buf[ip.inOff:ip.inOff+in], b.buf[ip.outOff:ip.outOff+out]
+		return nil
 	}
-	if int64(cap(b.out)) < out {
-		b.out = make([]byte, out)
+	if int64(cap(b.ins)) < in {
+		b.ins = make([]byte, in)
 	}
-	b.in, b.out = b.in[:in], b.out[:out]
+	if int64(cap(b.outs)) < out {
+		b.outs = make([]byte, out)
+	}
+	b.buf, b.in, b.out = nil, b.ins[:in], b.outs[:out]
 	return nil
 }
 
@@ -92,7 +119,14 @@ func (b *hostBench) SetInput(host []byte) error {
 	return nil
 }
 
-func (b *hostBench) ClearOutput() error { clear(b.out); return nil }
+func (b *hostBench) ClearOutput() error {
+	if b.buf != nil {
+		clear(b.buf)
+	} else {
+		clear(b.out)
+	}
+	return nil
+}
 
 func (b *hostBench) GetOutput(host []byte) error {
 	if len(host) != len(b.out) {
@@ -114,7 +148,7 @@ func (b *hostBench) Launch(p *model.Program, rec *callRecord) error {
 func (b *hostBench) Sync() error { return nil }
 
 func (b *hostBench) Close() error {
-	b.in, b.out = nil, nil
+	b.in, b.out, b.buf, b.ins, b.outs, b.bufs = nil, nil, nil, nil, nil, nil
 	b.r.Device.Trace = nil
 	return nil
 }

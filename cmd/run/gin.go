@@ -115,7 +115,7 @@ func (j *gpuJob) runAllToAll(size, count int64) (ours, theirs timing, chunks int
 	enqueue := func() error { return a.Enqueue(s) }
 	run := func(what string, enqueue, status func() error, sync *cuda.Stream) (timing, error) {
 		var t timing
-		if j.o.check == 1 {
+		if j.o.check > 0 {
 			if err := j.fillAllToAll(total); err != nil {
 				return t, err
 			}

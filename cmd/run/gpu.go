@@ -8,7 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -97,13 +96,17 @@ func disturbedRows(rows []gpuRow) []int {
 	return out
 }
 
-// gpuOpts are the flags of run gpu.
+// gpuOpts are the flags of run gpu: nt holds nccl-tests' and twinccl's
+// shared options, the other fields what the sweep reads (the collective,
+// type, reduction and root of the case running now among them).
 type gpuOpts struct {
+	nt                 ntOpts
 	np                 int
-	op, dtype, redop   string
+	op                 string
 	algo, proto        string
 	channels           int
 	minB, maxB, factor int64
+	stepB              int64
 	iters, warmup      int
 	passes, retries    int
 	graph, check       int
@@ -126,52 +129,49 @@ type gpuOpts struct {
 	itersAuto bool
 }
 
-func gpuFlags(o *gpuOpts, minS, maxS *string) *flag.FlagSet {
-	fs := flag.NewFlagSet("gpu", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.IntVar(&o.np, "np", 0, "launch `N` local rank processes, rank r on GPU r mod (visible GPUs); without it, join a Slurm, Open MPI or torchrun job from the environment")
-	fs.StringVar(&o.op, "op", "allreduce", "collective: allreduce, allgather, reducescatter, broadcast, reduce, or alltoall (the GIN all-to-all)")
-	fs.StringVar(minS, "b", "8", "smallest size in `bytes` (K, M, G suffixes); the total buffer for allgather and reducescatter, as nccl-tests")
-	fs.StringVar(maxS, "e", "32M", "largest size in `bytes`")
-	fs.Int64Var(&o.factor, "f", 2, "size multiplication `factor`")
-	fs.IntVar(&o.iters, "n", 0, "calls per timed loop (0: 50, or 10 from 64 MiB on)")
-	fs.IntVar(&o.warmup, "w", 5, "eager warm-up calls per size before timing")
-	fs.IntVar(&o.passes, "passes", 0, "sweep the sizes `N` times, timing every size anew in each pass: a row holds the repetitions of every pass, so that a host disturbance lasting through one size's repetitions moves at most one pass of them (0: 3 when the ranks are on several hosts, else 1)")
-	fs.IntVar(&o.retries, "retries", -1, "after the passes, time the sizes whose repetitions still disagree (median over 1.25x the best, either column) again, up to `N` more times each, the rows keeping every repetition (-1: 2 when the ranks are on several hosts, else 0)")
-	fs.IntVar(&o.graph, "G", 1, "1: time CUDA-graph-captured loops; 0: eager loops of launches")
-	fs.IntVar(&o.check, "c", 0, "1: check every size's result once (the #wrong column; any wrong element makes the exit status non-zero)")
-	fs.StringVar(&o.dtype, "dtype", "float", "datatype: int8, uint8, int32, uint32, int64, uint64, half, float, double, bfloat16")
-	fs.StringVar(&o.redop, "redop", "sum", "reduction: sum, prod, max, min, avg")
-	fs.StringVar(&o.algo, "algo", "", "force the `algorithm` (ring, tree) instead of the tuner's choice; --baseline nccl forces NCCL's too (NCCL_ALGO)")
-	fs.StringVar(&o.proto, "proto", "", "force the `protocol` (ll, ll128, simple) instead of the tuner's choice; --baseline nccl forces NCCL's too (NCCL_PROTO)")
-	fs.IntVar(&o.channels, "channels", 0, "force the number of channels (0: the tuner's choice); --baseline nccl creates NCCL's communicator with as many (NCCL_MIN/MAX_NCHANNELS)")
-	fs.IntVar(&o.root, "root", 0, "root rank of broadcast and reduce")
-	fs.StringVar(&o.topo, "topo", "", "topology XML `FILE` to plan on (default: live discovery, else the embedded H200 pair)")
-	fs.StringVar(&o.baseline, "baseline", "", "\"nccl\": run the same sweep through the system's libnccl and print both side by side")
-	fs.StringVar(&o.jsonOut, "json", "", "also write the rows as JSON to `FILE` (atomically)")
-	fs.StringVar(&o.trace, "trace", "", "run every size once more with the kernel's per-slice stamps and write the call trace to `OUT.parquet` and the event trace to OUT.events.parquet")
-	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write each rank's CPU profile (its proxy threads included) to `PREFIX`.rankR.prof, for go tool pprof")
-	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "bound of every wait: a lost or stuck peer ends the run within it")
-	return fs
+// gpuGroups are run gpu's options for registration and help.
+func gpuGroups(o *gpuOpts) []optGroup {
+	g := o.nt.ntGroups("gpu")
+	tw := o.nt.twincclGroup("gpu")
+	tw.opts = append(tw.opts,
+		optSpec{[]string{"passes"}, "N", "Sweep the sizes N times, timing every size anew in each pass: a row holds the repetitions of every pass, so that a host disturbance lasting through one size's repetitions moves at most one pass of them (0: 3 when the ranks are on several hosts, else 1).", intVal{&o.passes}},
+		optSpec{[]string{"retries"}, "N", "After the passes, time the sizes whose repetitions still disagree (median over 1.25x the best, either column) again, up to N more times each, the rows keeping every repetition (-1: 2 when the ranks are on several hosts, else 0).", intVal{&o.retries}},
+		optSpec{[]string{"topo"}, "FILE", "Topology XML to plan on (default: live discovery, else the embedded H200 pair).", strVal{&o.topo}},
+		optSpec{[]string{"baseline"}, "nccl", "Run the same sweep through the system's libnccl and print both side by side (NCCL's columns, see --twinccl-columns).", strVal{&o.baseline}},
+		optSpec{[]string{"json"}, "FILE", "Also write the rows as JSON to FILE (atomically): every repetition, the in-place half under in_place, NCCL's columns.", strVal{&o.jsonOut}},
+		optSpec{[]string{"cpuprofile"}, "PREFIX", "Write each rank's CPU profile (its proxy threads included) to PREFIX.rankR.prof, for go tool pprof.", strVal{&o.cpuProfile}},
+		optSpec{[]string{"gpu"}, "", "Accepted for symmetry with run --gpu (run gpu runs on GPUs anyway).", boolVal{new(bool)}},
+	)
+	return append(g, tw)
 }
 
-func gpuUsage(w io.Writer, fs *flag.FlagSet) {
-	fmt.Fprintf(w, `Usage: run gpu [-np N] [--op OP] [-b MIN] [-e MAX] [-f F] [-n ITERS] [-w WARMUP]
-               [-G 1|0] [-c 1] [--passes N] [--dtype T] [--redop R] [--algo A]
-               [--proto P] [--channels C] [--topo FILE.xml] [--baseline nccl]
-               [--json OUT] [--trace OUT.parquet] [--cpuprofile PREFIX]
+func gpuUsage(w io.Writer, groups []optGroup) {
+	fmt.Fprintf(w, `Usage: run gpu [-np N] [PROGRAM] [flags]
+       run --gpu [-np N] [PROGRAM] [flags], or a link named PROGRAM with --gpu
 
-An nccl-tests-like sweep on GPUs, one process per GPU. With -np N it starts
-N rank processes on this host (this binary again); otherwise it is one rank
-of a job started by Slurm, Open MPI or torchrun (rank and size from their
-variables, the root's address from TWINCCL_COMM_ID or MASTER_ADDR and
-MASTER_PORT; rank 0 serves it).
+An nccl-tests sweep on GPUs, one process per GPU, printing nccl-tests'
+table (the same format as run on the host device: see run -h). PROGRAM is
+an nccl-tests program name (all_reduce_perf, all_gather_perf,
+reduce_scatter_perf, broadcast_perf, reduce_perf, alltoall_perf,
+sendrecv_perf); --op or --coll name the collective too. With -np N (or,
+without it, t x g ranks) it starts the rank processes on this host (this
+binary again), rank r on GPU r mod (visible GPUs): at most 8 ranks share
+a GPU. Otherwise it is one rank of a job started by Slurm, Open MPI or
+torchrun (rank and size from their variables, the root's address from
+TWINCCL_COMM_ID or MASTER_ADDR and MASTER_PORT; rank 0 serves it). Every
+flag is checked before any rank starts (exit status 2 and one message).
 
 Every rank plans on the topology (--topo FILE, else this machine's as NVML
 discovers it, else the embedded H200 pair with a warning), takes the
 algorithm, protocol and channels NCCL's tuner would choose for each size
 (unless --algo, --proto or --channels say otherwise), generates the Program
-and runs it with the CUDA interpreter kernel.
+and runs it with the CUDA interpreter kernel. sendrecv runs on NCCL's p2p
+schedule (model.GenerateP2PProgram, NCCL's per-transfer protocol).
+
+Each size runs out of place and then in place (one buffer: the input at
+the rank's offset of an allgather's output, the output at the rank's
+offset of a reducescatter's input, as nccl-tests places them). alltoall's
+GIN kernel runs out of place only: its in-place columns say N/A.
 
 Ranks talk as NCCL's would: P2P (NVLink or PCIe, CUDA IPC) on one host,
 SHM through host memory with NCCL_P2P_DISABLE=1, and the net transport
@@ -183,12 +183,14 @@ itself unless NCCL_SOCKET_NTHREADS asks for helper threads (see "run
 bench -h").
 
 Timing follows nccl-tests and shared/baselines/h200x2-nvswitch: after the
-warm-up, -G 1 captures a loop of ITERS calls in a CUDA graph and times 5
-launches of it with CUDA events on the rank's stream (a barrier before
-each); -G 0 times 5 eager loops of ITERS launches. A row's time is the mean
-per call over the repetitions, each repetition's slowest rank; --json also
-records every repetition (reps_us, nccl_reps_us). busbw uses nccl-tests'
-factors (AllReduce 2(n-1)/n, AllGather, ReduceScatter and AlltoAll (n-1)/n).
+warm-up, -G N (N >= 1) captures a loop of ITERS calls in a CUDA graph and
+times 5 launches of it with CUDA events on the rank's stream (a barrier
+before each); -G 0 times 5 eager loops of ITERS launches. A row's time is
+the mean per call over the repetitions, each repetition's ranks combined
+as -a says (the average by default, as nccl-tests; --json records each
+repetition's slowest rank, reps_us, nccl_reps_us, whatever -a says).
+busbw uses nccl-tests' factors (AllReduce 2(n-1)/n, AllGather,
+ReduceScatter and AlltoAll (n-1)/n, the others 1).
 --passes N sweeps the sizes N times and gives each row the 5N repetitions
 of every pass (a line per pass says how far it got; the table follows the
 last): a busy spell of a shared host, which can hold one size's five
@@ -214,12 +216,14 @@ receive buffer with a signal add, waits for all slices to arrive and
 flushes; the puts are executed by a proxy thread per rank over P2P (CUDA
 IPC), so the kernel only posts descriptors (exec/hw/gin). A size is a
 rank's whole send buffer (size/n bytes per peer), as in nccl-tests; the
-baseline is NCCL's grouped ncclSend/ncclRecv. The ch column is the number
-of puts per slice.
+baseline is NCCL's grouped ncclSend/ncclRecv. The nch column
+(--twinccl-columns) is the number of puts per slice.
 
 --baseline nccl runs every size through the system's libnccl as well (the
 unique id goes from rank 0 over the bootstrap), timed the same way, and adds
-NCCL's time and busbw and the ratio ours/NCCL (busbw; above 1 we are faster).
+NCCL's time and busbw and the ratio ours/NCCL (busbw; above 1 we are faster)
+for each placement after nccl-tests' columns (it turns --twinccl-columns
+on; --twinccl-columns=false leaves NCCL's numbers to --json only).
 --algo, --proto and --channels force NCCL the same way through NCCL_ALGO,
 NCCL_PROTO and NCCL_MIN_NCHANNELS/NCCL_MAX_NCHANNELS (a contradicting value
 already in the environment is an error), and --json records the NCCL_*
@@ -228,118 +232,117 @@ NCCL_NVLS_ENABLE=0 where NVLink SHARP must stay off. TWINCCL_NCCL_LIB names
 the library. NCCL_BUFFSIZE reaches NCCL only: our Programs keep NCCL's
 default 4 MiB Simple buffer.
 
---trace OUT.parquet runs every size once more, untimed, with the kernel
-stamping each slice (the GPU clock, ns), and writes one call row per rank and
-size to OUT.parquet and one event row per slice to OUT.events.parquet (the
-local launcher merges the ranks' parts; under another launcher every rank
-writes OUT.rankR.parquet and OUT.rankR.events.parquet, which "replay trace
-merge" joins). A call's start and
-end are its first and last slice stamps, its enqueue time the host clock.
+--trace OUT.parquet runs every size once more, untimed, out of place, with
+the kernel stamping each slice (the GPU clock, ns), and writes one call row
+per rank and size to OUT.parquet and one event row per slice to
+OUT.events.parquet (the local launcher merges the ranks' parts; under
+another launcher every rank writes OUT.rankR.parquet and
+OUT.rankR.events.parquet, which "replay trace merge" joins). A call's start
+and end are its first and last slice stamps, its enqueue time the host
+clock.
 
-Flags:
+Examples:
+  run gpu -np 2 all_reduce_perf -b 8 -e 1G -f 4
+  run gpu -np 2 --op allgather -b 8 -e 256M -f 4 --baseline nccl --json out.json
+  ln -s run all_reduce_perf; ./all_reduce_perf --gpu -g 2 -b 8 -e 128M -f 2
 `)
-	fs.SetOutput(w)
-	fs.PrintDefaults()
-	fs.SetOutput(io.Discard)
+	printOpts(w, groups)
 }
+
+// maxRanksPerGPU bounds the ranks that share one GPU (each is a process
+// with its own CUDA context, buffers and spinning kernels).
+const maxRanksPerGPU = 8
 
 // parseGPUArgs reads and checks the flags of run gpu.
 func parseGPUArgs(e *env, args []string) (gpuOpts, error) {
 	var o gpuOpts
-	var minS, maxS string
-	fs := gpuFlags(&o, &minS, &maxS)
-	if err := fs.Parse(args); err != nil {
+	o.nt.defaults()
+	o.nt.iters = 20
+	o.retries = -1
+	o.nt.usageHint = "run gpu -h"
+	fs := flag.NewFlagSet("gpu", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	groups := gpuGroups(&o)
+	register(fs, groups)
+	if err := o.nt.parseArgs(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			gpuUsage(e.stdout, fs)
+			gpuUsage(e.stdout, groups)
+			return o, err
+		}
+		var ue *usageError
+		if errors.As(err, &ue) {
 			return o, err
 		}
 		return o, &usageError{err.Error() + " (see run gpu -h)"}
 	}
-	if fs.NArg() > 0 {
-		return o, &usageError{fmt.Sprintf("unexpected arguments %q", fs.Args())}
+	if o.nt.version {
+		printVersion(e.stdout)
+		return o, flag.ErrHelp
 	}
-	var err error
-	if o.minB, err = parseSize(minS); err != nil {
-		return o, err
-	}
-	if o.maxB, err = parseSize(maxS); err != nil {
+	nt := &o.nt
+	if err := nt.validate(); err != nil {
 		return o, err
 	}
 	bad := func(format string, a ...any) (gpuOpts, error) { return o, &usageError{fmt.Sprintf(format, a...)} }
 	switch {
-	case o.minB > o.maxB:
-		return bad("-b %d is larger than -e %d", o.minB, o.maxB)
-	case o.factor < 2:
-		return bad("-f must be at least 2")
-	case o.np < 0:
-		return bad("-np must not be negative")
-	case o.iters < 0 || o.warmup < 0:
-		return bad("-n and -w must not be negative")
 	case o.passes < 0 || o.passes > maxPasses:
 		return bad("--passes must be from 1 to %d (0: the default)", maxPasses)
 	case o.retries < -1 || o.retries > maxPasses:
 		return bad("--retries must be from 0 to %d (-1: the default)", maxPasses)
-	case o.graph != 0 && o.graph != 1:
-		return bad("-G must be 0 or 1")
-	case o.check != 0 && o.check != 1:
-		return bad("-c must be 0 or 1")
 	case o.baseline != "" && o.baseline != "nccl":
 		return bad("--baseline %q: the only baseline is nccl", o.baseline)
-	case o.channels < 0:
-		return bad("--channels must not be negative")
-	case o.timeout <= 0:
-		return bad("--timeout must be positive")
 	}
-	o.itersAuto = o.iters == 0
-	if o.coll, err = model.ParseCollective(o.op); err != nil {
-		return bad("%v", err)
+	if o.topo != "" {
+		if _, err := os.Stat(o.topo); err != nil {
+			return bad("--topo %s: %v", o.topo, errors.Unwrap(err))
+		}
 	}
-	switch o.coll {
-	case model.CollAllReduce, model.CollAllGather, model.CollReduceScatter, model.CollBroadcast, model.CollReduce:
+	switch nt.collV {
+	case model.CollAllReduce, model.CollAllGather, model.CollReduceScatter, model.CollBroadcast, model.CollReduce, model.CollSendRecv:
 	case model.CollAlltoAll:
-		if o.algo != "" || o.proto != "" || o.channels != 0 || o.trace != "" {
+		if nt.algo != "" || nt.proto != "" || nt.channels != 0 || nt.trace != "" {
 			return bad("--op alltoall runs the GIN all-to-all kernel: --algo, --proto, --channels and --trace do not apply")
 		}
 	default:
-		return bad("--op %s: run gpu runs allreduce, allgather, reducescatter, broadcast, reduce and alltoall", o.op)
+		return bad("--op %s: run gpu runs allreduce, allgather, reducescatter, broadcast, reduce, alltoall and sendrecv", nt.collV)
 	}
-	if o.dt, err = model.ParseDtype(o.dtype); err != nil {
-		return bad("%v", err)
+	if o.baseline == "nccl" && !nt.set("twinccl-columns") {
+		nt.columns = true
 	}
-	if o.rop, err = model.ParseRedOp(o.redop); err != nil {
-		return bad("%v", err)
+	o.np, o.op = nt.np, strings.ToLower(nt.collV.String())
+	o.algo, o.proto, o.channels = nt.algo, nt.proto, nt.channels
+	o.minB, o.maxB, o.factor, o.stepB = nt.minB, nt.maxB, nt.factor, nt.stepB
+	o.iters, o.warmup, o.check = nt.iters*nt.aggIters, nt.warmup, nt.check
+	o.itersAuto = nt.iters == 0
+	if nt.graph > 0 {
+		o.graph = 1
 	}
-	if o.algo != "" {
-		if o.algoV, err = model.ParseAlgorithm(o.algo); err != nil {
-			return bad("%v", err)
-		}
-		o.algoSet = true
-	}
-	if o.proto != "" {
-		if o.protoV, err = model.ParseProtocol(o.proto); err != nil {
-			return bad("%v", err)
-		}
-		o.protoSet = true
-	}
-	if o.algoSet && o.protoSet && !model.CollAllowed(o.coll, o.algoV, o.protoV) {
-		return bad("%s does not run with algorithm %s and protocol %s", o.coll, o.algoV, o.protoV)
-	}
-	if o.root < 0 {
-		return bad("--root must not be negative")
-	}
+	o.root, o.trace, o.timeout = max(nt.root, 0), nt.trace, nt.timeout
+	o.coll, o.dt, o.rop = nt.collV, nt.dtypes[0], nt.rops[0]
+	o.algoSet, o.algoV, o.protoSet, o.protoV = nt.algoSet, nt.algoV, nt.protoSet, nt.protoV
 	return o, nil
 }
 
-// runGPU is `run gpu`: an nccl-tests-like sweep on GPUs.
+// runGPU is `run gpu`: an nccl-tests sweep on GPUs.
 func runGPU(e *env, args []string) error {
 	o, err := parseGPUArgs(e, args)
 	if err != nil {
 		return err
 	}
-	if os.Getenv(envUID) == "" && o.np > 0 {
-		return gpuLaunch(e, o, args)
+	if os.Getenv(envUID) != "" {
+		return gpuRank(e, o) // a rank of the local launcher
 	}
-	return gpuRank(e, o)
+	np, err := o.nt.ranksToLaunch()
+	if err != nil {
+		return err
+	}
+	if np == 0 {
+		return gpuRank(e, o) // a rank of a Slurm, Open MPI or torchrun job
+	}
+	if err := o.nt.checkRanks(np); err != nil {
+		return err
+	}
+	return gpuLaunch(e, o, np, args)
 }
 
 // cudaDeviceCount is the number of visible CUDA devices, or an error
@@ -359,16 +362,25 @@ func cudaDeviceCount() (int, error) {
 	return n, nil
 }
 
-// gpuLaunch starts o.np copies of this binary as the ranks of a job on
-// this host and waits for them. Rank 0's stdout is the table; every rank's
-// stderr comes through prefixed with its rank. When a rank fails, the
-// others get the timeout (plus a grace period) to notice and exit before
-// they are killed.
-func gpuLaunch(e *env, o gpuOpts, args []string) (err error) {
-	if _, err := cudaDeviceCount(); err != nil {
+// gpuLaunch starts np copies of this binary as the ranks of a job on
+// this host and waits for them: at most maxRanksPerGPU per visible GPU
+// (ranks beyond the GPU count share GPUs round-robin) and no more than
+// the host takes (hostRankLimit). Rank 0's stdout is the table; every
+// rank's stderr comes through prefixed with its rank. When a rank fails,
+// the others get the timeout (plus a grace period) to notice and exit
+// before they are killed.
+func gpuLaunch(e *env, o gpuOpts, np int, args []string) (err error) {
+	gpus, err := cudaDeviceCount()
+	if err != nil {
 		return err
 	}
-	return launchRanks(e, "gpu", o.np, o.timeout, o.trace, args)
+	if np > maxRanksPerGPU*gpus {
+		return &usageError{fmt.Sprintf("-np %d: %d visible GPU(s) take at most %d ranks (%d per GPU; ranks beyond the GPU count share GPUs round-robin)", np, gpus, maxRanksPerGPU*gpus, maxRanksPerGPU)}
+	}
+	if err := checkHostRanks(np); err != nil {
+		return err
+	}
+	return launchRanks(e, "gpu", np, o.timeout, o.trace, o.nt.progress, args)
 }
 
 // envLocalRank is the local rank the launcher gives each rank process.
@@ -418,6 +430,21 @@ type gpuRow struct {
 	// before this size ran, in runs over several hosts (as the report's
 	// NetProbe): how fast the host's sockets were at the time of the row.
 	NetProbe *netprobe.Result `json:"net_probe,omitempty"`
+	// Root is the root of Broadcast and Reduce (0 for the others, as
+	// "replay compare" reads it; the table prints -1 for them).
+	Root int `json:"root"`
+	// Checked says whether the result was checked (-c): Wrong counts
+	// only then.
+	Checked bool `json:"checked"`
+	// InPlace is the same size run in place (nccl-tests' in-place
+	// columns): one buffer, the input at the rank's offset. Nil where it
+	// did not run (alltoall's GIN kernel).
+	InPlace *gpuRow `json:"in_place,omitempty"`
+
+	// The table's time: each repetition's ranks combined as -a says
+	// (tableReps, NCCL's tableNCCL), and the ranks with wrong elements.
+	tableReps, tableNCCL []float64
+	badRanks             int
 }
 
 // gpuReport is what --json writes.
@@ -476,9 +503,11 @@ type gpuJob struct {
 	ncs     *cuda.Stream
 	t0, t1  *cuda.Event
 	stopDog chan struct{}
-	sink    *traceSink // nil without --trace
-	pass    int        // the sweep's pass (--passes), from 0
-	gin     *gin.Comm  // --op alltoall only
+	sink    *traceSink     // nil without --trace
+	pass    int            // the sweep's pass (--passes), from 0
+	table   *ntTable       // rank 0's
+	prog    *sweepProgress // rank 0's; nil without progress
+	gin     *gin.Comm      // --op alltoall only
 }
 
 // gpuRank is one rank of the sweep.
@@ -490,8 +519,8 @@ func gpuRank(e *env, o gpuOpts) (err error) {
 	if !ok {
 		return &usageError{"no job: give -np N, or run under Slurm, Open MPI or torchrun"}
 	}
-	if o.root >= n {
-		return &usageError{fmt.Sprintf("--root %d is not a rank of a job of %d", o.root, n)}
+	if err := o.nt.checkRanks(n); err != nil {
+		return err
 	}
 	if rank == 0 && os.Getenv(envUID) == "" {
 		root, err := bootstrap.StartRoot(id.Addr, id.Magic, n, o.timeout, e.log)
@@ -510,7 +539,7 @@ func gpuRank(e *env, o gpuOpts) (err error) {
 	j := &gpuJob{e: e, o: o, rank: rank, n: n, stopDog: make(chan struct{})}
 	if o.trace != "" {
 		hn, _ := os.Hostname()
-		j.sink = &traceSink{job: "run gpu " + o.op, comm: id.Magic, host: hn}
+		j.sink = &traceSink{job: "run gpu " + o.nt.programName(), comm: id.Magic, host: hn}
 	}
 	host := ""
 	if ifn := os.Getenv("TWINCCL_SOCKET_IFNAME"); ifn != "" {
@@ -563,7 +592,12 @@ func (j *gpuJob) watchdog() {
 	}
 	select {
 	case <-time.After(j.o.timeout):
-		fmt.Fprintf(j.e.stderr, "run gpu: rank %d: rank %d was lost and this rank is still blocked %v later; exiting\n", j.rank, j.comm.LostPeer(), j.o.timeout)
+		msg := fmt.Sprintf("rank %d: rank %d was lost and this rank is still blocked %v later; exiting", j.rank, j.comm.LostPeer(), j.o.timeout)
+		if os.Getenv(envUID) != "" {
+			fmt.Fprintf(j.e.stderr, "%serror 1 1 %s\n", ctlPrefix, msg)
+		} else {
+			fmt.Fprintf(j.e.stderr, "run gpu: %s\n", msg)
+		}
 		os.Exit(1)
 	case <-j.stopDog:
 	}
@@ -764,6 +798,17 @@ func (j *gpuJob) hostCount() (int, error) {
 // choose is the algorithm, protocol and channels of one size: the tuner's,
 // with the flags' overrides.
 func (j *gpuJob) choose(count int64) (model.Algorithm, model.Protocol, int, error) {
+	if j.o.coll.IsP2P() {
+		// Sends and receives: NCCL's per-transfer protocol on the plan's
+		// p2p channels, as replay sim runs them.
+		plan := j.res.Plan
+		_, chMax := model.P2PChannelRange(j.n, plan.P2PChannels, plan.P2PChannelsPerPeer)
+		proto := model.P2PProtocol(count*int64(j.o.dt.Size()), chMax, plan.NNodes > 1, false)
+		if j.o.protoSet {
+			proto = j.o.protoV
+		}
+		return model.AlgoRing, proto, 0, nil
+	}
 	ch, err := j.res.Tuning.Choose(j.o.coll, count, j.o.dt.Size())
 	if err != nil {
 		return 0, 0, 0, err
@@ -792,19 +837,10 @@ func (j *gpuJob) choose(count int64) (model.Algorithm, model.Protocol, int, erro
 	return algo, proto, nch, nil
 }
 
-// sizes lists the sweep's sizes.
+// sizes lists the sweep's sizes (ntOpts.sizes).
 func (o gpuOpts) sizes() []int64 {
-	var s []int64
-	for size := o.minB; size <= o.maxB; size *= o.factor {
-		s = append(s, size)
-		if size == 0 {
-			size = 1
-		}
-		if size > math.MaxInt64/o.factor {
-			break
-		}
-	}
-	return s
+	nt := ntOpts{minB: o.minB, maxB: o.maxB, factor: o.factor, stepB: o.stepB}
+	return nt.sizes()
 }
 
 // itersFor is the number of calls per timed loop at size bytes.
@@ -818,10 +854,6 @@ func (o gpuOpts) itersFor(size int64) int {
 	return 50
 }
 
-func (j *gpuJob) perRank() bool {
-	return j.o.coll == model.CollAllGather || j.o.coll == model.CollReduceScatter || j.o.coll == model.CollAlltoAll
-}
-
 // sweep runs every size on this rank; rank 0 prints the table.
 func (j *gpuJob) sweep() error {
 	topo, err := j.plan()
@@ -830,9 +862,10 @@ func (j *gpuJob) sweep() error {
 	}
 	j.o.passes = sweepPasses(j.o.passes, j.hosts)
 	j.o.retries = sweepRetries(j.o.retries, j.hosts)
-	// Buffers for the largest size, reused by every size and by NCCL.
-	es := uint64(j.o.dt.Size())
-	j.bufBytes = (uint64(j.o.maxB)/es + uint64(j.n)) * es
+	// Buffers for the largest size of any type (nccl-tests' sizes never
+	// need more than the size in either buffer), reused by every size,
+	// by the in-place calls (the output buffer) and by NCCL.
+	j.bufBytes = (uint64(j.o.maxB) + 16*uint64(j.n) + 63) &^ 63
 	if j.in, err = j.ctx.MemAlloc(j.bufBytes); err != nil {
 		return fmt.Errorf("rank %d: input buffer of %d bytes: %w", j.rank, j.bufBytes, err)
 	}
@@ -858,7 +891,7 @@ func (j *gpuJob) sweep() error {
 			return err
 		}
 	}
-	gpus, err := j.describeGPUs()
+	gpus, devs, err := j.describeGPUs()
 	if err != nil {
 		return err
 	}
@@ -871,6 +904,15 @@ func (j *gpuJob) sweep() error {
 	if j.lib != nil {
 		rep.NCCLVersion = j.lib.VersionString()
 		rep.NCCLEnv = ncclEnviron()
+	}
+	if j.rank == 0 {
+		j.prog = newSweepProgress(j.e.stderr, j.o.nt.progress)
+		j.table = &ntTable{w: j.prog.writer(j.e.stdout), prog: j.o.nt.programName(), columns: j.o.nt.columns, baseline: j.lib != nil}
+		j.table.header(&j.o.nt, j.notes(rep), devs)
+	}
+	out := j.e.stdout
+	if j.table != nil {
+		out = j.table.w
 	}
 	// probe measures rank 0's host's loopback sockets in a run over
 	// several hosts (nil otherwise): before and after the sweep, and
@@ -889,81 +931,93 @@ func (j *gpuJob) sweep() error {
 		r, err := probe()
 		if r != nil {
 			rep.NetProbe = append(rep.NetProbe, *r)
-			fmt.Fprintf(j.e.stdout, "# loopback probe: %s\n", r)
+			fmt.Fprintf(out, "# loopback probe: %s\n", r)
 		}
 		return err
-	}
-	if j.rank == 0 {
-		j.header(rep)
 	}
 	if err := sweepProbe(); err != nil {
 		return err
 	}
 	sizes := j.o.sizes()
-	rows := make([]gpuRow, len(sizes))
-	for j.pass = 0; j.pass < j.o.passes; j.pass++ {
-		started := time.Now()
-		for i, size := range sizes {
-			// Probe the host before a size in the first pass only: the
-			// row keeps that probe.
-			var rowProbe *netprobe.Result
-			if j.pass == 0 {
-				if rowProbe, err = probe(); err != nil {
+	cases := j.o.nt.cases(j.n)
+	steps, step := len(cases)*len(sizes)*j.o.passes, 0
+	var wrong int64
+	for _, cs := range cases {
+		j.o.dt, j.o.rop, j.o.root = cs.dt, cs.rop, max(cs.root, 0)
+		rows := make([]gpuRow, len(sizes))
+		for j.pass = 0; j.pass < j.o.passes; j.pass++ {
+			started := time.Now()
+			for i, size := range sizes {
+				j.prog.step(step, steps, fmt.Sprintf("%s %s, %d B", ntTypeName(cs.dt), cs.redop, size))
+				step++
+				// Probe the host before a size in the first pass only: the
+				// row keeps that probe.
+				var rowProbe *netprobe.Result
+				if j.pass == 0 {
+					if rowProbe, err = probe(); err != nil {
+						return err
+					}
+				}
+				row, err := j.runSize(size)
+				if err != nil {
 					return err
 				}
+				if j.pass == 0 {
+					row.NetProbe = rowProbe
+					rows[i] = row // gatherRow derived its times
+				} else {
+					rows[i].addPass(row)
+					rows[i].derive(busFactor(j.o.coll, j.n), j.nc != nil)
+				}
+				if j.rank == 0 && j.o.passes == 1 && j.o.retries == 0 {
+					j.table.row(j.tableRow(rows[i], cs))
+				}
 			}
-			row, err := j.runSize(size)
-			if err != nil {
-				return err
+			if j.rank == 0 && j.o.passes > 1 {
+				fmt.Fprintf(out, "# pass %d of %d: %d sizes in %.1f s\n", j.pass+1, j.o.passes, len(sizes), time.Since(started).Seconds())
 			}
-			if j.pass == 0 {
-				row.NetProbe = rowProbe
-				rows[i] = row // gatherRow derived its times
-			} else {
+		}
+		// Sizes whose repetitions still disagree are timed again, after the
+		// others: a busy spell of the host often outlasts one size's
+		// repetitions, and a later pass may find it calm.
+		for retry := 1; retry <= j.o.retries; retry++ {
+			redo := disturbedRows(rows)
+			if len(redo) == 0 {
+				break
+			}
+			started := time.Now()
+			for _, i := range redo {
+				row, err := j.runSize(sizes[i])
+				if err != nil {
+					return err
+				}
 				rows[i].addPass(row)
 				rows[i].derive(busFactor(j.o.coll, j.n), j.nc != nil)
 			}
-			if j.rank == 0 && j.o.passes == 1 && j.o.retries == 0 {
-				printGPURow(j.e.stdout, rows[i], j.lib != nil, j.o.check == 1)
+			if j.rank == 0 {
+				fmt.Fprintf(out, "# retry %d of %d: %d disturbed size(s) timed again in %.1f s\n", retry, j.o.retries, len(redo), time.Since(started).Seconds())
 			}
 		}
-		if j.rank == 0 && j.o.passes > 1 {
-			fmt.Fprintf(j.e.stdout, "# pass %d of %d: %d sizes in %.1f s\n", j.pass+1, j.o.passes, len(sizes), time.Since(started).Seconds())
-		}
-	}
-	// Sizes whose repetitions still disagree are timed again, after the
-	// others: a busy spell of the host often outlasts one size's
-	// repetitions, and a later pass may find it calm.
-	for retry := 1; retry <= j.o.retries; retry++ {
-		redo := disturbedRows(rows)
-		if len(redo) == 0 {
-			break
-		}
-		started := time.Now()
-		for _, i := range redo {
-			row, err := j.runSize(sizes[i])
-			if err != nil {
-				return err
+		for _, row := range rows {
+			wrong += row.Wrong
+			if row.InPlace != nil {
+				wrong += row.InPlace.Wrong
 			}
-			rows[i].addPass(row)
-			rows[i].derive(busFactor(j.o.coll, j.n), j.nc != nil)
+			if j.rank == 0 && (j.o.passes > 1 || j.o.retries > 0) {
+				j.table.row(j.tableRow(row, cs))
+			}
 		}
 		if j.rank == 0 {
-			fmt.Fprintf(j.e.stdout, "# retry %d of %d: %d disturbed size(s) timed again in %.1f s\n", retry, j.o.retries, len(redo), time.Since(started).Seconds())
+			rep.Rows = append(rep.Rows, rows...)
 		}
-	}
-	var wrong int64
-	for _, row := range rows {
-		wrong += row.Wrong
-		if j.rank == 0 && (j.o.passes > 1 || j.o.retries > 0) {
-			printGPURow(j.e.stdout, row, j.lib != nil, j.o.check == 1)
-		}
-	}
-	if j.rank == 0 {
-		rep.Rows = rows
 	}
 	if err := sweepProbe(); err != nil {
 		return err
+	}
+	var footErr error
+	if j.rank == 0 {
+		j.prog.finish()
+		footErr = j.table.footer()
 	}
 	if j.rank == 0 && j.o.jsonOut != "" {
 		if err := writeGPUJSON(j.o.jsonOut, rep); err != nil {
@@ -971,7 +1025,10 @@ func (j *gpuJob) sweep() error {
 		}
 	}
 	if wrong > 0 {
-		return fmt.Errorf("%d wrong elements over the sweep", wrong)
+		return fmt.Errorf("%d wrong elements over the sweep (see #wrong)", wrong)
+	}
+	if footErr != nil {
+		return footErr
 	}
 	if j.sink != nil {
 		dir, base := os.Getenv(envTraceDir), j.o.trace
@@ -985,23 +1042,103 @@ func (j *gpuJob) sweep() error {
 	return nil
 }
 
-// describeGPUs gathers every rank's GPU as "rank r: GPU d name (sm_X)".
-func (j *gpuJob) describeGPUs() ([]string, error) {
+// tableRow is a row of the sweep as nccl-tests' table shows it: times
+// combined over the ranks as -a says.
+func (j *gpuJob) tableRow(r gpuRow, cs ntCase) ntRow {
+	bus := busFactor(j.o.coll, j.n)
+	place := func(g *gpuRow) ntPlace {
+		if g == nil {
+			return ntPlace{}
+		}
+		p := ntPlace{ran: true, checked: g.Checked, wrong: g.Wrong, badRank: g.badRanks}
+		p.timeUs, _ = meanBest(g.tableReps)
+		if p.timeUs > 0 {
+			p.algbw = float64(g.Bytes) / p.timeUs / 1e3
+			p.busbw = p.algbw * bus
+		}
+		if j.nc != nil && len(g.tableNCCL) > 0 {
+			p.ncclRan = true
+			p.ncclUs, _ = meanBest(g.tableNCCL)
+			if p.ncclUs > 0 {
+				p.ncclBus = float64(g.Bytes) / p.ncclUs / 1e3 * bus
+			}
+			if p.timeUs > 0 {
+				p.ratio = p.ncclUs / p.timeUs
+			}
+		}
+		return p
+	}
+	return ntRow{bytes: r.Bytes, count: r.Count, typ: ntTypeName(cs.dt), redop: cs.redop, root: cs.root,
+		oop: place(&r), ip: place(r.InPlace), algo: r.Algo, proto: r.Proto, nch: r.NChannels}
+}
+
+// notes are the header's twinccl lines of run gpu.
+func (j *gpuJob) notes(rep gpuReport) []string {
+	mode := "CUDA-graph-captured loops"
+	if j.o.graph == 0 {
+		mode = "eager loops"
+	}
+	iters := fmt.Sprintf("%d calls per loop", j.o.iters)
+	if j.o.itersAuto {
+		iters = "50 calls per loop, 10 from 64 MiB"
+	}
+	reps := fmt.Sprintf("%d repetitions (mean)", gpuReps)
+	if j.o.passes > 1 {
+		reps = fmt.Sprintf("%d passes of %d repetitions (mean of all)", j.o.passes, gpuReps)
+	}
+	if j.o.retries > 0 {
+		reps += fmt.Sprintf(", up to %d retries of disturbed sizes", j.o.retries)
+	}
+	notes := []string{
+		fmt.Sprintf("twinccl gpu: %d ranks, %s, %s (%s), %s, %d warm-up calls; time = %s (-a %d)",
+			j.n, j.o.coll, mode, iters, reps, j.o.warmup, averageName(j.o.nt.average), j.o.nt.average),
+		fmt.Sprintf("twinccl topology: %s; algorithm/protocol/channels: %s", rep.Topology, j.choiceSource()),
+	}
+	if rep.Kernel != nil {
+		notes = append(notes, fmt.Sprintf("twinccl kernel: %s", rep.Kernel))
+	}
+	if j.o.nt.blocking != 0 {
+		notes = append(notes, fmt.Sprintf("twinccl: -z %d has no effect on run gpu (loops are timed with CUDA events)", j.o.nt.blocking))
+	}
+	switch {
+	case !j.o.nt.inPlace:
+		notes = append(notes, "twinccl: --inplace=false: the in-place half did not run; its columns are N/A")
+	case j.o.coll == model.CollAlltoAll:
+		notes = append(notes, "twinccl: alltoall runs the GIN kernel out of place only; its in-place columns are N/A")
+	}
+	if j.lib != nil {
+		notes = append(notes, fmt.Sprintf("twinccl baseline: NCCL %s (%s), same buffers and timing; ratio = our busbw / NCCL's", j.lib.VersionString(), j.lib.Path()))
+	}
+	return notes
+}
+
+// describeGPUs gathers every rank's GPU: as "rank r: host GPU d name
+// (sm_X, bus)" for --json, and as nccl-tests' device lines.
+func (j *gpuJob) describeGPUs() ([]string, []ntDevice, error) {
 	dev := j.ctx.Device()
 	name, _ := dev.Name()
 	arch, _ := dev.Arch()
 	bus, _ := dev.PCIBusID()
 	h, _ := os.Hostname()
-	me := fmt.Sprintf("rank %d: %s GPU %d %s (sm_%d, %s)", j.rank, h, dev.Ordinal(), name, arch, bus)
+	me := fmt.Sprintf("%d\x00%s\x00%d\x00%s\x00%s\x00%d\x00%s", j.rank, h, dev.Ordinal(), name, bus, arch, strconv.Itoa(os.Getpid()))
 	all, err := j.comm.AllGather([]byte(me))
 	if err != nil {
-		return nil, fmt.Errorf("rank %d: gather GPU names: %w", j.rank, err)
+		return nil, nil, fmt.Errorf("rank %d: gather GPU names: %w", j.rank, err)
 	}
 	out := make([]string, len(all))
+	devs := make([]ntDevice, len(all))
 	for i, b := range all {
-		out[i] = string(b)
+		f := strings.Split(string(b), "\x00")
+		if len(f) != 7 {
+			return nil, nil, fmt.Errorf("rank %d: a GPU description of %d fields from rank %d", j.rank, len(f), i)
+		}
+		out[i] = fmt.Sprintf("rank %s: %s GPU %s %s (sm_%s, %s)", f[0], f[1], f[2], f[3], f[5], f[4])
+		ord, _ := strconv.Atoi(f[2])
+		pid, _ := strconv.Atoi(f[6])
+		host, _, _ := strings.Cut(f[1], ".")
+		devs[i] = ntDevice{rank: i, pid: pid, host: host, dev: ord, bus: pciBus(f[4]), name: f[3]}
 	}
-	return out, nil
+	return out, devs, nil
 }
 
 // ncclForcedEnv are the NCCL_* settings that make NCCL run what --algo,
@@ -1104,46 +1241,6 @@ func (j *gpuJob) initNCCL() error {
 	return nil
 }
 
-func (j *gpuJob) header(rep gpuReport) {
-	w := j.e.stdout
-	mode := "CUDA-graph-captured loops"
-	if j.o.graph == 0 {
-		mode = "eager loops"
-	}
-	iters := fmt.Sprintf("%d calls per loop", j.o.iters)
-	if j.o.itersAuto {
-		iters = "50 calls per loop, 10 from 64 MiB"
-	}
-	reps := fmt.Sprintf("%d repetitions (mean)", gpuReps)
-	if j.o.passes > 1 {
-		reps = fmt.Sprintf("%d passes of %d repetitions (mean of all)", j.o.passes, gpuReps)
-	}
-	if j.o.retries > 0 {
-		reps += fmt.Sprintf(", up to %d retries of disturbed sizes", j.o.retries)
-	}
-	fmt.Fprintf(w, "# twinccl gpu: %d ranks, %s, %s %s, %s (%s), %s, %d warm-up calls\n",
-		j.n, j.o.coll, j.o.dt, j.o.rop, mode, iters, reps, j.o.warmup)
-	for _, g := range rep.GPUs {
-		fmt.Fprintf(w, "#   %s\n", g)
-	}
-	fmt.Fprintf(w, "# topology: %s; algorithm/protocol/channels: %s\n", rep.Topology, j.choiceSource())
-	if rep.Kernel != nil {
-		fmt.Fprintf(w, "# kernel: %s\n", rep.Kernel)
-	}
-	if j.lib != nil {
-		fmt.Fprintf(w, "# baseline: NCCL %s (%s), same buffers and timing; ratio = our busbw / NCCL's\n", j.lib.VersionString(), j.lib.Path())
-	}
-	cols := []string{"size", "count", "type", "redop", "algo", "proto", "ch", "time_us", "algbw", "busbw"}
-	units := []string{"(B)", "(elements)", "", "", "", "", "", "", "(GB/s)", "(GB/s)"}
-	cols, units = append(cols, "#wrong"), append(units, "")
-	if j.lib != nil {
-		cols = append(cols, "nccl_us", "nccl_algbw", "nccl_busbw", "ratio")
-		units = append(units, "", "(GB/s)", "(GB/s)", "")
-	}
-	fmt.Fprintln(w, "#"+strings.TrimPrefix(formatCols(cols), " "))
-	fmt.Fprintln(w, "#"+strings.TrimPrefix(formatCols(units), " "))
-}
-
 func (j *gpuJob) choiceSource() string {
 	var parts []string
 	if j.o.algoSet {
@@ -1163,35 +1260,6 @@ func (j *gpuJob) choiceSource() string {
 		s += ", " + strings.Join(parts, ", ")
 	}
 	return s
-}
-
-// gpuColWidths are the table's column widths.
-var gpuColWidths = []int{12, 12, 6, 6, 6, 7, 4, 10, 8, 8, 7, 10, 10, 10, 7}
-
-func formatCols(cols []string) string {
-	var b strings.Builder
-	for i, c := range cols {
-		w := 10
-		if i < len(gpuColWidths) {
-			w = gpuColWidths[i]
-		}
-		fmt.Fprintf(&b, " %*s", w, c)
-	}
-	return b.String()
-}
-
-func printGPURow(w io.Writer, r gpuRow, baseline, check bool) {
-	cols := []string{strconv.FormatInt(r.Bytes, 10), strconv.FormatInt(r.Count, 10), r.Dtype, r.RedOp, r.Algo, r.Proto,
-		strconv.Itoa(r.NChannels), fmt.Sprintf("%.2f", r.TimeUs), fmt.Sprintf("%.2f", r.AlgBW), fmt.Sprintf("%.2f", r.BusBW)}
-	if check {
-		cols = append(cols, strconv.FormatInt(r.Wrong, 10))
-	} else {
-		cols = append(cols, "N/A")
-	}
-	if baseline {
-		cols = append(cols, fmt.Sprintf("%.2f", r.NCCLTime), fmt.Sprintf("%.2f", r.NCCLAlgBW), fmt.Sprintf("%.2f", r.NCCLBusBW), fmt.Sprintf("%.3f", r.Ratio))
-	}
-	fmt.Fprintln(w, formatCols(cols))
 }
 
 // writeGPUJSON writes the report atomically (temporary file and rename).
@@ -1238,19 +1306,35 @@ func meanBest(reps []float64) (mean, best float64) {
 	return mean, best
 }
 
-// runSize runs one size: ours (check, then timing), then NCCL's; every
-// rank's results go to rank 0, which builds the row.
+// runSize runs one size out of place and then in place (alltoall's GIN
+// kernel: out of place only); every rank's results go to every rank,
+// which builds the row.
 func (j *gpuJob) runSize(size int64) (gpuRow, error) {
+	row, err := j.runPlace(size, false)
+	if err != nil || j.o.coll == model.CollAlltoAll || !j.o.nt.inPlace {
+		return row, err
+	}
+	ip, err := j.runPlace(size, true)
+	if err != nil {
+		return row, err
+	}
+	row.InPlace = &ip
+	return row, nil
+}
+
+// runPlace runs one placement of one size: ours (check, then timing),
+// then NCCL's. In place, the output buffer is the one buffer: the input
+// sits at the rank's offset of an AllGather's output, the output at the
+// rank's offset of a ReduceScatter's input (nccl-tests' layout), and
+// alltoall and sendrecv are not checked (nccl-tests does not either).
+func (j *gpuJob) runPlace(size int64, inPlace bool) (gpuRow, error) {
 	o := j.o
 	es := int64(o.dt.Size())
-	count := size / es
-	if j.perRank() {
-		count /= int64(j.n)
-	}
-	row := gpuRow{Op: o.coll.String(), Count: count, Dtype: o.dt.String(), RedOp: o.rop.String()}
-	row.Bytes = count * es
-	if j.perRank() {
-		row.Bytes *= int64(j.n)
+	count, send, recv, sendOff, recvOff := ntCounts(o.coll, size, es, j.n)
+	row := gpuRow{Op: o.coll.String(), Count: count, Dtype: o.dt.String(), RedOp: o.rop.String(), Bytes: max(send, recv) * es,
+		Checked: o.check > 0 && !(inPlace && o.coll.IsP2P())}
+	if rooted(o.coll) {
+		row.Root = o.root
 	}
 	var ours, theirs timing
 	if o.coll == model.CollAlltoAll {
@@ -1266,21 +1350,36 @@ func (j *gpuJob) runSize(size int64) (gpuRow, error) {
 	if err != nil {
 		return row, fmt.Errorf("%d bytes: %w", size, err)
 	}
-	p, err := model.GenerateProgram(j.res.Plan, o.coll, algo, proto, count, o.dt, o.rop, model.ProgOptions{NChannels: nch, Root: o.root})
+	var p *model.Program
+	if o.coll == model.CollSendRecv {
+		p, err = model.GenerateP2PProgram(j.res.Plan, sendRecvTasks(j.n, count), proto, o.dt, model.P2POptions{})
+	} else {
+		p, err = model.GenerateProgram(j.res.Plan, o.coll, algo, proto, count, o.dt, o.rop, model.ProgOptions{NChannels: nch, Root: o.root, InPlace: inPlace})
+	}
 	if err != nil {
 		return row, fmt.Errorf("rank %d: %d bytes: %w", j.rank, size, err)
 	}
 	row.Algo, row.Proto, row.NChannels = algo.String(), proto.String(), p.NChannels
+	if o.coll.IsP2P() {
+		row.NChannels = usedChannels(p)
+	}
 	inB, outB := uint64(p.InCount*es), uint64(p.OutCount*es)
-	if inB > j.bufBytes || outB > j.bufBytes {
+	in, out := j.in, j.out
+	need := max(inB, outB)
+	if inPlace {
+		inOff, outOff := uint64(sendOff*int64(j.rank)*es), uint64(recvOff*int64(j.rank)*es)
+		in, out = j.out.Add(inOff), j.out.Add(outOff)
+		need = max(inOff+inB, outOff+outB)
+	}
+	if need > j.bufBytes {
 		return row, fmt.Errorf("rank %d: %d bytes: the Program needs %d/%d bytes of buffers, %d allocated", j.rank, size, inB, outB, j.bufBytes)
 	}
-	if ours, err = j.runOurs(p, size, inB, outB); err != nil {
+	if ours, err = j.runOurs(p, size, in, out, inB, outB, inPlace, row.Checked); err != nil {
 		return row, err
 	}
 	if j.nc != nil {
 		j.faultPoint(size, "nccl")
-		if theirs, err = j.runNCCL(p, size, inB, outB); err != nil {
+		if theirs, err = j.runNCCL(p, size, in, out, inB, outB, row.Checked); err != nil {
 			return row, err
 		}
 	}
@@ -1288,7 +1387,8 @@ func (j *gpuJob) runSize(size int64) (gpuRow, error) {
 }
 
 // gatherRow completes row with every rank's timings: each repetition's
-// slowest rank, their mean and best, the sum of the wrong elements,
+// slowest rank (and the ranks combined as -a says, for the table), their
+// mean and best, the sum of the wrong elements and the ranks with some,
 // bandwidths and the ratio.
 func (j *gpuJob) gatherRow(row gpuRow, ours, theirs timing, size int64) (gpuRow, error) {
 	o := j.o
@@ -1307,23 +1407,45 @@ func (j *gpuJob) gatherRow(row gpuRow, ours, theirs timing, size int64) (gpuRow,
 		return row, fmt.Errorf("rank %d: gather the times of %d bytes: %w", j.rank, size, err)
 	}
 	var v [2 * per]int64
-	for _, x := range all {
+	ranks := make([][2 * per]int64, len(all))
+	for r, x := range all {
 		if len(x) != len(b) {
 			return row, fmt.Errorf("rank %d: a result of %d bytes from a peer", j.rank, len(x))
 		}
 		for i := range v {
 			y := int64(binary.LittleEndian.Uint64(x[8*i:]))
+			ranks[r][i] = y
 			if i%per == gpuReps {
 				v[i] += y
 			} else {
 				v[i] = max(v[i], y) // each repetition's slowest rank
 			}
 		}
+		if ranks[r][gpuReps] > 0 {
+			row.badRanks++
+		}
+	}
+	// table is the repetitions of ours (k 0) or NCCL's (k 1), each's ranks
+	// combined as -a says (nil when none ran).
+	table := func(k int) []float64 {
+		out := make([]float64, gpuReps)
+		ts := make([]float64, len(ranks))
+		for i := range out {
+			for r := range ranks {
+				ts[r] = float64(ranks[r][k*per+i]) / 1e3
+			}
+			if out[i] = rankTime(o.nt.average, ts); out[i] <= 0 {
+				return nil
+			}
+		}
+		return out
 	}
 	row.RepsUs = repsUs(v[:gpuReps])
+	row.tableReps = table(0)
 	row.Wrong = v[gpuReps]
 	if j.nc != nil {
 		row.NCCLRepsUs = repsUs(v[per : per+gpuReps])
+		row.tableNCCL = table(1)
 		row.NCCLWrong = v[per+gpuReps]
 		if row.NCCLWrong > 0 && j.rank == 0 {
 			fmt.Fprintf(j.e.stderr, "run gpu: warning: NCCL's result has %d wrong elements at %d bytes\n", row.NCCLWrong, row.Bytes)
@@ -1334,18 +1456,28 @@ func (j *gpuJob) gatherRow(row gpuRow, ours, theirs timing, size int64) (gpuRow,
 }
 
 // addPass adds the repetitions and wrong elements of another pass's row
-// of the same size (--passes); derive then recomputes the times.
+// of the same size (--passes), its in-place half's to the in-place half;
+// derive then recomputes the times.
 func (r *gpuRow) addPass(next gpuRow) {
 	r.RepsUs = append(r.RepsUs, next.RepsUs...)
 	r.NCCLRepsUs = append(r.NCCLRepsUs, next.NCCLRepsUs...)
+	r.tableReps = append(r.tableReps, next.tableReps...)
+	r.tableNCCL = append(r.tableNCCL, next.tableNCCL...)
 	r.Wrong += next.Wrong
 	r.NCCLWrong += next.NCCLWrong
+	r.badRanks += next.badRanks
+	if r.InPlace != nil && next.InPlace != nil {
+		r.InPlace.addPass(*next.InPlace)
+	}
 }
 
 // derive sets a row's mean and best time, bandwidths (bus: nccl-tests'
 // factor of the collective) and, with NCCL's column (baseline), the ratio
-// from its repetitions.
+// from its repetitions, and its in-place half's.
 func (r *gpuRow) derive(bus float64, baseline bool) {
+	if r.InPlace != nil {
+		r.InPlace.derive(bus, baseline)
+	}
 	r.TimeUs, r.BestUs = meanBest(r.RepsUs)
 	r.AlgBW, r.BusBW = 0, 0
 	if r.TimeUs > 0 {
@@ -1366,9 +1498,11 @@ func (r *gpuRow) derive(bus float64, baseline bool) {
 	}
 }
 
-// fillInput writes this rank's check pattern into the input buffer
-// (computing it first when compute is set) and poisons the output buffer.
-func (j *gpuJob) fillInput(inB, outB uint64, compute bool) error {
+// fillInput poisons the output buffer (outB bytes at out) and writes this
+// rank's check pattern (computing it first when compute is set) into the
+// input (inB bytes at in), in that order: in place the input lies inside
+// the output.
+func (j *gpuJob) fillInput(in, out cuda.DevicePtr, inB, outB uint64, compute bool) error {
 	if uint64(len(j.hostIn)) < inB {
 		j.hostIn = make([]byte, inB)
 		compute = true
@@ -1376,14 +1510,14 @@ func (j *gpuJob) fillInput(inB, outB uint64, compute bool) error {
 	if compute {
 		fill(j.hostIn[:inB], j.o.dt, j.o.rop, j.rank, 0)
 	}
-	if inB > 0 {
-		if err := j.ctx.MemcpyHtoD(j.in, j.hostIn[:inB]); err != nil {
-			return fmt.Errorf("rank %d: copy the input: %w", j.rank, err)
+	if outB > 0 {
+		if err := j.ctx.MemsetD8(out, 0xa5, outB); err != nil {
+			return fmt.Errorf("rank %d: clear the output: %w", j.rank, err)
 		}
 	}
-	if outB > 0 {
-		if err := j.ctx.MemsetD8(j.out, 0xa5, outB); err != nil {
-			return fmt.Errorf("rank %d: clear the output: %w", j.rank, err)
+	if inB > 0 {
+		if err := j.ctx.MemcpyHtoD(in, j.hostIn[:inB]); err != nil {
+			return fmt.Errorf("rank %d: copy the input: %w", j.rank, err)
 		}
 	}
 	return nil
@@ -1391,21 +1525,22 @@ func (j *gpuJob) fillInput(inB, outB uint64, compute bool) error {
 
 // countWrong copies the output back and counts elements that differ from
 // the exact result.
-func (j *gpuJob) countWrong(p *model.Program, outB uint64) (int64, error) {
+func (j *gpuJob) countWrong(p *model.Program, out cuda.DevicePtr, outB uint64) (int64, error) {
 	if uint64(len(j.hostOut)) < outB {
 		j.hostOut = make([]byte, outB)
 	}
-	out := j.hostOut[:outB]
+	host := j.hostOut[:outB]
 	if outB > 0 {
-		if err := j.ctx.MemcpyDtoH(out, j.out); err != nil {
+		if err := j.ctx.MemcpyDtoH(host, out); err != nil {
 			return 0, fmt.Errorf("rank %d: copy the output back: %w", j.rank, err)
 		}
 	}
-	return check(p, out, j.rank, j.n, j.o.root, j.o.dt, j.o.rop, int64(j.o.dt.Size())), nil
+	return check(p, host, j.rank, j.n, j.o.root, j.o.dt, j.o.rop, int64(j.o.dt.Size())), nil
 }
 
-// runOurs checks (with -c 1) and times the Program on this rank.
-func (j *gpuJob) runOurs(p *model.Program, size int64, inB, outB uint64) (timing, error) {
+// runOurs checks (-c N: up to N times, until one finds a wrong element)
+// and times the Program on this rank, over in and out.
+func (j *gpuJob) runOurs(p *model.Program, size int64, in, out cuda.DevicePtr, inB, outB uint64, inPlace, checked bool) (timing, error) {
 	var t timing
 	l, err := j.dev.Prepare(p, false)
 	if err != nil {
@@ -1414,24 +1549,26 @@ func (j *gpuJob) runOurs(p *model.Program, size int64, inB, outB uint64) (timing
 	defer l.Release()
 	j.faultPoint(size, "ours")
 	s := j.dev.Stream()
-	if j.o.check == 1 {
-		if err := j.fillInput(inB, outB, true); err != nil {
+	for c := 0; c < j.o.check && t.wrong == 0; c++ {
+		if err := j.fillInput(in, out, inB, outB, c == 0); err != nil {
 			return t, err
 		}
-		if err := l.Run(j.in, j.out); err != nil {
+		if err := l.Run(in, out); err != nil {
 			return t, fmt.Errorf("%d bytes: %w", size, err)
 		}
-		if t.wrong, err = j.countWrong(p, outB); err != nil {
-			return t, err
+		if checked {
+			if t.wrong, err = j.countWrong(p, out, outB); err != nil {
+				return t, err
+			}
 		}
 	}
-	enqueue := func() error { return l.Enqueue(s, j.in, j.out) }
+	enqueue := func() error { return l.Enqueue(s, in, out) }
 	status := func() error { return l.Check() }
 	t.reps, err = j.timeLoop(s, j.o.itersFor(size), enqueue, status, l.Notify)
 	if err != nil {
 		return t, fmt.Errorf("%d bytes: %w", size, err)
 	}
-	if j.sink != nil && j.pass == 0 {
+	if j.sink != nil && j.pass == 0 && !inPlace {
 		if err := j.traceOnce(p, size); err != nil {
 			return t, err
 		}
@@ -1472,8 +1609,10 @@ func (j *gpuJob) traceOnce(p *model.Program, size int64) error {
 	return nil
 }
 
-// runNCCL checks (with -c 1) and times the same collective through libnccl.
-func (j *gpuJob) runNCCL(p *model.Program, size int64, inB, outB uint64) (timing, error) {
+// runNCCL checks (with -c 1 or more, once) and times the same collective
+// through libnccl, over in and out (one buffer in place, as nccl-tests
+// calls NCCL).
+func (j *gpuJob) runNCCL(p *model.Program, size int64, in, out cuda.DevicePtr, inB, outB uint64, checked bool) (timing, error) {
 	var t timing
 	count := uint64(p.Count)
 	dt, op := nccl.DataType(j.o.dt), nccl.RedOp(j.o.rop)
@@ -1481,21 +1620,28 @@ func (j *gpuJob) runNCCL(p *model.Program, size int64, inB, outB uint64) (timing
 	enqueue := func() error {
 		switch j.o.coll {
 		case model.CollAllReduce:
-			return j.nc.AllReduce(j.in, j.out, count, dt, op, s)
+			return j.nc.AllReduce(in, out, count, dt, op, s)
 		case model.CollAllGather:
-			return j.nc.AllGather(j.in, j.out, count, dt, s)
+			return j.nc.AllGather(in, out, count, dt, s)
 		case model.CollReduceScatter:
-			return j.nc.ReduceScatter(j.in, j.out, count, dt, op, s)
+			return j.nc.ReduceScatter(in, out, count, dt, op, s)
 		case model.CollBroadcast:
-			return j.nc.Broadcast(j.in, j.out, count, dt, j.o.root, s)
+			return j.nc.Broadcast(in, out, count, dt, j.o.root, s)
 		case model.CollReduce:
-			return j.nc.Reduce(j.in, j.out, count, dt, op, j.o.root, s)
+			return j.nc.Reduce(in, out, count, dt, op, j.o.root, s)
+		case model.CollSendRecv:
+			return j.lib.Group(func() error {
+				if err := j.nc.Send(in, count, dt, (j.rank+1)%j.n, s); err != nil {
+					return err
+				}
+				return j.nc.Recv(out, count, dt, (j.rank+j.n-1)%j.n, s)
+			})
 		}
 		return fmt.Errorf("nccl: %s is not supported", j.o.coll)
 	}
 	status := func() error { return j.nc.AsyncError() }
-	if j.o.check == 1 {
-		if err := j.fillInput(inB, outB, false); err != nil {
+	if j.o.check > 0 {
+		if err := j.fillInput(in, out, inB, outB, false); err != nil {
 			return t, err
 		}
 		if err := enqueue(); err != nil {
@@ -1504,9 +1650,11 @@ func (j *gpuJob) runNCCL(p *model.Program, size int64, inB, outB uint64) (timing
 		if err := s.Synchronize(); err != nil {
 			return t, fmt.Errorf("NCCL, %d bytes: %w", size, err)
 		}
-		var err error
-		if t.wrong, err = j.countWrong(p, outB); err != nil {
-			return t, err
+		if checked {
+			var err error
+			if t.wrong, err = j.countWrong(p, out, outB); err != nil {
+				return t, err
+			}
 		}
 	}
 	var err error

@@ -22,6 +22,7 @@ import (
 func init() {
 	// A rank started by the gpu launcher: the test binary acts as run.
 	if os.Getenv(envUID) != "" && len(os.Args) > 1 && os.Args[1] == "gpu" {
+		markRankStarted()
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 	}
 }
@@ -32,29 +33,30 @@ func TestGPUUsageErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"--op", "bogus"}, "unknown collective"},
-		{[]string{"--op", "sendrecv"}, "run gpu runs"},
+		{[]string{"--op", "send"}, "a lone Send has no partner"},
 		{[]string{"--op", "alltoall", "--proto", "ll"}, "GIN all-to-all kernel"},
-		{[]string{"-f", "1"}, "-f must be at least 2"},
+		{[]string{"-f", "0"}, "the step factor must be at least 1"},
 		{[]string{"-b", "1M", "-e", "1K"}, "larger than -e"},
 		{[]string{"-b", "x"}, "bad size"},
-		{[]string{"-G", "2"}, "-G must be 0 or 1"},
-		{[]string{"-c", "3"}, "-c must be 0 or 1"},
+		{[]string{"-G", "-1"}, "-G -1: graph launches must not be negative"},
+		{[]string{"-c", "-1"}, "-c -1: check iterations must not be negative"},
 		{[]string{"--baseline", "mpi"}, "only baseline is nccl"},
 		{[]string{"--dtype", "fp128"}, "unknown datatype"},
 		{[]string{"--redop", "xor"}, "unknown reduction"},
 		{[]string{"--algo", "nvls2"}, "unknown algorithm"},
 		{[]string{"--proto", "ll256"}, "unknown protocol"},
 		{[]string{"--op", "allgather", "--algo", "tree", "--proto", "simple"}, "does not run with algorithm Tree"},
-		{[]string{"-np", "-1"}, "-np must not be negative"},
+		{[]string{"-np", "-1"}, "-np -1: must not be negative"},
 		{[]string{"--nosuchflag"}, "see run gpu -h"},
-		{[]string{"extra"}, "unexpected arguments"},
-		{[]string{"--timeout", "0s"}, "--timeout must be positive"},
+		{[]string{"extra"}, "unexpected argument"},
+		{[]string{"--timeout", "-1s"}, "the timeout must not be negative"},
 		{[]string{"--passes", "-1"}, "--passes must be from 1 to 100"},
 		{[]string{"--passes", "101"}, "--passes must be from 1 to 100"},
 		{[]string{"--retries", "-2"}, "--retries must be from 0 to 100"},
 		{[]string{"--retries", "101"}, "--retries must be from 0 to 100"},
-		// No -np and no job variables.
-		{nil, "no job"},
+		{[]string{"-t", "0"}, "-t 0: threads must be at least 1"},
+		{[]string{"-np", "4", "-g", "2"}, "-np 4 but -t 1 x -g 2 = 2 ranks"},
+		{[]string{"--op", "broadcast", "-np", "2", "-r", "2"}, "-r 2 is not a rank of a job of 2"},
 	}
 	for _, c := range cases {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
@@ -109,7 +111,8 @@ func TestWriteGPUJSON(t *testing.T) {
 	path := filepath.Join(dir, "out.json")
 	kernel := kernels.Current()
 	rep := gpuReport{NRanks: 2, Collective: "AllReduce", Graph: true, Repetitions: gpuReps, Topology: "live", Kernel: &kernel, Revision: "0123456789ab+modified", Hosts: 2,
-		Rows: []gpuRow{{Op: "AllReduce", Bytes: 1024, Count: 256, Dtype: "fp32", RedOp: "sum", Algo: "Ring", Proto: "LL", NChannels: 2, TimeUs: 6.5, BusBW: 0.16, NCCLTime: 5.5, NCCLBusBW: 0.19}}}
+		Rows: []gpuRow{{Op: "AllReduce", Bytes: 1024, Count: 256, Dtype: "fp32", RedOp: "sum", Algo: "Ring", Proto: "LL", NChannels: 2, TimeUs: 6.5, BusBW: 0.16, NCCLTime: 5.5, NCCLBusBW: 0.19,
+			Checked: true, InPlace: &gpuRow{Op: "AllReduce", Bytes: 1024, Count: 256, Dtype: "fp32", RedOp: "sum", Algo: "Ring", Proto: "LL", NChannels: 2, TimeUs: 6.1, Checked: true}}}}
 	if err := writeGPUJSON(path, rep); err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +141,7 @@ func TestWriteGPUJSON(t *testing.T) {
 	if len(doc.Kernel.Source) != 16 || doc.Kernel.Source != kernels.SourceDigest() {
 		t.Errorf("kernel %q, want this build's interp.cu digest %s", doc.Kernel.Source, kernels.SourceDigest())
 	}
-	for _, k := range []string{"op", "bytes", "algo", "proto", "nchannels", "time_us", "algbw_GBps", "busbw_GBps", "wrong", "nccl_time_us", "nccl_busbw_GBps"} {
+	for _, k := range []string{"op", "bytes", "algo", "proto", "nchannels", "time_us", "algbw_GBps", "busbw_GBps", "wrong", "nccl_time_us", "nccl_busbw_GBps", "root", "checked", "in_place"} {
 		if _, ok := got[0][k]; !ok {
 			t.Errorf("row lacks %q: %s", k, b)
 		}
@@ -245,18 +248,23 @@ func TestGPUSweep(t *testing.T) {
 				if len(rows) != 5 {
 					t.Fatalf("%d rows, want 5:\n%s", len(rows), out.String())
 				}
-				wantCols := 11
+				// nccl-tests' 13 columns; with the baseline, twinccl's
+				// algo, proto, nch and NCCL's time, busbw and ratio for
+				// each placement.
+				wantCols := benchCols
 				if nerr == nil {
-					wantCols = 15
+					wantCols = benchCols + 3 + 6
 				}
 				for _, f := range rows {
 					if len(f) != wantCols {
 						t.Fatalf("row %q: %d columns, want %d", f, len(f), wantCols)
 					}
-					if f[10] != "0" {
+					if f[8] != "0" || f[12] != "0" {
 						t.Errorf("wrong elements: %q", f)
 					}
-					for _, i := range []int{7, 11, 14} {
+					// Times of ours (both placements) and, with the
+					// baseline, NCCL's.
+					for _, i := range []int{5, 9, 16, 19} {
 						if i >= len(f) {
 							continue
 						}
@@ -272,6 +280,11 @@ func TestGPUSweep(t *testing.T) {
 				var rep gpuReport
 				if err := json.Unmarshal(b, &rep); err != nil || len(rep.Rows) != 5 {
 					t.Errorf("JSON: %v, %d rows", err, len(rep.Rows))
+				}
+				for _, r := range rep.Rows {
+					if r.InPlace == nil || len(r.InPlace.RepsUs) != gpuReps || r.InPlace.Wrong != 0 {
+						t.Errorf("JSON row of %d bytes: in place %+v, want its repetitions and no wrong element", r.Bytes, r.InPlace)
+					}
 				}
 			})
 		}
@@ -360,14 +373,10 @@ func TestGPULostRank(t *testing.T) {
 			if el > 60*time.Second {
 				t.Errorf("took %v", el)
 			}
-			named := false
-			for _, l := range strings.Split(errb.String(), "\n") {
-				if rest, ok := strings.CutPrefix(l, "[rank 0] "); ok && strings.Contains(rest, "rank 1") {
-					named = true
-				}
-			}
-			if !named {
-				t.Errorf("rank 0's error does not name rank 1:\n%s", errb.String())
+			// The launcher's one line names rank 1, the rank that died.
+			lines := strings.Split(strings.TrimSpace(errb.String()), "\n")
+			if last := lines[len(lines)-1]; !strings.HasPrefix(last, "run gpu: rank 1 ") {
+				t.Errorf("the last line %q does not name rank 1:\n%s", last, errb.String())
 			}
 		})
 	}

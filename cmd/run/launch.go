@@ -7,19 +7,43 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/twinccl/twinccl/exec/hw/bootstrap"
+	"github.com/twinccl/twinccl/internal/progress"
 )
 
+// envVerbose passes the launcher's -v to its ranks.
+const envVerbose = "TWINCCL_BENCH_VERBOSE"
+
+// rankState is what the launcher learnt of one rank.
+type rankState struct {
+	exit    error  // the process's exit (nil: status 0)
+	hasCtl  bool   // the rank reported its error on a control line
+	code    int    // that error's exit status
+	lost    bool   // that error is the loss of a peer
+	msg     string // that error
+	last    string // the rank's last plain stderr line
+	killed  bool   // the launcher killed it
+	exitSeq int    // order of exit
+}
+
 // launchRanks starts np copies of this binary running `run sub args` as
-// the ranks of a job on this host and waits for them: rank 0's stdout is
-// the command's, every other output line goes to stderr prefixed with its
-// rank; once a rank fails, ranks still running timeout+10 s later are
-// killed. extraEnv is added to the ranks' environment. With trace set, the ranks write their parts beside it and they
-// are merged into it when the job succeeded.
-func launchRanks(e *env, sub string, np int, timeout time.Duration, trace string, args []string, extraEnv ...string) (err error) {
+// the ranks of a job on this host and waits for them. Rank 0's stdout is
+// the command's; every other output line goes to stderr prefixed with its
+// rank. Once a rank fails, ranks still running timeout+10 s later are
+// killed; a failed job returns one error naming the rank that failed
+// first (the others' errors, mostly lost peers, are printed with -v).
+// With showProgress, or when stderr is a terminal, rank 0's progress
+// through the sweep is drawn on stderr. extraEnv is added to the ranks'
+// environment. With trace set, the ranks write their parts beside it and
+// they are merged into it when the job succeeded.
+func launchRanks(e *env, sub string, np int, timeout time.Duration, trace string, showProgress bool, args []string, extraEnv ...string) (err error) {
 	if trace != "" {
 		// The ranks write their parts beside the trace; the launcher merges them.
 		env, finish, terr := traceParts(trace, np)
@@ -33,21 +57,32 @@ func launchRanks(e *env, sub string, np int, timeout time.Duration, trace string
 	if err != nil {
 		return fmt.Errorf("launch: %w", err)
 	}
+	bar := progress.New(e.stderr, showProgress)
+	defer bar.Done()
+	if bar != nil {
+		extraEnv = append(extraEnv, envProgress+"=1")
+	}
+	if e.verbose {
+		extraEnv = append(extraEnv, envVerbose+"=1")
+	}
 	root, err := bootstrap.StartRoot("127.0.0.1", bootstrap.RandomMagic(), np, timeout, e.log)
 	if err != nil {
 		return fmt.Errorf("launch: bootstrap root: %w", err)
 	}
 	defer root.Close()
 	cmds := make([]*exec.Cmd, 0, np)
+	states := make([]rankState, np)
 	var outWG sync.WaitGroup
-	var mu sync.Mutex
+	var mu sync.Mutex // states
 	var pipes []*io.PipeWriter
-	defer func() {
+	closePipes := func() {
 		for _, pw := range pipes {
 			pw.Close()
 		}
+		pipes = nil
 		outWG.Wait()
-	}()
+	}
+	defer closePipes()
 	for r := 0; r < np; r++ {
 		c := exec.Command(self, append([]string{sub}, args...)...)
 		c.Env = append(os.Environ(), envUID+"="+root.ID().String(), fmt.Sprint(envRank, "=", r), fmt.Sprint(envNRanks, "=", np),
@@ -57,7 +92,26 @@ func launchRanks(e *env, sub string, np int, timeout time.Duration, trace string
 		pipes = append(pipes, pw)
 		c.Stderr = pw
 		if r == 0 {
-			c.Stdout = e.stdout
+			// Rank 0's stdout (the table) goes through the bar, which
+			// clears itself around it.
+			spr, spw := io.Pipe()
+			pipes = append(pipes, spw)
+			c.Stdout = spw
+			outWG.Add(1)
+			go func() {
+				defer outWG.Done()
+				br := bufio.NewReader(spr)
+				for {
+					s, err := br.ReadString('\n')
+					if s != "" {
+						bar.Print(e.stdout, s)
+					}
+					if err != nil {
+						break
+					}
+				}
+				io.Copy(io.Discard, spr)
+			}()
 		} else {
 			c.Stdout = pw
 		}
@@ -67,9 +121,29 @@ func launchRanks(e *env, sub string, np int, timeout time.Duration, trace string
 			sc := bufio.NewScanner(pr)
 			sc.Buffer(make([]byte, 64<<10), 1<<20)
 			for sc.Scan() {
+				line := sc.Text()
+				if ctl, ok := strings.CutPrefix(line, ctlPrefix); ok {
+					kind, rest, _ := strings.Cut(ctl, " ")
+					switch kind {
+					case "progress":
+						if d, t, label, ok := parseProgress(rest); ok && r == 0 {
+							bar.Update(d, t, label)
+						}
+					case "error":
+						f := strings.SplitN(rest, " ", 3)
+						if len(f) == 3 {
+							code, _ := strconv.Atoi(f[0])
+							mu.Lock()
+							states[r].hasCtl, states[r].code, states[r].lost, states[r].msg = true, code, f[1] == "1", f[2]
+							mu.Unlock()
+						}
+					}
+					continue
+				}
 				mu.Lock()
-				fmt.Fprintf(e.stderr, "[rank %d] %s\n", r, sc.Text())
+				states[r].last = line
 				mu.Unlock()
+				bar.Print(e.stderr, fmt.Sprintf("[rank %d] %s\n", r, line))
 			}
 			io.Copy(io.Discard, pr)
 		}()
@@ -90,16 +164,19 @@ func launchRanks(e *env, sub string, np int, timeout time.Duration, trace string
 	for r, c := range cmds {
 		go func() { exits <- exit{r, c.Wait()} }()
 	}
-	var errs []error
 	var kill <-chan time.Time
 	done := make([]bool, len(cmds))
-	for left := len(cmds); left > 0; {
+	failed := false
+	for left, seq := len(cmds), 0; left > 0; seq++ {
 		select {
 		case x := <-exits:
 			left--
 			done[x.rank] = true
+			mu.Lock()
+			states[x.rank].exit, states[x.rank].exitSeq = x.err, seq
+			mu.Unlock()
 			if x.err != nil {
-				errs = append(errs, fmt.Errorf("rank %d: %w", x.rank, x.err))
+				failed = true
 				if kill == nil {
 					kill = time.After(timeout + 10*time.Second)
 				}
@@ -107,12 +184,109 @@ func launchRanks(e *env, sub string, np int, timeout time.Duration, trace string
 		case <-kill:
 			for r, c := range cmds {
 				if !done[r] {
-					fmt.Fprintf(e.stderr, "run %s: rank %d still running %v after a rank failed; killing it\n", sub, r, timeout+10*time.Second)
+					bar.Print(e.stderr, fmt.Sprintf("run %s: rank %d still running %v after a rank failed; killing it\n", sub, r, timeout+10*time.Second))
+					mu.Lock()
+					states[r].killed = true
+					mu.Unlock()
 					c.Process.Kill()
 				}
 			}
 			kill = nil
 		}
 	}
-	return errors.Join(errs...)
+	closePipes()
+	bar.Done()
+	if !failed {
+		return nil
+	}
+	return summarizeFailure(e, states)
+}
+
+// rankPrefix matches an error's own "rank N: " prefix.
+var rankPrefix = regexp.MustCompile(`^(run \w+: )?rank (\d+): `)
+
+// summarizeFailure turns the failed ranks into one error naming the rank
+// that failed first: a rank whose error is not a lost peer (the first to
+// exit), else one that died without saying why, else the first to exit.
+// With -v every failed rank's error is printed first.
+func summarizeFailure(e *env, states []rankState) error {
+	var failed []int
+	for r, s := range states {
+		if s.exit != nil {
+			failed = append(failed, r)
+		}
+	}
+	sort.SliceStable(failed, func(i, j int) bool { return states[failed[i]].exitSeq < states[failed[j]].exitSeq })
+	if e.verbose {
+		for r := range states {
+			if states[r].exit == nil {
+				continue
+			}
+			s := states[r]
+			what := s.msg
+			if !s.hasCtl {
+				what = fmt.Sprintf("%v (no error message; last line: %q)", s.exit, s.last)
+			}
+			fmt.Fprintf(e.stderr, "[rank %d] error: %s\n", r, what)
+		}
+	}
+	pick := -1
+	for _, r := range failed { // a rank's own failure
+		if s := states[r]; s.hasCtl && !s.lost {
+			pick = r
+			break
+		}
+	}
+	if pick < 0 {
+		for _, r := range failed { // a rank that died silently
+			if s := states[r]; !s.hasCtl && !s.killed {
+				pick = r
+				break
+			}
+		}
+	}
+	if pick < 0 {
+		pick = failed[0]
+	}
+	s := states[pick]
+	var msg string
+	if s.hasCtl {
+		m := s.msg
+		if g := rankPrefix.FindStringSubmatch(m); g != nil && g[2] == strconv.Itoa(pick) {
+			m = m[len(g[0]):]
+		}
+		msg = fmt.Sprintf("rank %d failed: %s", pick, m)
+	} else {
+		msg = fmt.Sprintf("rank %d exited (%v) without an error message", pick, s.exit)
+		if s.last != "" {
+			msg += fmt.Sprintf("; its last line: %s", s.last)
+		}
+	}
+	var others []string
+	lost := true
+	sort.Ints(failed)
+	for _, r := range failed {
+		if r != pick {
+			others = append(others, strconv.Itoa(r))
+			lost = lost && (states[r].lost || states[r].killed)
+		}
+	}
+	if len(others) > 0 {
+		word := "rank"
+		if len(others) > 1 {
+			word = "ranks"
+		}
+		msg += fmt.Sprintf(" (%s %s failed too", word, strings.Join(others, ", "))
+		if lost {
+			msg += ", having lost a peer"
+		}
+		if !e.verbose {
+			msg += "; -v shows every rank's error"
+		}
+		msg += ")"
+	}
+	if s.hasCtl && s.code == 2 {
+		return &usageError{msg}
+	}
+	return errors.New(msg)
 }

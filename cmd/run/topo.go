@@ -40,12 +40,17 @@ func runTopo(e *env, args []string) error {
 	fs := flag.NewFlagSet("topo", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	dump := fs.String("dump", "", "write the XML to `FILE` (atomically) instead of stdout")
+	version := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			topoUsage(e.stdout, fs)
 			return err
 		}
 		return &usageError{err.Error() + " (see run topo -h)"}
+	}
+	if *version {
+		printVersion(e.stdout)
+		return flag.ErrHelp
 	}
 	if fs.NArg() > 0 {
 		return &usageError{fmt.Sprintf("unexpected arguments %q", fs.Args())}

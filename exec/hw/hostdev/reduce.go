@@ -20,7 +20,26 @@ var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 // semantics (left to right). For the common sums it reads both first
 // sources and writes dst in one pass instead of a copy followed by a
 // read-modify-write pass.
+//
+// dst may be one of the sources (an in-place call: the user's input is its
+// output): a later source that dst overlaps would be overwritten by the
+// copy of the first before it is read, so two sources are swapped (every
+// reduction is commutative, exactly so in IEEE arithmetic, and refexec
+// reduces two at a time) and more go through a scratch buffer.
 func reduceSrcs(d model.Dtype, op model.RedOp, dst []byte, srcs [][]byte) {
+	for k := 1; k < len(srcs); k++ {
+		if !overlaps(dst, srcs[k]) {
+			continue
+		}
+		if len(srcs) == 2 && !overlaps(dst, srcs[0]) {
+			srcs = [][]byte{srcs[1], srcs[0]}
+			break
+		}
+		tmp := make([]byte, len(dst))
+		reduceSrcs(d, op, tmp, srcs)
+		copy(dst, tmp)
+		return
+	}
 	rest := srcs[1:]
 	if len(srcs) >= 2 && add2(d, op, dst, srcs[0], srcs[1]) {
 		rest = srcs[2:]
@@ -30,6 +49,15 @@ func reduceSrcs(d model.Dtype, op model.RedOp, dst []byte, srcs [][]byte) {
 	for _, src := range rest {
 		refexec.ReduceInto(d, op, dst, src)
 	}
+}
+
+// overlaps reports whether a and b share memory.
+func overlaps(a, b []byte) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return false
+	}
+	a0, b0 := uintptr(unsafe.Pointer(&a[0])), uintptr(unsafe.Pointer(&b[0]))
+	return a0 < b0+uintptr(len(b)) && b0 < a0+uintptr(len(a))
 }
 
 // add2 computes dst = a + b for sums (Avg sums; its division is the post

@@ -60,3 +60,36 @@ func TestCombineParallel(t *testing.T) {
 		}
 	}
 }
+
+// TestReduceSrcsInPlace: the destination may be one of the sources (an
+// in-place call, where the user's input is the output): every reduction
+// gives refexec's left-to-right result into a separate buffer, whichever
+// source the destination is and however many there are.
+func TestReduceSrcsInPlace(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, dt := range []model.Dtype{model.DtypeFP32, model.DtypeFP16, model.DtypeInt8, model.DtypeFP64, model.DtypeBF16} {
+		for op := model.RedOp(0); op < model.NumRedOps; op++ {
+			for _, nsrc := range []int{2, 3} {
+				for alias := 0; alias < nsrc; alias++ {
+					n := 1000 * dt.Size()
+					srcs := make([][]byte, nsrc)
+					for i := range srcs {
+						srcs[i] = make([]byte, n)
+						for j := range srcs[i] {
+							srcs[i][j] = byte(rng.IntN(7))
+						}
+					}
+					want := make([]byte, n)
+					copy(want, srcs[0])
+					for _, s := range srcs[1:] {
+						refexec.ReduceInto(dt, op, want, s)
+					}
+					reduceSrcs(dt, op, srcs[alias], srcs)
+					if !bytes.Equal(srcs[alias], want) {
+						t.Errorf("%s %s, %d sources, destination = source %d: differs from the out-of-place result", dt, op, nsrc, alias)
+					}
+				}
+			}
+		}
+	}
+}
