@@ -26,12 +26,11 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime"
-	"runtime/debug"
 	"strings"
 	"syscall"
 
 	"github.com/twinccl/twinccl/exec/hw/bootstrap"
+	"github.com/twinccl/twinccl/internal/version"
 )
 
 // command is one subcommand of run.
@@ -124,20 +123,10 @@ Run "run <command> -h" for a command's flags.
 `)
 }
 
-// printVersion writes the version: the module's and the commit this
-// binary was built from.
+// printVersion writes the version: the module's, the commit this binary
+// was built from, and the table format it prints.
 func printVersion(w io.Writer) {
-	version := "(devel)"
-	goVersion := runtime.Version()
-	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" {
-		version = info.Main.Version
-	}
-	rev := buildRevision()
-	if rev == "" {
-		rev = "unknown (make stamps it; so does go build in a git checkout)"
-	}
-	fmt.Fprintf(w, "run (github.com/twinccl/twinccl) %s, revision %s, %s; NCCL %d.%d.%d model, nccl-tests %s table format\n",
-		version, rev, goVersion, ncclVersionCode/10000, ncclVersionCode/100%100, ncclVersionCode%100, ntVersion)
+	fmt.Fprintf(w, "%s, nccl-tests %s table format\n", version.Line("run", revision), ntVersion)
 }
 
 // run is main without the process exit: it returns the exit status.
@@ -288,33 +277,6 @@ func oneLine(s string) string {
 // where tracked files had changes); "" in other builds.
 var revision string
 
-// buildRevision is the twinccl commit this binary was built from: the
-// Makefile's stamp (revision), else Go's own VCS stamp of a build made in
-// a git checkout (12 hex digits, "+modified" where the tree had changes);
-// "" where the binary carries neither (go run, -buildvcs=false, no git).
-func buildRevision() string {
-	if revision != "" {
-		return revision
-	}
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return ""
-	}
-	rev, modified := "", false
-	for _, s := range info.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.modified":
-			modified = s.Value == "true"
-		}
-	}
-	if rev == "" {
-		return ""
-	}
-	rev = rev[:min(len(rev), 12)]
-	if modified {
-		rev += "+modified"
-	}
-	return rev
-}
+// buildRevision is the twinccl commit this binary was built from (see
+// version.Revision); "" where the binary carries no stamp.
+func buildRevision() string { return version.Revision(revision) }

@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/twinccl/twinccl/exec/hw/transport"
 	"github.com/twinccl/twinccl/model"
 )
 
@@ -646,8 +647,12 @@ func (o *ntOpts) validate() error {
 		return bad("-T %v: the timeout must not be negative", o.timeout)
 	case o.root < -1:
 		return bad("-r %d: the root is a rank, or -1 for every rank in turn", o.root)
-	case o.channels < 0:
-		return bad("--channels %d: must not be negative", o.channels)
+	case o.channels < 0 || o.channels > model.MaxChannels:
+		return bad("--channels %d: want 0 (the tuner's) to %d (NCCL's MAXCHANNELS)", o.channels, model.MaxChannels)
+	}
+	if _, err := transport.HostIDFromEnv(0); err != nil {
+		// Every rank would read the same value: refuse it once, here.
+		return bad("%v", err)
 	}
 	if o.timeout == 0 {
 		o.timeout = 30 * time.Second

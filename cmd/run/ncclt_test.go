@@ -260,7 +260,9 @@ func TestBadFlagsBeforeLaunch(t *testing.T) {
 		{[]string{"-np", "2", "--op", "sendrecv", "--algo", "tree"}, "--algo tree: SendRecv runs on NCCL's p2p schedule"},
 		{[]string{"-np", "2", "--op", "alltoall", "--proto", "ll128"}, "--proto ll128: AlltoAll's p2p transfers run LL or Simple"},
 		{[]string{"-np", "2", "--op", "sendrecv", "--channels", "2"}, "--channels 2: SendRecv uses the plan's p2p channels"},
-		{[]string{"-np", "2", "--channels", "-1"}, "--channels -1: must not be negative"},
+		{[]string{"-np", "2", "--channels", "-1"}, "--channels -1: want 0 (the tuner's) to 64 (NCCL's MAXCHANNELS)"},
+		{[]string{"-np", "2", "--channels", "1000"}, "--channels 1000: want 0 (the tuner's) to 64 (NCCL's MAXCHANNELS)"},
+		{[]string{"gpu", "-np", "2", "--channels", "65"}, "--channels 65: want 0 (the tuner's) to 64"},
 		{[]string{"-np", "2", "--net", "rdma"}, `--net "rdma": want socket or ib`},
 		{[]string{"-np", "2", "--trace", "x.parquet", "--baseline"}, "--trace and --baseline do not go together"},
 		{[]string{"gpu", "-np", "2", "--passes", "101"}, "run gpu: --passes must be from 1 to 100"},
@@ -270,10 +272,27 @@ func TestBadFlagsBeforeLaunch(t *testing.T) {
 		{[]string{"gpu", "-np", "2", "-b", "1M", "-e", "1K"}, "run gpu: -b 1048576 is larger than -e 1024"},
 		{[]string{"all_reduce_perf", "--gpu", "-np", "2", "-f", "0"}, "run gpu: -f 0: the step factor must be at least 1"},
 	}
+	// Bad environment, read once by the launcher.
+	envCases := []struct {
+		key, value, want string
+	}{
+		{"TWINCCL_HOSTID", "split:abc", `TWINCCL_HOSTID="split:abc": split:K wants K, the ranks per host, as a positive integer`},
+		{"TWINCCL_HOSTID", "split:0", `TWINCCL_HOSTID="split:0"`},
+	}
+	for _, c := range envCases {
+		cases = append(cases, struct {
+			args []string
+			want string
+		}{[]string{"-np", "2", "env:" + c.key + "=" + c.value}, c.want})
+	}
 	for _, c := range cases {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
 			marks := t.TempDir()
 			t.Setenv(envRankMark, marks)
+			if k, v, ok := strings.Cut(strings.TrimPrefix(c.args[len(c.args)-1], "env:"), "="); ok && strings.HasPrefix(c.args[len(c.args)-1], "env:") {
+				t.Setenv(k, v)
+				c.args = c.args[:len(c.args)-1]
+			}
 			code, out, errOut := runArgs(c.args...)
 			assert.Equal(t, 2, code, "exit status; stderr %q", errOut)
 			assert.Empty(t, out, "stdout")
