@@ -12,6 +12,10 @@
 // (net.go: the rank's proxy and the socket plugin) between hosts or when
 // SHM is disabled too.
 //
+// A rank whose part of a Program only copies its input to its output (a
+// one-rank communicator's call, as NCCL runs it) gets no kernel: its calls
+// are device-to-device copies on the stream (copy.go).
+//
 // The kernel's semantics are model/refexec's; the conformance suite checks
 // them. Connection step counters live in GPU memory, so a launch captured
 // in a CUDA graph can be replayed.

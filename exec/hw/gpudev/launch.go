@@ -34,6 +34,10 @@ type Launch struct {
 	slices  []int
 	// net are the launch's net connection ends: Enqueue wakes their proxy.
 	net []*transport.Conn
+	// copy marks a copy launch (copy.go): Enqueue issues copies, the
+	// rank's part of the Program, instead of the kernel.
+	copy   bool
+	copies []copySeg
 }
 
 // Prepare uploads this rank's part of p: it sets up any connections the
@@ -41,6 +45,9 @@ type Launch struct {
 // must prepare the same Programs in the same order), compiles the kernel
 // for p's datatype and reduction if needed and writes the lane table.
 // With trace set, every launch records %globaltimer stamps per slice.
+// Without, a rank whose part only copies its input to its output (a
+// one-rank communicator's call) gets a copy launch, without a kernel (see
+// copy.go); tracing keeps the interpreter, whose slices have the stamps.
 func (d *Device) Prepare(p *model.Program, trace bool) (*Launch, error) {
 	me := d.comm.Rank()
 	if err := p.Validate(); err != nil {
@@ -75,6 +82,11 @@ func (d *Device) Prepare(p *model.Program, trace bool) (*Launch, error) {
 	}
 	if err := d.connect(keys, used); err != nil {
 		return nil, err
+	}
+	if !trace && localCopy() {
+		if segs, ok := copyPlan(p, me); ok {
+			return &Launch{d: d, p: p, copy: true, copies: segs}, nil
+		}
 	}
 	fn, err := kernelFor(d.ctx, p.Dtype, p.Op, p.Proto)
 	if err != nil {
@@ -256,13 +268,18 @@ func (l *Launch) Release() error {
 func (l *Launch) Program() *model.Program { return l.p }
 
 // Enqueue launches the kernel on s (the device's stream when nil) over
-// in (p.InCount elements) and out (p.OutCount elements) in GPU memory.
+// in (p.InCount elements) and out (p.OutCount elements) in GPU memory; a
+// copy launch (Copy) enqueues its device-to-device copies on s instead,
+// none where in and out are one buffer.
 func (l *Launch) Enqueue(s *cuda.Stream, in, out cuda.DevicePtr) error {
-	if l.nLanes == 0 {
-		return nil
-	}
 	if s == nil {
 		s = l.d.stream
+	}
+	if l.copy {
+		return l.enqueueCopies(s, in, out)
+	}
+	if l.nLanes == 0 {
+		return nil
 	}
 	timeout := l.d.Timeout
 	if timeout <= 0 {
@@ -290,8 +307,12 @@ func (l *Launch) Notify() {
 
 // Check reads the status a finished launch left (after the stream was
 // synchronised) and turns a timeout or abort into an error naming the
-// lane's peers.
+// lane's peers. A copy launch has no status: its copies' errors come from
+// the stream.
 func (l *Launch) Check() error {
+	if l.copy {
+		return nil
+	}
 	st := *l.d.statusWord()
 	if st == 0 {
 		return nil
