@@ -82,8 +82,10 @@ func TestBadInputs(t *testing.T) {
 		{[]string{"trace", "merge", "-o", filepath.Join(dir, "m.parquet"), copies[0], copies[0]}, nil, 2, "replay trace: usage: part " + copies[0] + " is given twice\n"},
 		{[]string{"trace", "merge", "-o", filepath.Join(dir, "m.parquet"), copies[0], copies[1]}, nil, 1, "parts " + copies[0] + " and " + copies[1] + " both hold rank 0 of communicator"},
 		// run
-		{[]string{"run", trace, "--env", "NCCL_PORTO=LL"}, nil, 2, "--env NCCL_PORTO: not a setting the replay reads; known: NCCL_ALGO,"},
-		{[]string{"run", trace, "--env", "FOO=1"}, nil, 2, "--env FOO: not a setting the replay reads"},
+		{[]string{"run", trace, "--env", "NCCL_PORTO=LL"}, nil, 2, "flag -env: NCCL_PORTO: not a setting the simulation reads; known: NCCL_ALGO,"},
+		{[]string{"compare", trace, "--env", "NCCL_PORTO=LL"}, nil, 2, "flag -env: NCCL_PORTO: not a setting the simulation reads"},
+		{[]string{"calibrate", "--evaluate", "--env", "NCCL_PORTO=LL"}, nil, 2, "flag -env: NCCL_PORTO: not a setting the simulation reads"},
+		{[]string{"run", trace, "--env", "FOO=1"}, nil, 2, "flag -env: FOO: not a setting the simulation reads"},
 		// calibrate: a table key nothing reads
 		{[]string{"calibrate", "--evaluate", table + ",harnes=pytorch"}, nil, 1, `unknown key "harnes" in "harnes=pytorch"; known keys: colls, harness, maxbytes, minbytes, timing, topo (col= only for hardware recordings), and the NCCL_* settings NCCL_ALGO,`},
 	} {

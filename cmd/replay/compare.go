@@ -160,6 +160,10 @@ func (e envFlags) Set(s string) error {
 	if !ok || k == "" || strings.ContainsAny(k, " \t") {
 		return fmt.Errorf("%q is not KEY=VALUE", s)
 	}
+	if !sim.KnownEnv(k) {
+		// A misspelt setting would be ignored and the result silently wrong.
+		return fmt.Errorf("%s: not a setting the simulation reads; known: %s", k, strings.Join(sim.KnownEnvNames(), ", "))
+	}
 	e[k] = v
 	return nil
 }

@@ -151,11 +151,21 @@ var revision string
 
 // parseInterspersed parses flags that may come before or after the
 // positional arguments, and returns the positionals.
+//
+// A bad flag is one line (the caller prints it with a hint to -h), not the
+// flag package's echo of it followed by the whole help; -h prints the help.
 func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	usage, out := fs.Usage, fs.Output()
+	fs.Usage = func() {}
+	fs.SetOutput(io.Discard)
+	defer func() { fs.Usage = usage; fs.SetOutput(out) }()
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
+				fs.Usage = usage
+				fs.SetOutput(out)
+				fs.Usage()
 				return nil, err
 			}
 			return nil, fmt.Errorf("%w: %v", errUsage, err)

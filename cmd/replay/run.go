@@ -5,9 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"maps"
 	"math"
-	"slices"
 	"sort"
 	"strings"
 
@@ -102,11 +100,6 @@ func runReplayRun(args []string, stdout, stderr io.Writer) error {
 	}
 	if len(pos) != 1 {
 		return fmt.Errorf("%w: replay run wants one call trace (CALLS.parquet)", errUsage)
-	}
-	for _, k := range slices.Sorted(maps.Keys(env)) {
-		if !sim.KnownEnv(k) {
-			return fmt.Errorf("%w: --env %s: not a setting the replay reads; known: %s", errUsage, k, strings.Join(sim.KnownEnvNames(), ", "))
-		}
 	}
 	mode, err := sim.ParseMode(*modeName)
 	if err != nil {
