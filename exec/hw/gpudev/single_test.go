@@ -231,7 +231,10 @@ func singleGraph(d *Device, c conformance.Case) error {
 		if err := ctx.MemcpyHtoD(in, cuda.AsBytes(host)); err != nil {
 			return err
 		}
-		if err := ctx.MemsetD8(out, 0xa5, nb); err != nil {
+		// On the graph's stream: the device's stream does not wait for
+		// the legacy stream a plain cuMemsetD8 runs on, so that memset
+		// could land after the replayed copy.
+		if err := ctx.MemsetD8Async(out, 0xa5, nb, s); err != nil {
 			return err
 		}
 		if err := x.Launch(s); err != nil {
