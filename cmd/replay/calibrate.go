@@ -19,6 +19,7 @@ const calibrateHelp = `Usage: replay calibrate [--table] TABLE [--table TABLE ..
                         [--topo FILE.xml] [--nodes N] [--params REGEX]
                         [--start CALIB.json] [--set KEY=VALUE ...] [--out CALIB.json] [--max-evals N] [--name NAME]
                         [--column ours|nccl] [--env KEY=VALUE ...] [--loss squares|abs] [--evaluate] [--progress]
+                        [--method coordinate|neldermead|cmaes|lbfgs|bfgs] [--restarts N] [--starts N]
 
 Fits the simulator's calibration constants to measured timings. A TABLE is
 FILE[,KEY=VALUE...]: a timing table like shared/baselines/h200x2-nvswitch/nccl-2.28.9-p2p.tsv
@@ -69,10 +70,13 @@ a step of a ring of three or more ranks is seen, a latency that holds no lane, a
 relay_hold_us: what it holds its lane), the copy share of a p2p
 channel's lanes (AlltoAll, SendRecv rows) and the harness's cost per call. --params restricts the fit to the constants whose names
 match REGEX (fit in stages: P2P tables first, then SHM and NET ones with --start). The
-fit is a deterministic Nelder–Mead search in log space, its points kept within each
-constant's bounds (a line protocol's link efficiency, for one, at most 1.25), minimising
-the mean over tables of the mean squared log error, plus the worst row's, restarted from
-its best point;
+fit is a deterministic search in log space run by gonum.org/v1/gonum/optimize (--method:
+coordinate, the default, a coordinate search with half of --max-evals, then Nelder–Mead
+with the rest; neldermead, Nelder–Mead alone; cmaes, CMA-ES with a fixed seed; lbfgs or
+bfgs on a finite-difference gradient), its points kept within each constant's bounds (a
+line protocol's link efficiency, for one, at most 1.25), minimising the mean over tables
+of the mean squared log error, plus the worst row's, restarted --restarts times from its
+best point with a smaller step (--max-evals counts every simulation of the tables once);
 --loss abs minimises the mean over tables of the mean absolute log error instead, with
 no worst-row term: for recordings whose rows move between starts of the machine far
 more than the model errs (sockets over a host's loopback), which squares chase.
@@ -123,7 +127,8 @@ func runCalibrate(args []string, stdout, stderr io.Writer) error {
 	fs.Var(&sets, "set", "start the fit with constant `KEY=VALUE` (a JSON path and value, e.g. ll.copy_GBps=13.5 or launch_channel_us=0.02; repeatable)")
 	out := fs.String("out", "", "write the fitted calibration to `FILE.json` (- for stdout)")
 	maxEvals := fs.Int("max-evals", 3000, "bound on simulated sweeps of all the tables")
-	restarts := fs.Int("restarts", 3, "Nelder–Mead restarts")
+	restarts := fs.Int("restarts", 3, "runs of the --method per start, each from the best point yet")
+	methodName := fs.String("method", sim.MethodCoordinate.String(), "optimiser: `coordinate` (coordinate search, then Nelder–Mead), neldermead, cmaes (CMA-ES), lbfgs or bfgs (finite-difference gradient)")
 	starts := fs.Int("starts", 0, "further starting points `N`, each every constant moved by ×1.25 or ×0.8 in a pattern of its own, searched with --max-evals of its own; the lowest loss wins")
 	params := fs.String("params", "", "fit only the constants whose names match `REGEX`")
 	name := fs.String("name", "", "name recorded in the calibration (default: the start's)")
@@ -158,6 +163,10 @@ func runCalibrate(args []string, stdout, stderr io.Writer) error {
 	loss, err := sim.ParseFitLoss(*lossName)
 	if err != nil {
 		return fmt.Errorf("%w: --loss: %v", errUsage, err)
+	}
+	method, err := sim.ParseFitMethod(*methodName)
+	if err != nil {
+		return fmt.Errorf("%w: --method: %v", errUsage, err)
 	}
 	if *maxEvals < 10 || *restarts < 1 {
 		return fmt.Errorf("%w: --max-evals must be at least 10 and --restarts at least 1", errUsage)
@@ -274,19 +283,14 @@ func runCalibrate(args []string, stdout, stderr io.Writer) error {
 		c.Fit = rep
 		return writeOutput(*out, stdout, c.WriteJSON)
 	}
-	opts := sim.FitOptions{MaxEvals: *maxEvals, Restarts: *restarts, Only: only, Loss: loss, Starts: *starts}
+	opts := sim.FitOptions{MaxEvals: *maxEvals, Restarts: *restarts, Only: only, Loss: loss, Starts: *starts, Method: method}
 	if prog != nil {
 		// the restarts' errors are kept as lines of their own; the
 		// evaluations are redrawn
-		evaluated := 0
-		opts.Progress = func(r, _ int, med, mx float64) {
-			// FitOptions.Progress's count is the budget's (--max-evals),
-			// which counts the coordinate search's evaluations twice:
-			// the line gives those Step counted.
+		opts.Progress = func(r, evaluated int, med, mx float64) {
 			fmt.Fprintf(prog, "calibrate: restart %d after %d evaluations: median |err| %.2f%%, max %.2f%%, %s\n", r+1, evaluated, 100*med, 100*mx, prog.elapsed())
 		}
 		opts.Step = func(n int, lowest float64) {
-			evaluated = n
 			prog.report("evaluation %d, loss %.6f, %s", n, lowest, prog.elapsed())
 		}
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/twinccl/twinccl/exec/sim"
 	"github.com/twinccl/twinccl/exec/sim/hwcmp"
+	"github.com/twinccl/twinccl/internal/stats"
 )
 
 // isDir reports whether path names a directory.
@@ -521,14 +522,14 @@ func printStarts(w io.Writer, starts []hwcmp.Start, pooled [][]hwcmp.PoolStat, l
 		if len(run) == 0 {
 			return
 		}
-		var om, ox, sm, sx float64
+		var om, ox, sm, sx []float64
 		for _, h := range run {
-			om, ox, sm, sx = om+h.OthersMedianAbs, ox+h.OthersMaxAbs, sm+h.SimMedianAbs, sx+h.SimMaxAbs
+			om, ox = append(om, h.OthersMedianAbs), append(ox, h.OthersMaxAbs)
+			sm, sx = append(sm, h.SimMedianAbs), append(sx, h.SimMaxAbs)
 		}
-		n := float64(len(run))
 		h := run[0]
 		fmt.Fprintf(w, "  %-5s %-10s %-7s %-8s %4s  %-18s %s\n", h.Column, h.Transport, h.Proto, "mean", "",
-			medianMax(om/n, ox/n), medianMax(sm/n, sx/n))
+			medianMax(stats.Mean(om), stats.Mean(ox)), medianMax(stats.Mean(sm), stats.Mean(sx)))
 		run = run[:0]
 	}
 	index := map[string]int{}

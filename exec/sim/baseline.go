@@ -14,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/twinccl/twinccl/internal/stats"
 	"github.com/twinccl/twinccl/model"
 )
 
@@ -307,17 +308,8 @@ func DisturbedReps(reps []float64) bool {
 }
 
 // Median is the median of v (the mean of the middle two for an even
-// count; 0 for none), v left as it is.
-func Median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	s := slices.Sorted(slices.Values(v))
-	if n := len(s); n%2 == 0 {
-		return (s[n/2-1] + s[n/2]) / 2
-	}
-	return s[len(s)/2]
-}
+// count; 0 for none), v left as it is: stats.Median.
+func Median(v []float64) float64 { return stats.Median(v) }
 
 // Noisy reports whether the row's mean is more than 25% above its best
 // repetition: a disturbed measurement (Disturbed).
@@ -332,5 +324,5 @@ func ErrorStats(cs []Comparison) (median, maxAbs float64) {
 	for i, c := range cs {
 		a[i] = math.Abs(c.Err)
 	}
-	return Median(a), slices.Max(a)
+	return stats.Median(a), slices.Max(a)
 }

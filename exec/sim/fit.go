@@ -341,15 +341,22 @@ func fitParams(u fitUse) []FitParam {
 
 // FitOptions control Fit.
 type FitOptions struct {
-	// MaxEvals bounds the objective evaluations (0: 3000).
+	// MaxEvals bounds the evaluations of the loss of each start (0:
+	// 3000): every simulation of the tables counts once.
 	MaxEvals int
-	// Restarts is the number of Nelder–Mead restarts from the best point
-	// (0: 3).
+	// Restarts is the number of runs of the method per start, each from
+	// the best point yet with a smaller initial step, MaxEvals split
+	// between them (those MethodCoordinate's coordinate search leaves:
+	// its Nelder–Mead runs) (0: 3).
 	Restarts int
+	// Method is the optimiser (MethodCoordinate when zero).
+	Method FitMethod
 	// Only, when set, restricts the fit to the constants it accepts (by
 	// FitParam name); the others keep their values.
 	Only func(name string) bool
-	// Progress, when set, is called after every restart.
+	// Progress, when set, is called after every run of the method
+	// (Restarts per start) with its index from 0, the evaluations so far
+	// (Step's count) and the errors of the best point of the start.
 	Progress func(restart, evals int, median, maxErr float64)
 	// Step, when set, is called after every evaluation of the loss with
 	// the count of evaluations so far and the lowest loss yet (+Inf
@@ -503,9 +510,10 @@ type FitResult struct {
 // reduction cost of the protocols the tuner picks for them, efficiency and
 // latency of the link types their routes cross) to minimise the squared
 // log error of the simulated times, with a penalty on the worst row
-// (worstWeight), by
-// Nelder–Mead in log space. The mechanisms stay as they are: only these
-// few constants move.
+// (worstWeight), by a search in log space run by gonum's optimize
+// (FitOptions.Method: by default a coordinate search, then Nelder–Mead;
+// optimize.go), its points kept within each constant's bounds. The
+// mechanisms stay as they are: only these few constants move.
 func Fit(res *search.Result, start *Calib, ms []Measurement, opt FitOptions) (*FitResult, error) {
 	return FitTables([]FitTable{{Name: "table", Res: res, Rows: ms, Loop: DefaultLoopCalls}}, start, opt)
 }
@@ -553,18 +561,6 @@ func FitTables(tables []FitTable, start *Calib, opt FitOptions) (*FitResult, err
 		x0[i] = math.Log(max(p.get(base), p.Lo) + p.Floor)
 		lo[i], hi[i] = math.Log(p.Lo+p.Floor), math.Log(p.Hi+p.Floor)
 	}
-	// project puts a point of the search (log space) onto the constants'
-	// bounds. decode clamps the constants anyway; without this a step past
-	// a bound that scored better left the search in the region beyond it,
-	// where every point scores alike and no step finds the way back (from
-	// 1, a table made with an LL link efficiency of 1.15 was fitted to its
-	// bound, 1.25). A point within the bounds is not moved: a search that
-	// never steps past one runs as before.
-	project := func(x []float64) {
-		for i := range x {
-			x[i] = min(max(x[i], lo[i]), hi[i])
-		}
-	}
 	decode := func(x []float64) *Calib {
 		c := base.Clone()
 		for i, p := range params {
@@ -574,13 +570,10 @@ func FitTables(tables []FitTable, start *Calib, opt FitOptions) (*FitResult, err
 		}
 		return c
 	}
-	evals := 0
 	var evalErr error
-	evaluated, lowest := 0, math.Inf(1)
-	// score scores a point, projecting it onto the bounds in place: the
-	// searches keep the point they scored.
+	// score is the loss at a point within the bounds (+Inf where the
+	// calibration is invalid or a table cannot be simulated).
 	score := func(x []float64) float64 {
-		project(x)
 		c := decode(x)
 		if err := c.Validate(); err != nil {
 			return math.Inf(1)
@@ -592,44 +585,21 @@ func FitTables(tables []FitTable, start *Calib, opt FitOptions) (*FitResult, err
 		}
 		return fitLoss(rows, opt.Loss)
 	}
-	// objective is score, counted and reported (FitOptions.Step).
-	objective := func(x []float64) float64 {
-		evals++
-		evaluated++
-		f := score(x)
-		if f < lowest {
-			lowest = f
-		}
-		if opt.Step != nil {
-			opt.Step(evaluated, lowest)
-		}
-		return f
-	}
-	// search runs a coordinate search first (robust where one constant
-	// pins a row family), then Nelder–Mead from its best point, from x
-	// with maxEvals evaluations.
-	search := func(x []float64, maxEvals int) ([]float64, float64) {
-		start := evals
-		best, bestF := x, objective(x)
-		best, bestF = patternSearch(objective, best, bestF, 0.5, maxEvals/2, &evals)
-		for r := 0; r < opt.Restarts && evals-start < maxEvals; r++ {
-			budget := (maxEvals - (evals - start)) / (opt.Restarts - r)
-			x, f := nelderMead(objective, best, 0.3/float64(r+1), budget)
-			if f < bestF {
-				best, bestF = x, f
-			}
-			if opt.Progress != nil {
-				if rows, err := compareTables(tables, decode(best)); err == nil {
-					med, mx := ErrorStats(flatten(rows))
-					opt.Progress(r, evals, med, mx)
-				}
+	// The search (optimize.go) keeps its points within the bounds and
+	// counts every evaluation of score once.
+	bs := newBoxSearch(score, lo, hi, opt.Method, opt.Restarts)
+	bs.step = opt.Step
+	if opt.Progress != nil {
+		bs.restarted = func(r, evals int, best []float64) {
+			if rows, err := compareTables(tables, decode(best)); err == nil {
+				med, mx := ErrorStats(flatten(rows))
+				opt.Progress(r, evals, med, mx)
 			}
 		}
-		return best, bestF
 	}
-	best, bestF := search(x0, opt.MaxEvals)
+	best, bestF := bs.search(x0, opt.MaxEvals, 0)
 	for k := 1; k <= opt.Starts; k++ {
-		if x, f := search(startPoint(x0, k), opt.MaxEvals); f < bestF {
+		if x, f := bs.search(startPoint(x0, k), opt.MaxEvals, uint64(k)); f < bestF {
 			best, bestF = x, f
 		}
 	}
@@ -650,7 +620,7 @@ func FitTables(tables []FitTable, start *Calib, opt FitOptions) (*FitResult, err
 	for i, p := range params {
 		names[i] = p.Name
 	}
-	fr := &FitResult{Calib: c, Params: names, Rows: rows, Median: med, Max: mx, Evals: evals, Loss: fitLoss(per, opt.Loss)}
+	fr := &FitResult{Calib: c, Params: names, Rows: rows, Median: med, Max: mx, Evals: bs.evals, Loss: fitLoss(per, opt.Loss)}
 	for i := range tables {
 		fr.Tables = append(fr.Tables, tableFit(tables[i].Name, true, per[i]))
 	}
@@ -877,117 +847,6 @@ func fitLoss(per [][]Comparison, loss FitLoss) float64 {
 		return 0
 	}
 	return total / float64(n)
-}
-
-// patternSearch is a deterministic coordinate search: it tries each
-// coordinate up and down by step, keeps any improvement, and halves the
-// step after a sweep without one, until maxEvals evaluations (counted in
-// *evals) or a step below 1e-3.
-func patternSearch(f func([]float64) float64, x []float64, fx, step float64, maxEvals int, evals *int) ([]float64, float64) {
-	x = append([]float64(nil), x...)
-	used := 0
-	for step > 1e-3 && used < maxEvals {
-		improved := false
-		for i := range x {
-			for _, d := range []float64{step, -step} {
-				if used >= maxEvals {
-					break
-				}
-				y := append([]float64(nil), x...)
-				y[i] += d
-				fy := f(y)
-				used++
-				if fy < fx {
-					x, fx, improved = y, fy, true
-					break
-				}
-			}
-		}
-		if !improved {
-			step /= 2
-		}
-	}
-	*evals += used
-	return x, fx
-}
-
-// nelderMead minimises f from x0 with an initial simplex of relative size
-// step, within maxEvals evaluations. Deterministic.
-func nelderMead(f func([]float64) float64, x0 []float64, step float64, maxEvals int) ([]float64, float64) {
-	n := len(x0)
-	pts := make([][]float64, n+1)
-	vals := make([]float64, n+1)
-	for i := range pts {
-		pts[i] = append([]float64(nil), x0...)
-		if i > 0 {
-			pts[i][i-1] += step
-		}
-		vals[i] = f(pts[i])
-	}
-	evals := n + 1
-	idx := make([]int, n+1)
-	point := func(c []float64, d []float64, t float64) []float64 {
-		out := make([]float64, n)
-		for j := range out {
-			out[j] = c[j] + t*(d[j]-c[j])
-		}
-		return out
-	}
-	for evals < maxEvals {
-		for i := range idx {
-			idx[i] = i
-		}
-		sort.SliceStable(idx, func(a, b int) bool { return vals[idx[a]] < vals[idx[b]] })
-		lo, hi, nh := idx[0], idx[n], idx[n-1]
-		if math.Abs(vals[hi]-vals[lo]) < 1e-10*(1+math.Abs(vals[lo])) {
-			break
-		}
-		cen := make([]float64, n)
-		for _, i := range idx[:n] {
-			for j := range cen {
-				cen[j] += pts[i][j] / float64(n)
-			}
-		}
-		xr := point(cen, pts[hi], -1)
-		fr := f(xr)
-		evals++
-		switch {
-		case fr < vals[lo]:
-			xe := point(cen, pts[hi], -2)
-			fe := f(xe)
-			evals++
-			if fe < fr {
-				pts[hi], vals[hi] = xe, fe
-			} else {
-				pts[hi], vals[hi] = xr, fr
-			}
-		case fr < vals[nh]:
-			pts[hi], vals[hi] = xr, fr
-		default:
-			xc := point(cen, pts[hi], 0.5)
-			if fr < vals[hi] {
-				xc = point(cen, pts[hi], -0.5)
-			}
-			fc := f(xc)
-			evals++
-			if fc < min(fr, vals[hi]) {
-				pts[hi], vals[hi] = xc, fc
-			} else {
-				for _, i := range idx[1:] {
-					pts[i] = point(pts[lo], pts[i], 0.5)
-					vals[i] = f(pts[i])
-					evals++
-				}
-			}
-		}
-	}
-	b := 0
-	for i := range vals {
-		if vals[i] < vals[b] {
-			b = i
-		}
-	}
-	return pts[b], vals[b]
 }
 
 // MaxLinkEff bounds the fitted efficiency of a link type: a link cannot

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/twinccl/twinccl/exec/sim"
+	"github.com/twinccl/twinccl/internal/stats"
 	"github.com/twinccl/twinccl/model"
 	"github.com/twinccl/twinccl/search"
 )
@@ -601,8 +602,8 @@ func statsOfRows(rows []statRow) []Stat {
 						st.MaxAbs, st.Worst = abs[i], names[i]
 					}
 				}
-				st.MedianAbs = sim.Median(abs)
-				st.Bias = sim.Median(errs)
+				st.MedianAbs = stats.Median(abs)
+				st.Bias = stats.Median(errs)
 				if all := allStat(out, col, p); b != BucketAll && all != nil && all.N == st.N {
 					continue // the same rows as the protocol's "all"
 				}

@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"github.com/twinccl/twinccl/exec/sim"
+	"github.com/twinccl/twinccl/internal/stats"
 	"github.com/twinccl/twinccl/traces"
 )
 
@@ -297,7 +298,7 @@ func (cp *Comparer) CompareEvents(rep *Report, path string) (*StepReport, error)
 				a.simWait, sw = append(a.simWait, w), append(sw, w)
 				cs.Bytes += h[i].bytes
 			}
-			cs.HwStepUs, cs.SimStepUs, cs.LateUs = sim.Median(hd), sim.Median(sd), sim.Median(late)
+			cs.HwStepUs, cs.SimStepUs, cs.LateUs = stats.Median(hd), stats.Median(sd), stats.Median(late)
 			cs.HwWaitUs, cs.SimWaitUs = medianOf(hw, n), medianOf(sw, n)
 			sr.ByChannel = append(sr.ByChannel, cs)
 		}
@@ -311,7 +312,7 @@ func (cp *Comparer) CompareEvents(rep *Report, path string) (*StepReport, error)
 	for _, k := range primKeys {
 		a := byPrim[k]
 		sr.ByPrim = append(sr.ByPrim, StepStat{StepKey: k, Call: -1, Channel: -1, Steps: len(a.hwDur), Bytes: a.bytes,
-			HwStepUs: sim.Median(a.hwDur), SimStepUs: sim.Median(a.simDur), LateUs: sim.Median(a.late),
+			HwStepUs: stats.Median(a.hwDur), SimStepUs: stats.Median(a.simDur), LateUs: stats.Median(a.late),
 			HwWaitUs: medianOf(a.hwWait, len(a.hwDur)), SimWaitUs: medianOf(a.simWait, len(a.simDur))})
 	}
 	return sr, nil
@@ -323,6 +324,6 @@ func medianOf(v []float64, n int) *float64 {
 	if n == 0 || len(v) != n {
 		return nil
 	}
-	m := sim.Median(v)
+	m := stats.Median(v)
 	return &m
 }

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/twinccl/twinccl/exec/sim"
+	"github.com/twinccl/twinccl/internal/stats"
 )
 
 // Start is the comparisons of one start of a machine: every recording
@@ -192,7 +192,7 @@ func Floors(starts []Start) *Repeatability {
 			fl[i] = c.Floor
 			f.SimMaxAbs = max(f.SimMaxAbs, c.SimMaxAbs)
 		}
-		f.MedianFloor = sim.Median(fl)
+		f.MedianFloor = stats.Median(fl)
 		out = append(out, f)
 	}
 	rep := &Repeatability{Floors: out, Cells: cells}
@@ -210,15 +210,15 @@ func Floors(starts []Start) *Repeatability {
 						rest = append(rest, o)
 					}
 				}
-				others = append(others, math.Abs(r/sim.Median(rest)-1))
+				others = append(others, math.Abs(r/stats.Median(rest)-1))
 				own = append(own, math.Abs(r-1))
 			}
 			if len(own) == 0 {
 				continue
 			}
 			rep.Hindsight = append(rep.Hindsight, Hindsight{Start: st.Name, Transport: g.transport, Column: g.col, Proto: g.proto,
-				Rows: len(own), OthersMedianAbs: sim.Median(others), OthersMaxAbs: slices.Max(others),
-				SimMedianAbs: sim.Median(own), SimMaxAbs: slices.Max(own)})
+				Rows: len(own), OthersMedianAbs: stats.Median(others), OthersMaxAbs: slices.Max(others),
+				SimMedianAbs: stats.Median(own), SimMaxAbs: slices.Max(own)})
 		}
 	}
 	return rep

@@ -23,6 +23,7 @@ import (
 	"strings"
 
 	"github.com/twinccl/twinccl/exec/sim"
+	"github.com/twinccl/twinccl/internal/stats"
 	"github.com/twinccl/twinccl/kernels"
 	"github.com/twinccl/twinccl/model"
 	"github.com/twinccl/twinccl/traces"
@@ -297,7 +298,7 @@ func ReadJSON(r io.Reader, name string) (*Input, error) {
 			}
 		}
 	}
-	in.Host = sim.HostProbe{LatencyUs: mean(lats), BothWaysGBps: mean(bws)}
+	in.Host = sim.HostProbe{LatencyUs: stats.Mean(lats), BothWaysGBps: stats.Mean(bws)}
 	for i, r := range rep.Rows {
 		where := fmt.Sprintf("%s: row %d", name, i)
 		op := r.Op
@@ -436,7 +437,7 @@ func repMedian(reps []float64) (float64, error) {
 			return 0, fmt.Errorf("repetition %d: %v: want a positive finite time", i, v)
 		}
 	}
-	return sim.Median(reps), nil
+	return stats.Median(reps), nil
 }
 
 // setKind parses the names of a call's collective, datatype, reduction,
@@ -667,13 +668,4 @@ func algoName(a model.Algorithm) string {
 		return "-"
 	}
 	return a.String()
-}
-
-// mean is the mean of xs, 0 for none.
-func mean(xs []float64) float64 {
-	m := 0.0
-	for _, x := range xs {
-		m += x / float64(len(xs))
-	}
-	return m
 }

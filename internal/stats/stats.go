@@ -1,0 +1,35 @@
+// Package stats holds the few summary statistics the comparisons and the
+// fit report (medians of errors and of repetitions, means of probes),
+// built on gonum.org/v1/gonum/stat, in one place so that every report
+// computes them alike.
+package stats
+
+import (
+	"slices"
+
+	"gonum.org/v1/gonum/stat"
+)
+
+// Median is the median of v, v left as it is: the middle value of an odd
+// count, the mean of the two middle values of an even count, 0 for none
+// (NaN where v holds a NaN). gonum's empirical quantile at 0.5 is the
+// lower of the two middle values of an even count.
+func Median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Sorted(slices.Values(v))
+	m := stat.Quantile(0.5, stat.Empirical, s, nil)
+	if n := len(s); n%2 == 0 {
+		return (m + s[n/2]) / 2
+	}
+	return m
+}
+
+// Mean is the arithmetic mean of v, 0 for none.
+func Mean(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	return stat.Mean(v, nil)
+}
