@@ -18,7 +18,6 @@ import (
 	"github.com/twinccl/twinccl/exec/hw/ib"
 	"github.com/twinccl/twinccl/exec/hw/transport"
 	"github.com/twinccl/twinccl/model"
-	"github.com/twinccl/twinccl/model/conformance"
 	"github.com/twinccl/twinccl/model/refexec"
 	"github.com/twinccl/twinccl/search"
 )
@@ -401,7 +400,7 @@ func (b *bencher) setup(hosts []string) error {
 		if nch == 0 {
 			nch = 2
 		}
-		b.plan = conformance.TestPlan(n, nch, false)
+		b.plan = model.SyntheticPlan(n, nch, false)
 	} else {
 		b.plan, b.tune = res.Plan, res
 	}

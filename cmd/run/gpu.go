@@ -23,8 +23,8 @@ import (
 	"github.com/twinccl/twinccl/exec/hw/nccl"
 	"github.com/twinccl/twinccl/exec/hw/netprobe"
 	"github.com/twinccl/twinccl/exec/hw/transport"
-	"github.com/twinccl/twinccl/exec/sim"
 	"github.com/twinccl/twinccl/internal/atomicfile"
+	"github.com/twinccl/twinccl/internal/stats"
 	"github.com/twinccl/twinccl/kernels"
 	"github.com/twinccl/twinccl/model"
 	"github.com/twinccl/twinccl/search"
@@ -82,14 +82,14 @@ func sweepRetries(retries, hosts int) int {
 }
 
 // disturbedRows are the indexes of the rows whose repetitions disagree
-// in either column (sim.DisturbedReps: their median more than
-// sim.DisturbedRatio above their best, as replay compare marks them).
+// in either column (stats.DisturbedReps: their median more than
+// stats.DisturbedRatio above their best, as replay compare marks them).
 // Every rank holds the same repetitions (gatherRow), so every rank finds
 // the same rows.
 func disturbedRows(rows []gpuRow) []int {
 	var out []int
 	for i, r := range rows {
-		if sim.DisturbedReps(r.RepsUs) || sim.DisturbedReps(r.NCCLRepsUs) {
+		if stats.DisturbedReps(r.RepsUs) || stats.DisturbedReps(r.NCCLRepsUs) {
 			out = append(out, i)
 		}
 	}

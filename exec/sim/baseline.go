@@ -285,27 +285,15 @@ func (m *Measurement) target() float64 {
 	return m.MeanUs
 }
 
-// DisturbedRatio is how far above its best repetition a measured time
-// (a mean, or the median of the repetitions) may be before the row counts
-// as disturbed: the host slowed most of its repetitions (on a shared
-// host's loopback sockets such a spell outlasts a row's repetitions),
-// and the time no longer says what the collective costs. The regression
-// tests and the "steady" statistics of replay compare leave such rows
-// out.
-const DisturbedRatio = 1.25
+// DisturbedRatio is stats.DisturbedRatio: one rule for a disturbed
+// measurement everywhere.
+const DisturbedRatio = stats.DisturbedRatio
 
-// Disturbed reports whether a measured time of us with best repetition
-// best (0: unknown) is more than DisturbedRatio above it.
-func Disturbed(us, best float64) bool { return best > 0 && us > DisturbedRatio*best }
+// Disturbed is stats.Disturbed.
+func Disturbed(us, best float64) bool { return stats.Disturbed(us, best) }
 
-// DisturbedReps reports whether a row timed by the median of its
-// repetitions reps is Disturbed (false without repetitions).
-func DisturbedReps(reps []float64) bool {
-	if len(reps) == 0 {
-		return false
-	}
-	return Disturbed(Median(reps), slices.Min(reps))
-}
+// DisturbedReps is stats.DisturbedReps.
+func DisturbedReps(reps []float64) bool { return stats.DisturbedReps(reps) }
 
 // Median is the median of v (the mean of the middle two for an even
 // count; 0 for none), v left as it is: stats.Median.

@@ -33,3 +33,22 @@ func Mean(v []float64) float64 {
 	}
 	return stat.Mean(v, nil)
 }
+
+// DisturbedRatio is the one rule for a disturbed measurement, the same in
+// every report: its time more than this many times its best repetition
+// (the host slowed most of the repetitions, so the row says more about the
+// host than about what was measured).
+const DisturbedRatio = 1.25
+
+// Disturbed reports whether a measured time us with best repetition best
+// (0: unknown) is more than DisturbedRatio above it.
+func Disturbed(us, best float64) bool { return best > 0 && us > DisturbedRatio*best }
+
+// DisturbedReps reports whether a row timed by the median of its
+// repetitions reps is Disturbed (false without repetitions).
+func DisturbedReps(reps []float64) bool {
+	if len(reps) == 0 {
+		return false
+	}
+	return Disturbed(Median(reps), slices.Min(reps))
+}

@@ -34,3 +34,11 @@ func TestMean(t *testing.T) {
 	assert.Equal(t, 2.0, Mean([]float64{1, 2, 3}))
 	assert.Equal(t, 2.5, Mean([]float64{2, 3}))
 }
+
+func TestDisturbed(t *testing.T) {
+	assert.False(t, DisturbedReps(nil), "no repetitions: not disturbed")
+	assert.False(t, DisturbedReps([]float64{10, 12, 12.5}), "median 12 is 1.2x the best")
+	assert.True(t, DisturbedReps([]float64{10, 13, 14}), "median 13 is 1.3x the best")
+	assert.False(t, Disturbed(12.5, 10), "exactly 1.25x is not above it")
+	assert.False(t, Disturbed(100, 0), "an unknown best")
+}
