@@ -13,6 +13,20 @@ import (
 
 // cStrtoll parses like strtoll(s, NULL, 0), saturating on overflow.
 func cStrtoll(s string) int64 {
+	v, _ := cStrtollRange(s)
+	return v
+}
+
+// cStrtollOverflows reports whether strtoll(s, NULL, 0) overflows (sets
+// errno to ERANGE).
+func cStrtollOverflows(s string) bool {
+	_, overflow := cStrtollRange(s)
+	return overflow
+}
+
+// cStrtollRange is strtoll(s, NULL, 0): the value, saturated, and whether
+// it overflowed.
+func cStrtollRange(s string) (int64, bool) {
 	s = strings.TrimLeft(s, " \t\n\v\f\r")
 	neg := false
 	if s != "" && (s[0] == '+' || s[0] == '-') {
@@ -22,30 +36,14 @@ func cStrtoll(s string) int64 {
 	u, overflow := cParseUint(s, 0)
 	if neg {
 		if overflow || u > 1<<63 {
-			return math.MinInt64
+			return math.MinInt64, true
 		}
-		return -int64(u)
+		return -int64(u), false
 	}
 	if overflow || u > math.MaxInt64 {
-		return math.MaxInt64
+		return math.MaxInt64, true
 	}
-	return int64(u)
-}
-
-// cStrtollOverflows reports whether strtoll(s, NULL, 0) overflows (sets
-// errno to ERANGE).
-func cStrtollOverflows(s string) bool {
-	s = strings.TrimLeft(s, " \t\n\v\f\r")
-	neg := false
-	if s != "" && (s[0] == '+' || s[0] == '-') {
-		neg = s[0] == '-'
-		s = s[1:]
-	}
-	u, overflow := cParseUint(s, 0)
-	if neg {
-		return overflow || u > 1<<63
-	}
-	return overflow || u > math.MaxInt64
+	return int64(u), false
 }
 
 // Strtol parses s as C's strtoll(s, NULL, 0) does (the way NCCL reads

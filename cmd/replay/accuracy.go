@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"cmp"
 	"flag"
 	"fmt"
@@ -15,7 +14,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/twinccl/twinccl"
 	"github.com/twinccl/twinccl/exec/sim"
 	"github.com/twinccl/twinccl/exec/sim/hwcmp"
 	"github.com/twinccl/twinccl/internal/atomicfile"
@@ -253,15 +251,9 @@ func fittedKernels(c *sim.Calib) []string {
 // default one) and names it as the report does.
 func reportTopology(root, topo string) (*model.Element, string, error) {
 	if topo == "" || topo == "embedded" {
-		data, err := twinccl.RecordedTopology(twinccl.DefaultTopology)
-		if err != nil {
-			return nil, "", err
-		}
-		name := "embedded:" + twinccl.DefaultTopology
-		el, _, err := model.ParseTopologyXML(bytes.NewReader(data), name)
-		return el, name, err
+		return readTopologyRoot("")
 	}
-	el, _, err := model.ReadTopologyFile(filepath.Join(root, filepath.FromSlash(topo)))
+	el, _, err := readTopologyRoot(filepath.Join(root, filepath.FromSlash(topo)))
 	return el, topo, err
 }
 

@@ -3,9 +3,10 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
+
+	"github.com/twinccl/twinccl/internal/progress"
 )
 
 // progressBar draws a one-line progress bar on a terminal (carriage
@@ -22,20 +23,10 @@ type progressBar struct {
 // newProgressBar returns a bar on stderr when forced (--progress) or when
 // stderr is a terminal, else nil.
 func newProgressBar(stderr io.Writer, force bool) *progressBar {
-	if !force && !isTerminal(stderr) {
+	if !force && !progress.IsTerminal(stderr) {
 		return nil
 	}
 	return &progressBar{w: stderr, every: 100 * time.Millisecond}
-}
-
-// isTerminal reports whether w is a character device (a terminal).
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
 // setLabel names what the bar measures now (for example the current call).
@@ -93,7 +84,7 @@ type progressLine struct {
 // prefixed with "cmd: ", when forced (--progress) or when stderr is a
 // terminal, else nil.
 func newProgressLine(stderr io.Writer, force bool, cmd string) *progressLine {
-	tty := isTerminal(stderr)
+	tty := progress.IsTerminal(stderr)
 	if !force && !tty {
 		return nil
 	}
