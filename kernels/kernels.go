@@ -9,9 +9,10 @@ import (
 	"crypto/sha256"
 	_ "embed"
 	"encoding/hex"
-	"fmt"
 	"os"
 	"strings"
+
+	"github.com/twinccl/twinccl/traces/gpurecord"
 )
 
 // Interp is interp.cu: the interpreter kernel twcInterp, compiled once per
@@ -37,51 +38,11 @@ const OptionsEnv = "TWINCCL_KERNEL_OPTIONS"
 // ExtraOptions are the compile options OptionsEnv adds.
 func ExtraOptions() []string { return strings.Fields(os.Getenv(OptionsEnv)) }
 
-// Build names an interpreter build, as run gpu --json records it: the
-// digest of its interp.cu (SourceDigest), the largest LL and LL128 block
-// it launches and the options OptionsEnv added.
-type Build struct {
-	Source string `json:"source_sha256"`
-	// LineThreads is the largest LL and LL128 block (LineThreads); 0 in
-	// the recordings of the builds before 2026-11-27, which launched at
-	// most Threads.
-	LineThreads int      `json:"line_threads,omitempty"`
-	Options     []string `json:"options,omitempty"`
-}
-
-// Current is the build this process compiles.
-func Current() Build {
-	return Build{Source: SourceDigest(), LineThreads: LineThreads, Options: ExtraOptions()}
-}
-
-// String is "interp.cu DIGEST [line_threads=N] [OPTION ...]"; N is left
-// out where it is 0 (a build before 2026-11-27).
-func (b Build) String() string {
-	s := "interp.cu " + b.Source
-	if b.LineThreads != 0 {
-		s += fmt.Sprintf(" line_threads=%d", b.LineThreads)
-	}
-	return strings.TrimSpace(s + " " + strings.Join(b.Options, " "))
-}
-
-// Validate checks a build read from a file: a hex digest and a few short
-// printable words of options.
-func (b Build) Validate() error {
-	if len(b.Source) == 0 || len(b.Source) > 64 || strings.Trim(b.Source, "0123456789abcdef") != "" {
-		return fmt.Errorf("source_sha256 %.70q is not a hex digest", b.Source)
-	}
-	if b.LineThreads != 0 && (b.LineThreads < 64 || b.LineThreads > 1024 || b.LineThreads%32 != 0) {
-		return fmt.Errorf("line_threads %d is not a block size (64 to 1024 threads, whole warps)", b.LineThreads)
-	}
-	if len(b.Options) > 32 {
-		return fmt.Errorf("%d options, more than 32", len(b.Options))
-	}
-	for _, o := range b.Options {
-		if len(o) == 0 || len(o) > 128 || strings.IndexFunc(o, func(r rune) bool { return r <= ' ' || r > '~' }) >= 0 {
-			return fmt.Errorf("option %.140q is not one printable word", o)
-		}
-	}
-	return nil
+// Current is the build this process compiles, as run gpu --json records
+// it: the digest of its interp.cu (SourceDigest), the largest LL and LL128
+// block it launches and the options OptionsEnv added.
+func Current() gpurecord.Kernel {
+	return gpurecord.Kernel{Source: SourceDigest(), LineThreads: LineThreads, Options: ExtraOptions()}
 }
 
 // Kernel layout constants shared with interp.cu.

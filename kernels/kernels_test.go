@@ -55,31 +55,13 @@ func TestInterpConstants(t *testing.T) {
 	}
 }
 
-// TestBuildLineThreads: a build names its LL and LL128 block limit, a
-// recording of the builds before it (0) does not, and a limit that is no
-// block size is refused.
-func TestBuildLineThreads(t *testing.T) {
-	for _, c := range []struct {
-		b    kernels.Build
-		want string
-	}{
-		{kernels.Build{Source: "ab12"}, "interp.cu ab12"},
-		{kernels.Build{Source: "ab12", LineThreads: 640}, "interp.cu ab12 line_threads=640"},
-		{kernels.Build{Source: "ab12", LineThreads: 640, Options: []string{"-DTW_UNROLL=8"}}, "interp.cu ab12 line_threads=640 -DTW_UNROLL=8"},
-	} {
-		if got := c.b.String(); got != c.want {
-			t.Errorf("%+v: %q, want %q", c.b, got, c.want)
-		}
-		if err := c.b.Validate(); err != nil {
-			t.Errorf("%+v: %v", c.b, err)
-		}
-	}
-	for _, n := range []int{32, 100, 2048, -64} {
-		if err := (kernels.Build{Source: "ab12", LineThreads: n}).Validate(); err == nil {
-			t.Errorf("line_threads %d accepted", n)
-		}
-	}
+// TestCurrentLineThreads: the build a recording names has the LL and
+// LL128 block limit the launches use.
+func TestCurrentLineThreads(t *testing.T) {
 	if got := kernels.Current().LineThreads; got != kernels.LineThreads {
 		t.Errorf("the current build says line_threads %d, the launches use %d", got, kernels.LineThreads)
+	}
+	if err := kernels.Current().Validate(); err != nil {
+		t.Errorf("the current build does not validate: %v", err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/twinccl/twinccl/exec/hw/bootstrap"
 	"github.com/twinccl/twinccl/model"
 	"github.com/twinccl/twinccl/traces"
+	"github.com/twinccl/twinccl/traces/gpurecord"
 )
 
 // TestGatherRowRepetitions: two ranks bootstrapped over loopback gather
@@ -43,7 +44,7 @@ func TestGatherRowRepetitions(t *testing.T) {
 			defer wg.Done()
 			defer comm.Close()
 			j := &gpuJob{o: gpuOpts{coll: model.CollAllReduce}, rank: r, n: n, comm: comm}
-			rows[r], errs[r] = j.gatherRow(gpuRow{Bytes: 1 << 20}, mine[r], timing{}, 1<<20)
+			rows[r], errs[r] = j.gatherRow(gpuRow{Row: gpurecord.Row{Bytes: 1 << 20}}, mine[r], timing{}, 1<<20)
 		}()
 	}
 	wg.Wait()
@@ -107,10 +108,10 @@ func TestTraceSinkWritesSettings(t *testing.T) {
 // repetitions' median, which replay compare takes, by nothing.
 func TestRowPasses(t *testing.T) {
 	const bus = 1.0 // AllReduce on two ranks: 2(n-1)/n
-	row := gpuRow{Bytes: 1 << 20, RepsUs: []float64{10, 10, 10, 10, 10}, NCCLRepsUs: []float64{8, 8, 8, 8, 8}, Wrong: 1}
+	row := gpuRow{Row: gpurecord.Row{Bytes: 1 << 20, RepsUs: []float64{10, 10, 10, 10, 10}, NCCLRepsUs: []float64{8, 8, 8, 8, 8}, Wrong: 1}}
 	row.derive(bus, true)
-	slow := gpuRow{Bytes: 1 << 20, RepsUs: []float64{25, 25, 25, 25, 25}, NCCLRepsUs: []float64{8, 8, 8, 8, 8}, Wrong: 2, NCCLWrong: 3}
-	again := gpuRow{Bytes: 1 << 20, RepsUs: []float64{9, 10, 11, 10, 10}, NCCLRepsUs: []float64{8, 9, 8, 8, 7}}
+	slow := gpuRow{Row: gpurecord.Row{Bytes: 1 << 20, RepsUs: []float64{25, 25, 25, 25, 25}, NCCLRepsUs: []float64{8, 8, 8, 8, 8}, Wrong: 2, NCCLWrong: 3}}
+	again := gpuRow{Row: gpurecord.Row{Bytes: 1 << 20, RepsUs: []float64{9, 10, 11, 10, 10}, NCCLRepsUs: []float64{8, 9, 8, 8, 7}}}
 	row.addPass(slow)
 	row.addPass(again)
 	row.derive(bus, true)
@@ -165,18 +166,18 @@ func TestDisturbedRows(t *testing.T) {
 	steady := []float64{10, 10.5, 11, 10, 12}
 	slow := []float64{10, 14, 15, 16, 13} // median 14: 1.4x the best
 	rows := []gpuRow{
-		{RepsUs: steady, NCCLRepsUs: steady},
-		{RepsUs: slow, NCCLRepsUs: steady},
-		{RepsUs: steady, NCCLRepsUs: slow},
-		{RepsUs: steady},                                // no NCCL column
-		{RepsUs: []float64{10, 12.4, 12.5, 12.6, 12.4}}, // 1.25x exactly: not over
-		{RepsUs: []float64{16, 10, 14, 12}},             // even count: median 13
-		{RepsUs: []float64{16, 10, 10, 12}},             // even count: median 11
+		{Row: gpurecord.Row{RepsUs: steady, NCCLRepsUs: steady}},
+		{Row: gpurecord.Row{RepsUs: slow, NCCLRepsUs: steady}},
+		{Row: gpurecord.Row{RepsUs: steady, NCCLRepsUs: slow}},
+		{Row: gpurecord.Row{RepsUs: steady}},                                // no NCCL column
+		{Row: gpurecord.Row{RepsUs: []float64{10, 12.4, 12.5, 12.6, 12.4}}}, // 1.25x exactly: not over
+		{Row: gpurecord.Row{RepsUs: []float64{16, 10, 14, 12}}},             // even count: median 13
+		{Row: gpurecord.Row{RepsUs: []float64{16, 10, 10, 12}}},             // even count: median 11
 	}
 	if got, want := disturbedRows(rows), []int{1, 2, 5}; !slices.Equal(got, want) {
 		t.Errorf("disturbed rows %v, want %v", got, want)
 	}
-	rows[1].addPass(gpuRow{RepsUs: []float64{10, 10.2, 10.1, 10.4, 10.3}, NCCLRepsUs: steady})
+	rows[1].addPass(gpuRow{Row: gpurecord.Row{RepsUs: []float64{10, 10.2, 10.1, 10.4, 10.3}, NCCLRepsUs: steady}})
 	if got := disturbedRows(rows[:2]); len(got) != 0 {
 		t.Errorf("after a steady retry: disturbed rows %v, want none (repetitions %v)", got, rows[1].RepsUs)
 	}

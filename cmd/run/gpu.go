@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -28,6 +27,7 @@ import (
 	"github.com/twinccl/twinccl/kernels"
 	"github.com/twinccl/twinccl/model"
 	"github.com/twinccl/twinccl/search"
+	"github.com/twinccl/twinccl/traces/gpurecord"
 )
 
 // gpuReps is the number of timed repetitions per size and pass
@@ -399,86 +399,28 @@ func localRank(rank int) int {
 	return rank
 }
 
-// gpuRow is one size of the sweep, as the table and the JSON show it.
+// gpuRow is one size of the sweep: the recorded row (gpurecord.Row, which
+// --json writes) and what the table needs beside it.
 type gpuRow struct {
-	Op        string  `json:"op"`
-	Bytes     int64   `json:"bytes"`
-	Count     int64   `json:"count"`
-	Dtype     string  `json:"dtype"`
-	RedOp     string  `json:"redop"`
-	Algo      string  `json:"algo"`
-	Proto     string  `json:"proto"`
-	NChannels int     `json:"nchannels"`
-	TimeUs    float64 `json:"time_us"`
-	BestUs    float64 `json:"best_us"`
-	// RepsUs and NCCLRepsUs are the time per call of each repetition
-	// (their slowest rank's), whose mean and best are TimeUs and BestUs
-	// (NCCLTime and NCCLBest): "replay compare" takes their median, which
-	// one disturbed repetition does not move.
-	RepsUs     []float64 `json:"reps_us,omitempty"`
-	AlgBW      float64   `json:"algbw_GBps"`
-	BusBW      float64   `json:"busbw_GBps"`
-	Wrong      int64     `json:"wrong"`
-	NCCLTime   float64   `json:"nccl_time_us,omitempty"`
-	NCCLBest   float64   `json:"nccl_best_us,omitempty"`
-	NCCLRepsUs []float64 `json:"nccl_reps_us,omitempty"`
-	NCCLAlgBW  float64   `json:"nccl_algbw_GBps,omitempty"`
-	NCCLBusBW  float64   `json:"nccl_busbw_GBps,omitempty"`
-	NCCLWrong  int64     `json:"nccl_wrong,omitempty"`
-	Ratio      float64   `json:"ratio,omitempty"`
-	// NetProbe is rank 0's probe of its host's loopback sockets just
-	// before this size ran, in runs over several hosts (as the report's
-	// NetProbe): how fast the host's sockets were at the time of the row.
-	NetProbe *netprobe.Result `json:"net_probe,omitempty"`
-	// Root is the root of Broadcast and Reduce (0 for the others, as
-	// "replay compare" reads it; the table prints -1 for them).
-	Root int `json:"root"`
-	// Checked says whether the result was checked (-c): Wrong counts
-	// only then.
-	Checked bool `json:"checked"`
-	// InPlace is the same size run in place (nccl-tests' in-place
-	// columns): one buffer, the input at the rank's offset. Nil where it
-	// did not run (alltoall's GIN kernel).
-	InPlace *gpuRow `json:"in_place,omitempty"`
-
+	gpurecord.Row
+	// inPlace is the same size run in place (Row.InPlace, once recorded);
+	// nil where it did not run.
+	inPlace *gpuRow
 	// The table's time: each repetition's ranks combined as -a says
 	// (tableReps, NCCL's tableNCCL), and the ranks with wrong elements.
 	tableReps, tableNCCL []float64
 	badRanks             int
 }
 
-// gpuReport is what --json writes.
-type gpuReport struct {
-	NRanks     int    `json:"nranks"`
-	Collective string `json:"collective"`
-	Graph      bool   `json:"cuda_graph"`
-	// Repetitions are every row's repetitions over the passes; a row
-	// timed again (--retries) holds more (its reps_us say how many).
-	Repetitions int      `json:"repetitions"`
-	Topology    string   `json:"topology"`
-	GPUs        []string `json:"gpus"`
-	NCCLVersion string   `json:"nccl_version,omitempty"`
-	// NCCLEnv are the NCCL_* settings of the environment NCCL's
-	// communicator was created in: those inherited and those that
-	// --algo, --proto and --channels set (ncclForcedEnv).
-	NCCLEnv map[string]string `json:"nccl_env,omitempty"`
-	// NetProbe are rank 0's probes of its host's loopback sockets
-	// (netprobe.Loopback) before and after the sweep (and each row's
-	// before its size, gpuRow.NetProbe), in runs whose
-	// ranks are on several hosts (split-host runs pose them over
-	// loopback): what the socket network's times depend on at the time.
-	NetProbe []netprobe.Result `json:"net_probe,omitempty"`
-	// Hosts is the number of hosts the ranks were on, in runs over
-	// several (TWINCCL_HOSTID=split:K, or several machines): replay
-	// compare simulates them as that many nodes of one host's topology.
-	Hosts int `json:"hosts,omitempty"`
-	// Kernel is the interpreter build the rows ran.
-	Kernel *kernels.Build `json:"kernel,omitempty"`
-	// Revision is the twinccl commit this binary was built from (Go's
-	// VCS stamp, buildRevision): with Kernel it names the build of our
-	// executor's column, host side (proxies, planning) included.
-	Revision string   `json:"twinccl_revision,omitempty"`
-	Rows     []gpuRow `json:"rows"`
+// record is the row as --json writes it, with its in-place half.
+func (r *gpuRow) record() gpurecord.Row {
+	out := r.Row
+	out.InPlace = nil
+	if r.inPlace != nil {
+		ip := r.inPlace.record()
+		out.InPlace = &ip
+	}
+	return out
 }
 
 // gpuJob is one rank's state for the sweep.
@@ -896,7 +838,8 @@ func (j *gpuJob) sweep() error {
 		return err
 	}
 	kernel := kernels.Current()
-	rep := gpuReport{NRanks: j.n, Collective: j.o.coll.String(), Graph: j.o.graph == 1, Repetitions: gpuReps * j.o.passes, Topology: topo, GPUs: gpus,
+	graph := j.o.graph == 1
+	rep := gpurecord.Report{NRanks: j.n, Collective: j.o.coll.String(), Graph: &graph, Repetitions: gpuReps * j.o.passes, Topology: topo, GPUs: gpus,
 		Kernel: &kernel, Revision: buildRevision()}
 	if j.hosts > 1 {
 		rep.Hosts = j.hosts
@@ -930,7 +873,7 @@ func (j *gpuJob) sweep() error {
 	sweepProbe := func() error {
 		r, err := probe()
 		if r != nil {
-			rep.NetProbe = append(rep.NetProbe, *r)
+			rep.NetProbe = append(rep.NetProbe, gpurecord.NetProbe(*r))
 			fmt.Fprintf(out, "# loopback probe: %s\n", r)
 		}
 		return err
@@ -963,7 +906,10 @@ func (j *gpuJob) sweep() error {
 					return err
 				}
 				if j.pass == 0 {
-					row.NetProbe = rowProbe
+					if rowProbe != nil {
+						p := gpurecord.NetProbe(*rowProbe)
+						row.NetProbe = &p
+					}
 					rows[i] = row // gatherRow derived its times
 				} else {
 					rows[i].addPass(row)
@@ -1000,15 +946,17 @@ func (j *gpuJob) sweep() error {
 		}
 		for _, row := range rows {
 			wrong += row.Wrong
-			if row.InPlace != nil {
-				wrong += row.InPlace.Wrong
+			if row.inPlace != nil {
+				wrong += row.inPlace.Wrong
 			}
 			if j.rank == 0 && (j.o.passes > 1 || j.o.retries > 0) {
 				j.table.row(j.tableRow(row, cs))
 			}
 		}
 		if j.rank == 0 {
-			rep.Rows = append(rep.Rows, rows...)
+			for i := range rows {
+				rep.Rows = append(rep.Rows, rows[i].record())
+			}
 		}
 	}
 	if err := sweepProbe(); err != nil {
@@ -1020,7 +968,7 @@ func (j *gpuJob) sweep() error {
 		footErr = j.table.footer()
 	}
 	if j.rank == 0 && j.o.jsonOut != "" {
-		if err := writeGPUJSON(j.o.jsonOut, rep); err != nil {
+		if err := writeGPUJSON(j.o.jsonOut, &rep); err != nil {
 			return err
 		}
 	}
@@ -1069,11 +1017,11 @@ func (j *gpuJob) tableRow(r gpuRow, cs ntCase) ntRow {
 		return p
 	}
 	return ntRow{bytes: r.Bytes, count: r.Count, typ: ntTypeName(cs.dt), redop: cs.redop, root: cs.root,
-		oop: place(&r), ip: place(r.InPlace), algo: r.Algo, proto: r.Proto, nch: r.NChannels}
+		oop: place(&r), ip: place(r.inPlace), algo: r.Algo, proto: r.Proto, nch: r.NChannels}
 }
 
 // notes are the header's twinccl lines of run gpu.
-func (j *gpuJob) notes(rep gpuReport) []string {
+func (j *gpuJob) notes(rep gpurecord.Report) []string {
 	mode := "CUDA-graph-captured loops"
 	if j.o.graph == 0 {
 		mode = "eager loops"
@@ -1263,15 +1211,8 @@ func (j *gpuJob) choiceSource() string {
 }
 
 // writeGPUJSON writes the report atomically (temporary file and rename).
-func writeGPUJSON(path string, rep gpuReport) error {
-	if rep.Rows == nil {
-		rep.Rows = []gpuRow{}
-	}
-	return atomicfile.Write(path, func(w io.Writer) error {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", " ")
-		return enc.Encode(rep)
-	})
+func writeGPUJSON(path string, rep *gpurecord.Report) error {
+	return atomicfile.Write(path, func(w io.Writer) error { return gpurecord.Encode(w, rep) })
 }
 
 // timing is one rank's measurement of one size: the time per call of
@@ -1318,7 +1259,7 @@ func (j *gpuJob) runSize(size int64) (gpuRow, error) {
 	if err != nil {
 		return row, err
 	}
-	row.InPlace = &ip
+	row.inPlace = &ip
 	return row, nil
 }
 
@@ -1331,8 +1272,8 @@ func (j *gpuJob) runPlace(size int64, inPlace bool) (gpuRow, error) {
 	o := j.o
 	es := int64(o.dt.Size())
 	count, send, recv, sendOff, recvOff := ntCounts(o.coll, size, es, j.n)
-	row := gpuRow{Op: o.coll.String(), Count: count, Dtype: o.dt.String(), RedOp: o.rop.String(), Bytes: max(send, recv) * es,
-		Checked: o.check > 0 && !(inPlace && o.coll.IsP2P())}
+	row := gpuRow{Row: gpurecord.Row{Op: o.coll.String(), Count: count, Dtype: o.dt.String(), RedOp: o.rop.String(), Bytes: max(send, recv) * es,
+		Checked: o.check > 0 && !(inPlace && o.coll.IsP2P())}}
 	if rooted(o.coll) {
 		row.Root = o.root
 	}
@@ -1466,8 +1407,8 @@ func (r *gpuRow) addPass(next gpuRow) {
 	r.Wrong += next.Wrong
 	r.NCCLWrong += next.NCCLWrong
 	r.badRanks += next.badRanks
-	if r.InPlace != nil && next.InPlace != nil {
-		r.InPlace.addPass(*next.InPlace)
+	if r.inPlace != nil && next.inPlace != nil {
+		r.inPlace.addPass(*next.inPlace)
 	}
 }
 
@@ -1475,8 +1416,8 @@ func (r *gpuRow) addPass(next gpuRow) {
 // factor of the collective) and, with NCCL's column (baseline), the ratio
 // from its repetitions, and its in-place half's.
 func (r *gpuRow) derive(bus float64, baseline bool) {
-	if r.InPlace != nil {
-		r.InPlace.derive(bus, baseline)
+	if r.inPlace != nil {
+		r.inPlace.derive(bus, baseline)
 	}
 	r.TimeUs, r.BestUs = meanBest(r.RepsUs)
 	r.AlgBW, r.BusBW = 0, 0

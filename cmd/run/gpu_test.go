@@ -17,6 +17,7 @@ import (
 	"github.com/twinccl/twinccl/model"
 	"github.com/twinccl/twinccl/search"
 	"github.com/twinccl/twinccl/traces"
+	"github.com/twinccl/twinccl/traces/gpurecord"
 )
 
 func init() {
@@ -110,10 +111,12 @@ func TestWriteGPUJSON(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "out.json")
 	kernel := kernels.Current()
-	rep := gpuReport{NRanks: 2, Collective: "AllReduce", Graph: true, Repetitions: gpuReps, Topology: "live", Kernel: &kernel, Revision: "0123456789ab+modified", Hosts: 2,
-		Rows: []gpuRow{{Op: "AllReduce", Bytes: 1024, Count: 256, Dtype: "fp32", RedOp: "sum", Algo: "Ring", Proto: "LL", NChannels: 2, TimeUs: 6.5, BusBW: 0.16, NCCLTime: 5.5, NCCLBusBW: 0.19,
-			Checked: true, InPlace: &gpuRow{Op: "AllReduce", Bytes: 1024, Count: 256, Dtype: "fp32", RedOp: "sum", Algo: "Ring", Proto: "LL", NChannels: 2, TimeUs: 6.1, Checked: true}}}}
-	if err := writeGPUJSON(path, rep); err != nil {
+	graph := true
+	row := gpuRow{Row: gpurecord.Row{Op: "AllReduce", Bytes: 1024, Count: 256, Dtype: "fp32", RedOp: "sum", Algo: "Ring", Proto: "LL", NChannels: 2, TimeUs: 6.5, BusBW: 0.16, NCCLTime: 5.5, NCCLBusBW: 0.19,
+		Checked: true}, inPlace: &gpuRow{Row: gpurecord.Row{Op: "AllReduce", Bytes: 1024, Count: 256, Dtype: "fp32", RedOp: "sum", Algo: "Ring", Proto: "LL", NChannels: 2, TimeUs: 6.1, Checked: true}}}
+	rep := gpurecord.Report{NRanks: 2, Collective: "AllReduce", Graph: &graph, Repetitions: gpuReps, Topology: "live", Kernel: &kernel, Revision: "0123456789ab+modified", Hosts: 2,
+		Rows: []gpurecord.Row{row.record()}}
+	if err := writeGPUJSON(path, &rep); err != nil {
 		t.Fatal(err)
 	}
 	// replay compare reads what run gpu writes: the hosts of a split-host
@@ -149,7 +152,7 @@ func TestWriteGPUJSON(t *testing.T) {
 	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
 		t.Errorf("temporary files left: %v", ents)
 	}
-	if err := writeGPUJSON(filepath.Join(dir, "no", "such", "dir.json"), rep); err == nil {
+	if err := writeGPUJSON(filepath.Join(dir, "no", "such", "dir.json"), &rep); err == nil {
 		t.Error("writing into a missing directory succeeded")
 	}
 }
@@ -277,7 +280,7 @@ func TestGPUSweep(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				var rep gpuReport
+				var rep gpurecord.Report
 				if err := json.Unmarshal(b, &rep); err != nil || len(rep.Rows) != 5 {
 					t.Errorf("JSON: %v, %d rows", err, len(rep.Rows))
 				}

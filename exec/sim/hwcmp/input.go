@@ -12,7 +12,6 @@
 package hwcmp
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,9 +23,9 @@ import (
 
 	"github.com/twinccl/twinccl/exec/sim"
 	"github.com/twinccl/twinccl/internal/stats"
-	"github.com/twinccl/twinccl/kernels"
 	"github.com/twinccl/twinccl/model"
 	"github.com/twinccl/twinccl/traces"
+	"github.com/twinccl/twinccl/traces/gpurecord"
 )
 
 // Input kinds.
@@ -38,7 +37,7 @@ const (
 )
 
 // MaxJSONBytes bounds the size of a JSON input read into memory.
-const MaxJSONBytes = 64 << 20
+const MaxJSONBytes = gpurecord.MaxBytes
 
 // MaxCalls bounds the calls of one input (a sweep has tens).
 const MaxCalls = 1 << 16
@@ -151,56 +150,6 @@ type Input struct {
 	Empty int
 }
 
-// gpuRow is a row of "run gpu --json" (cmd/run's gpuRow).
-type gpuRow struct {
-	Op        string    `json:"op"`
-	Bytes     *int64    `json:"bytes"`
-	Count     *int64    `json:"count"`
-	Dtype     string    `json:"dtype"`
-	RedOp     string    `json:"redop"`
-	Algo      string    `json:"algo"`
-	Proto     string    `json:"proto"`
-	NChannels int       `json:"nchannels"`
-	TimeUs    *float64  `json:"time_us"`
-	BestUs    float64   `json:"best_us"`
-	NCCLTime  float64   `json:"nccl_time_us"`
-	NCCLBest  float64   `json:"nccl_best_us"`
-	RepsUs    []float64 `json:"reps_us"`
-	NCCLReps  []float64 `json:"nccl_reps_us"`
-	Wrong     int64     `json:"wrong"`
-	NCCLWrong int64     `json:"nccl_wrong"`
-	Root      *int      `json:"root"`
-	NetProbe  *netProbe `json:"net_probe"`
-}
-
-// gpuReport is the "run gpu --json" document.
-type gpuReport struct {
-	NRanks      int               `json:"nranks"`
-	Collective  string            `json:"collective"`
-	NCCLVersion string            `json:"nccl_version"`
-	NCCLEnv     map[string]string `json:"nccl_env"`
-	GPUs        []string          `json:"gpus"`
-	Graph       *bool             `json:"cuda_graph"`
-	Kernel      *kernels.Build    `json:"kernel"`
-	Revision    string            `json:"twinccl_revision"`
-	NetProbe    []netProbe        `json:"net_probe"`
-	Hosts       int               `json:"hosts"`
-	Rows        []gpuRow          `json:"rows"`
-}
-
-// netProbe is one probe of the host's loopback TCP in a "run gpu --json"
-// header (cmd/run records netprobe.Result).
-type netProbe struct {
-	LatencyUs    float64 `json:"latency_us"`
-	BothWaysGBps float64 `json:"both_ways_GBps"`
-}
-
-// valid says the probe's latency is one a host can have, and its
-// throughput (0: not measured) one a loopback can have.
-func (p netProbe) valid() bool {
-	return p.LatencyUs > 0 && p.LatencyUs < 1e6 && p.BothWaysGBps >= 0 && p.BothWaysGBps < 1e6
-}
-
 // Open reads a JSON file of "run gpu --json" or a hardware call trace
 // (parquet), deciding by the file's first bytes.
 func Open(path string) (*Input, error) {
@@ -227,75 +176,34 @@ func Open(path string) (*Input, error) {
 
 // ReadJSON reads the --json output of "run gpu" (name is used in errors).
 func ReadJSON(r io.Reader, name string) (*Input, error) {
-	data, err := io.ReadAll(io.LimitReader(r, MaxJSONBytes+1))
+	rep, err := gpurecord.Decode(r, name)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
-	}
-	if len(data) > MaxJSONBytes {
-		return nil, fmt.Errorf("%s: larger than %d MiB: not a \"run gpu --json\" file", name, MaxJSONBytes>>20)
-	}
-	var rep gpuReport
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&rep); err != nil {
-		return nil, fmt.Errorf("%s: not a \"run gpu --json\" file: %w", name, err)
-	}
-	if rep.NRanks < 1 || rep.NRanks > 1<<20 {
-		return nil, fmt.Errorf("%s: nranks %d: want a positive rank count (is this a \"run gpu --json\" file?)", name, rep.NRanks)
-	}
-	if len(rep.Rows) == 0 {
-		return nil, fmt.Errorf("%s: no rows", name)
+		return nil, err
 	}
 	if len(rep.Rows) > MaxCalls {
 		return nil, fmt.Errorf("%s: %d rows, more than %d", name, len(rep.Rows), MaxCalls)
 	}
 	in := &Input{Path: name, Kind: KindJSON, NRanks: rep.NRanks, Collective: rep.Collective, NCCLVersion: rep.NCCLVersion,
-		Eager: rep.Graph != nil && !*rep.Graph}
-	if k := rep.Kernel; k != nil {
-		if err := k.Validate(); err != nil {
-			return nil, fmt.Errorf("%s: kernel: %w", name, err)
-		}
-		in.Kernel = k.String()
+		Eager: rep.Graph != nil && !*rep.Graph, Revision: rep.Revision, GPUs: rep.GPUs, Hosts: rep.Hosts}
+	if rep.Kernel != nil {
+		in.Kernel = rep.Kernel.String()
 	}
-	if len(rep.Revision) > 64 || strings.ContainsFunc(rep.Revision, func(r rune) bool { return r < ' ' || r > '~' }) {
-		return nil, fmt.Errorf("%s: twinccl_revision %.80q: want a commit (printable, at most 64 characters)", name, rep.Revision)
-	}
-	in.Revision = rep.Revision
-	if err := checkNCCLEnv(rep.NCCLEnv); err != nil {
-		return nil, fmt.Errorf("%s: nccl_env: %w", name, err)
-	}
-	if len(rep.GPUs) > rep.NRanks {
-		return nil, fmt.Errorf("%s: gpus: %d GPUs for %d ranks", name, len(rep.GPUs), rep.NRanks)
-	}
-	in.GPUs = rep.GPUs
-	if rep.Hosts < 0 || rep.Hosts > rep.NRanks || rep.Hosts > 0 && rep.NRanks%rep.Hosts != 0 {
-		return nil, fmt.Errorf("%s: hosts %d: want a divisor of the %d ranks", name, rep.Hosts, rep.NRanks)
-	}
-	in.Hosts = rep.Hosts
 	if len(rep.NCCLEnv) > 0 {
 		in.NCCLEnv = rep.NCCLEnv
 	}
 	var lats, bws []float64
-	probe := func(where string, p netProbe) error {
-		if !p.valid() {
-			return fmt.Errorf("%s: %s: latency_us %v, both_ways_GBps %v: want a positive latency below a second and a throughput from 0 (not measured) to 1e6",
-				name, where, p.LatencyUs, p.BothWaysGBps)
-		}
+	probe := func(p gpurecord.NetProbe) {
 		lats = append(lats, p.LatencyUs)
 		if p.BothWaysGBps > 0 {
 			bws = append(bws, p.BothWaysGBps)
 		}
-		return nil
 	}
-	for i, p := range rep.NetProbe {
-		if err := probe(fmt.Sprintf("net_probe %d", i), p); err != nil {
-			return nil, err
-		}
+	for _, p := range rep.NetProbe {
+		probe(p)
 	}
-	for i, r := range rep.Rows {
+	for _, r := range rep.Rows {
 		if r.NetProbe != nil {
-			if err := probe(fmt.Sprintf("row %d: net_probe", i), *r.NetProbe); err != nil {
-				return nil, err
-			}
+			probe(*r.NetProbe)
 		}
 	}
 	in.Host = sim.HostProbe{LatencyUs: stats.Mean(lats), BothWaysGBps: stats.Mean(bws)}
@@ -305,21 +213,12 @@ func ReadJSON(r io.Reader, name string) (*Input, error) {
 		if op == "" {
 			op = rep.Collective
 		}
-		if r.Bytes == nil || r.Count == nil || r.TimeUs == nil {
-			return nil, fmt.Errorf("%s: want op, bytes, count and time_us", where)
-		}
-		if *r.Count == 0 {
+		if r.Count == 0 {
 			in.Empty++
 			continue
 		}
-		c := Call{Index: int64(i), Bytes: *r.Bytes, Count: *r.Count, HwUs: *r.TimeUs, HwBestUs: r.BestUs,
-			NCCLUs: r.NCCLTime, NCCLBestUs: r.NCCLBest, NChannels: r.NChannels, Wrong: r.Wrong, NCCLWrong: r.NCCLWrong}
-		if r.Wrong < 0 || r.NCCLWrong < 0 {
-			return nil, fmt.Errorf("%s: wrong %d, nccl_wrong %d: want a count of wrong elements (0 or more)", where, r.Wrong, r.NCCLWrong)
-		}
-		if r.Root != nil {
-			c.Root = *r.Root
-		}
+		c := Call{Index: int64(i), Bytes: r.Bytes, Count: r.Count, HwUs: r.TimeUs, HwBestUs: r.BestUs,
+			NCCLUs: r.NCCLTime, NCCLBestUs: r.NCCLBest, NChannels: r.NChannels, Wrong: r.Wrong, NCCLWrong: r.NCCLWrong, Root: r.Root}
 		if err := c.setKind(op, r.Dtype, r.RedOp, r.Algo, r.Proto, rep.NRanks); err != nil {
 			return nil, fmt.Errorf("%s: %w", where, err)
 		}
@@ -336,7 +235,7 @@ func ReadJSON(r io.Reader, name string) (*Input, error) {
 			name string
 			v    []float64
 			to   *float64
-		}{{"reps_us", r.RepsUs, &c.HwUs}, {"nccl_reps_us", r.NCCLReps, &c.NCCLUs}} {
+		}{{"reps_us", r.RepsUs, &c.HwUs}, {"nccl_reps_us", r.NCCLRepsUs, &c.NCCLUs}} {
 			if len(reps.v) == 0 {
 				continue
 			}
