@@ -335,7 +335,7 @@ type ProtoCalib struct {
 	// GPUCopyGBps/n, less than CopyGBps when many channels run at once.
 	// It is fitted on collectives run on 1, 4, 12 and 24 channels; p2p
 	// Programs (AlltoAll, SendRecv) run without it (on two H200 NCCL's
-	// AlltoAll moves more than it allows: docs/perf.md). 0: no limit.
+	// AlltoAll moves more than it allows: docs/perf.md at commit 5af611c). 0: no limit.
 	GPUCopyGBps float64 `json:"gpu_copy_GBps,omitempty"`
 }
 
