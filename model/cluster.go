@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"sync/atomic"
 )
 
 // ClusterNode is one host of a job: its ranks and the System NCCL builds
@@ -24,6 +25,8 @@ type Cluster struct {
 	// (--nodes N): their systems differ only in ranks.
 	Replicated bool
 	Nodes      []*ClusterNode
+	// rankNode indexes NodeOfRank (built on first use).
+	rankNode atomic.Pointer[[]int]
 }
 
 // LoadOptions controls how a topology XML becomes a Cluster.

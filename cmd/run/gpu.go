@@ -705,6 +705,13 @@ func (j *gpuJob) plan() (string, error) {
 	if j.res, err = search.Run(cl, opts); err != nil {
 		return "", err
 	}
+	// Our connections take the transports the plan (and the simulator)
+	// gives them.
+	if j.dev != nil {
+		if err := j.dev.SetCluster(cl); err != nil {
+			return "", fmt.Errorf("rank %d: %w", j.rank, err)
+		}
+	}
 	return file, nil
 }
 
@@ -1020,6 +1027,40 @@ func (j *gpuJob) tableRow(r gpuRow, cs ntCase) ntRow {
 		oop: place(&r), ip: place(r.inPlace), algo: r.Algo, proto: r.Proto, nch: r.NChannels}
 }
 
+// transports names the transports of rank 0's connections to its peers
+// as the plan decides them (model.Cluster.Conn on channel 0), with the
+// peers of each: "P2P/NVL (ranks 1-7), NET/mlx5_0->mlx5_0/GDR (ranks
+// 8-15)"; "" for one rank. Our executor's connections follow the same
+// decision (gpudev.Device.SetCluster).
+func (j *gpuJob) transports() string {
+	if j.res == nil || j.res.Cluster == nil || j.n < 2 {
+		return ""
+	}
+	var order []string
+	peers := map[string][]int{}
+	for r := 1; r < j.n; r++ {
+		c, err := j.res.Cluster.Conn(0, r, 0)
+		if err != nil {
+			return ""
+		}
+		k := c.String()
+		if _, ok := peers[k]; !ok {
+			order = append(order, k)
+		}
+		peers[k] = append(peers[k], r)
+	}
+	parts := make([]string, len(order))
+	for i, k := range order {
+		rs := peers[k]
+		who := fmt.Sprintf("rank %d", rs[0])
+		if len(rs) > 1 {
+			who = fmt.Sprintf("%d ranks from %d to %d", len(rs), rs[0], rs[len(rs)-1])
+		}
+		parts[i] = fmt.Sprintf("%s (%s)", k, who)
+	}
+	return strings.Join(parts, ", ")
+}
+
 // notes are the header's twinccl lines of run gpu.
 func (j *gpuJob) notes(rep gpurecord.Report) []string {
 	mode := "CUDA-graph-captured loops"
@@ -1044,6 +1085,9 @@ func (j *gpuJob) notes(rep gpurecord.Report) []string {
 	}
 	if rep.Kernel != nil {
 		notes = append(notes, fmt.Sprintf("twinccl kernel: %s", rep.Kernel))
+	}
+	if t := j.transports(); t != "" {
+		notes = append(notes, "twinccl transports (the plan's, as replay simulates them): "+t)
 	}
 	if j.o.nt.blocking != 0 {
 		notes = append(notes, fmt.Sprintf("twinccl: -z %d has no effect on run gpu (loops are timed with CUDA events)", j.o.nt.blocking))

@@ -586,7 +586,7 @@ func (m *Machine) ginRoute(from, to, ctx int) (*ginRoute, error) {
 		return nil, err
 	}
 	for _, n := range []*model.Node{neta, netb} {
-		if isSocketNet(n) {
+		if model.IsSocketNIC(n) {
 			return nil, fmt.Errorf("GIN needs RDMA NICs: %s is a socket device", n.NET.Name)
 		}
 	}

@@ -8,28 +8,16 @@ import (
 	"github.com/twinccl/twinccl/model"
 )
 
-// Transport is how a connection moves its data (nccl-facts §7.6).
-type Transport uint8
+// Transport is how a connection moves its data: the model's decision
+// (model.Cluster.Conn), which the hardware executor follows too.
+type Transport = model.Transport
 
 // Transports.
 const (
-	TransportP2P Transport = iota // GPU to GPU over NVLink or PCIe
-	TransportSHM                  // through host memory
-	TransportNET                  // through proxies and NICs
+	TransportP2P = model.TransportP2P
+	TransportSHM = model.TransportSHM
+	TransportNET = model.TransportNET
 )
-
-// String returns NCCL's name of the transport.
-func (t Transport) String() string {
-	switch t {
-	case TransportP2P:
-		return "P2P"
-	case TransportSHM:
-		return "SHM"
-	case TransportNET:
-		return "NET"
-	}
-	return fmt.Sprintf("Transport(%d)", int(t))
-}
 
 // route is the way one connection's data goes: the resources it crosses,
 // its one-way latency and an optional rate cap of the transport.
@@ -324,96 +312,71 @@ func (m *Machine) buildRoute(from, to, channel int) (*route, error) {
 	if from < 0 || from >= len(m.rankNode) || to < 0 || to >= len(m.rankNode) {
 		return nil, fmt.Errorf("rank out of range")
 	}
-	na := m.Cluster.Nodes[m.rankNode[from]]
-	sa := na.System
-	ga := sa.GPUByRank(from)
-	if ga == nil {
-		return nil, fmt.Errorf("rank %d has no GPU on its node", from)
+	c, err := m.Cluster.Conn(from, to, channel)
+	if err != nil {
+		return nil, err
 	}
-	rt := &route{w: 1}
-	if from == to {
-		rt.transport, rt.desc = TransportP2P, "self"
+	rt := &route{w: 1, transport: c.Transport}
+	sa := m.Cluster.Nodes[m.rankNode[from]].System
+	ga := sa.GPUByRank(from)
+	switch {
+	case from == to:
+		rt.desc = "self"
+		return rt, nil
+	case c.Transport == TransportP2P:
+		gb := sa.GPUByRank(to)
+		if err := m.linksToRoute(rt, ga.Path(gb), ga.Name()+" to "+gb.Name()); err != nil {
+			return nil, err
+		}
+		rt.desc = c.String()
+		return rt, nil
+	case c.Transport == TransportSHM:
+		gb := sa.GPUByRank(to)
+		cpu := sa.LocalCPU(ga)
+		if cpu == nil {
+			return nil, fmt.Errorf("%s has no local CPU for SHM", ga.Name())
+		}
+		if err := m.linksToRoute(rt, ga.Path(cpu), ga.Name()+" to "+cpu.Name()); err != nil {
+			return nil, err
+		}
+		// The sender's GPU writes into host memory, the receiver's
+		// reads it back: host memory carries every byte twice.
+		mem := m.memRes[m.rankNode[from]]
+		rt.res = append(rt.res, mem)
+		if m.calib.SHMReadLeg {
+			// The reads cross when the receiver loads, not with the
+			// sender's stores.
+			send := rt.res
+			rt.res = []int32{mem}
+			if err := m.linksToRoute(rt, cpu.Path(gb), cpu.Name()+" to "+gb.Name()); err != nil {
+				return nil, err
+			}
+			rt.res, rt.recvRes = send, rt.res
+		} else {
+			rt.res = append(rt.res, mem)
+			if err := m.linksToRoute(rt, cpu.Path(gb), cpu.Name()+" to "+gb.Name()); err != nil {
+				return nil, err
+			}
+		}
+		rt.hostSend, rt.hostRecv = true, true
+		rt.lat += usToPs(m.calib.SHMLatencyUs)
+		rt.capGBps = m.calib.SHMCopyGBps
+		rt.desc = c.String()
 		return rt, nil
 	}
-	if gb := sa.GPUByRank(to); gb != nil {
-		p2p, _, _ := sa.CheckP2P(ga, gb)
-		viaNet := sa.CheckNet(ga, gb)
-		switch {
-		case p2p && !viaNet:
-			rt.transport = TransportP2P
-			if err := m.linksToRoute(rt, ga.Path(gb), ga.Name()+" to "+gb.Name()); err != nil {
-				return nil, err
-			}
-			rt.desc = "P2P/" + ga.Path(gb).Type.String()
-			return rt, nil
-		case !viaNet:
-			rt.transport = TransportSHM
-			cpu := sa.LocalCPU(ga)
-			if cpu == nil {
-				return nil, fmt.Errorf("%s has no local CPU for SHM", ga.Name())
-			}
-			if err := m.linksToRoute(rt, ga.Path(cpu), ga.Name()+" to "+cpu.Name()); err != nil {
-				return nil, err
-			}
-			// The sender's GPU writes into host memory, the receiver's
-			// reads it back: host memory carries every byte twice.
-			mem := m.memRes[m.rankNode[from]]
-			rt.res = append(rt.res, mem)
-			if m.calib.SHMReadLeg {
-				// The reads cross when the receiver loads, not with the
-				// sender's stores.
-				send := rt.res
-				rt.res = []int32{mem}
-				if err := m.linksToRoute(rt, cpu.Path(gb), cpu.Name()+" to "+gb.Name()); err != nil {
-					return nil, err
-				}
-				rt.res, rt.recvRes = send, rt.res
-			} else {
-				rt.res = append(rt.res, mem)
-				if err := m.linksToRoute(rt, cpu.Path(gb), cpu.Name()+" to "+gb.Name()); err != nil {
-					return nil, err
-				}
-			}
-			rt.hostSend, rt.hostRecv = true, true
-			rt.lat += usToPs(m.calib.SHMLatencyUs)
-			rt.capGBps = m.calib.SHMCopyGBps
-			rt.desc = "SHM/" + ga.Path(gb).Type.String()
-			return rt, nil
-		}
-		// NET within the host (ncclTopoCheckNet): loop through the NICs.
-		return m.netRoute(rt, sa, ga, sa, gb, channel)
-	}
-	nb := m.Cluster.Nodes[m.rankNode[to]]
-	gb := nb.System.GPUByRank(to)
-	if gb == nil {
-		return nil, fmt.Errorf("rank %d has no GPU on its node", to)
-	}
-	return m.netRoute(rt, sa, ga, nb.System, gb, channel)
+	return m.netRoute(rt, c)
 }
 
 // netRoute is a NET connection: sender GPU to its channel's NET port
 // (GPUDirect RDMA or staged through host memory), the network, the
 // receiver's NET port to its GPU; the proxies add their latency.
-func (m *Machine) netRoute(rt *route, sa *model.System, ga *model.Node, sb *model.System, gb *model.Node, channel int) (*route, error) {
-	rt.transport = TransportNET
-	neta, err := sa.LocalNet(ga, channel)
-	if err != nil {
-		return nil, err
-	}
-	netb, err := sb.LocalNet(gb, channel)
-	if err != nil {
-		return nil, err
-	}
-	gdrA, err := sa.CheckGDR(ga, neta, true)
-	if err != nil {
-		return nil, err
-	}
-	gdrB, err := sb.CheckGDR(gb, netb, false)
-	if err != nil {
-		return nil, err
-	}
-	rt.gdr = gdrA != model.GDRDisabled && gdrB != model.GDRDisabled
-	socket := isSocketNet(neta) || isSocketNet(netb)
+func (m *Machine) netRoute(rt *route, c model.Conn) (*route, error) {
+	sa := m.Cluster.Nodes[m.rankNode[c.From]].System
+	sb := m.Cluster.Nodes[m.rankNode[c.To]].System
+	ga, gb := sa.GPUByRank(c.From), sb.GPUByRank(c.To)
+	neta, netb := c.SendNIC, c.RecvNIC
+	rt.gdr = c.GDR()
+	socket := c.Socket()
 	loop := socket && m.settings.LoopbackNet && !rt.gdr
 	from, to := ga.GPU.Rank, gb.GPU.Rank
 	pa, pb := ga.Path(neta), netb.Path(gb)
@@ -453,20 +416,8 @@ func (m *Machine) netRoute(rt *route, sa *model.System, ga *model.Node, sb *mode
 	if !rt.gdr {
 		rt.lat += usToPs(m.calib.NoGDRPenaltyUs)
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "NET/%s->%s", neta.NET.Name, netb.NET.Name)
-	if rt.gdr {
-		b.WriteString("/GDR")
-	}
-	rt.desc = b.String()
+	rt.desc = c.String()
 	return rt, nil
-}
-
-// isSocketNet reports whether a NET device belongs to NCCL's socket
-// plugin: it advertises 65536 connections (maxComms), where the IB
-// plugin advertises 131072 or more.
-func isSocketNet(n *model.Node) bool {
-	return n != nil && n.NET.MaxChannels == 65536
 }
 
 // toCPU is the leading part of a GPU-to-NIC path that ends at its CPU

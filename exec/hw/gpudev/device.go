@@ -66,11 +66,13 @@ type Device struct {
 	Timeout time.Duration
 
 	mu      sync.Mutex
-	ends    map[endKey]cuda.DevicePtr  // TwConn of each connection end
-	allocs  []cuda.DevicePtr           // own regions and TwConn arrays
-	opened  []cuda.DevicePtr           // peers' regions opened through IPC
-	shm     []*shmRegion               // host-memory regions (SHM connections)
-	hosts   []string                   // every rank's host id (transport.HostID)
+	ends    map[endKey]cuda.DevicePtr // TwConn of each connection end
+	allocs  []cuda.DevicePtr          // own regions and TwConn arrays
+	opened  []cuda.DevicePtr          // peers' regions opened through IPC
+	shm     []*shmRegion              // host-memory regions (SHM connections)
+	hosts   []string                  // every rank's host id (transport.HostID)
+	links   []Link                    // the topology's transports (SetCluster), nlinks x nlinks; nil without one
+	nlinks  int
 	set     *transport.Set             // the proxy and the net connections; nil until needed
 	netMem  []*cuda.HostMem            // net connections' memory registered with CUDA
 	netConn map[endKey]*transport.Conn // net connection ends

@@ -3,6 +3,7 @@ package gpudev
 import (
 	"errors"
 	"fmt"
+	"os"
 	"unsafe"
 
 	"github.com/twinccl/twinccl/exec/hw/transport"
@@ -68,17 +69,88 @@ func (l Link) String() string {
 }
 
 // Link is the transport this device uses between ranks a and b (both
-// ranks of the job; NCCL's order: P2P, then SHM, then NET).
+// ranks of the job): the model's decision (LinkFor) once SetCluster gave
+// the job's topology, as the simulator decides it; before that, or for a
+// device without one (LocalJob), ranks of different hosts connect over
+// NET and ranks of one host over P2P, SHM or NET as NCCL_P2P_DISABLE and
+// NCCL_SHM_DISABLE say. TWINCCL_P2P_DISABLE and TWINCCL_SHM_DISABLE
+// override either for our executor only (NCCL's baseline keeps its
+// transports), for experiments.
 func (d *Device) Link(a, b int) Link {
-	switch {
-	case a == b:
+	if a == b {
 		return LinkSelf
+	}
+	if d.links != nil {
+		return override(d.links[a*d.nlinks+b])
+	}
+	switch {
 	case d.hosts[a] != d.hosts[b] || p2pDisabled() && shmDisabled():
 		return LinkNet
 	case p2pDisabled():
 		return LinkSHM
 	}
 	return LinkP2P
+}
+
+// override applies TWINCCL_P2P_DISABLE and TWINCCL_SHM_DISABLE to the
+// model's decision: P2P falls to SHM, SHM to NET.
+func override(l Link) Link {
+	p2p, shm := os.Getenv("TWINCCL_P2P_DISABLE") == "1", os.Getenv("TWINCCL_SHM_DISABLE") == "1"
+	if l == LinkP2P && p2p {
+		l = LinkSHM
+	}
+	if l == LinkSHM && shm {
+		l = LinkNet
+	}
+	return l
+}
+
+// LinkFor is the transport NCCL uses between ranks a and b of the cluster
+// (model.Cluster.Conn, the decision the simulator routes by), as this
+// device's Link.
+func LinkFor(cl *model.Cluster, a, b int) (Link, error) {
+	if a == b {
+		return LinkSelf, nil
+	}
+	c, err := cl.Conn(a, b, 0)
+	if err != nil {
+		return 0, err
+	}
+	switch c.Transport {
+	case model.TransportP2P:
+		return LinkP2P, nil
+	case model.TransportSHM:
+		return LinkSHM, nil
+	}
+	return LinkNet, nil
+}
+
+// SetCluster makes the job's topology decide every connection's transport
+// (LinkFor). Call it on every rank before the first launch, with the same
+// cluster. Ranks the cluster puts on one node must be on one host (their
+// host ids equal); ranks of one host on different nodes (several ranks on
+// one GPU, or a job split into hosts on one machine) connect over NET, as
+// the simulator routes them.
+func (d *Device) SetCluster(cl *model.Cluster) error {
+	n := len(d.hosts)
+	if cl.NRanks != n {
+		return fmt.Errorf("gpudev: the topology plans %d ranks, the job has %d", cl.NRanks, n)
+	}
+	links := make([]Link, n*n)
+	for a := 0; a < n; a++ {
+		for b := 0; b < n; b++ {
+			l, err := LinkFor(cl, a, b)
+			if err != nil {
+				return fmt.Errorf("gpudev: %w", err)
+			}
+			if l != LinkNet && l != LinkSelf && d.hosts[a] != d.hosts[b] {
+				return fmt.Errorf("gpudev: the topology connects ranks %d and %d over %s, but they are on different hosts (%q, %q)", a, b, l, d.hosts[a], d.hosts[b])
+			}
+			links[a*n+b] = l
+		}
+	}
+	d.links, d.nlinks = links, n
+	return nil
 }
 
 // startNet gathers every rank's host id and starts the proxy when a peer
