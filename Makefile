@@ -65,7 +65,8 @@ bench:
 # and a count that runs past 5 minutes (a pathological input) fails.
 FUZZ_TARGETS := ./model:FuzzParseTopology:40000 ./model:FuzzDecodeProgram:60000 \
 	./model:FuzzParseProgramText:50000 ./traces:FuzzParseNCCLLog:50000 \
-	./traces:FuzzOpenEventTrace:10000
+	./traces:FuzzOpenEventTrace:10000 ./traces:FuzzImportChakra:20000 \
+	./traces:FuzzImportKineto:10000 ./traces:FuzzImportNCCLLog:6000
 
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \

@@ -10,6 +10,7 @@ require (
 	github.com/stretchr/testify v1.12.1
 	golang.org/x/sys v0.38.0
 	gonum.org/v1/gonum v0.17.0
+	google.golang.org/protobuf v1.34.2
 )
 
 require (
@@ -21,5 +22,4 @@ require (
 	github.com/twpayne/go-geom v1.6.1 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/tools v0.30.0 // indirect
-	google.golang.org/protobuf v1.34.2 // indirect
 )

@@ -232,6 +232,12 @@ var callFields = []field[CallRow]{
 			r[i].Host = v[i]
 		}
 	}},
+	{name: "deps", str: func(r []CallRow, v []string) {
+		v = v[:len(r)]
+		for i := range r {
+			r[i].Deps = v[i]
+		}
+	}},
 }
 
 // Bounds on the strings a column reader keeps for reuse: distinct strings

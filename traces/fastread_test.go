@@ -224,9 +224,10 @@ func TestColumnReaderMatchesReflection(t *testing.T) {
 
 // TestCompatFixtures reads traces written by the first release of the writer
 // (testdata/compat, schema 1.0: event rows without data_ns, which read as
-// 0) and by the release that added data_ns (events-1.1.parquet), and checks
-// that this build writes the same bytes for the same rows.
-// TWINCCL_WRITE_COMPAT=1 writes events-1.1.parquet afresh.
+// 0), by the release that added data_ns (1.1: call rows without deps,
+// which read as "") and by this one (1.2), and checks that this build
+// writes the bytes of the 1.2 files for the same rows.
+// TWINCCL_WRITE_COMPAT=1 writes the 1.2 files afresh.
 func TestCompatFixtures(t *testing.T) {
 	edata, err := os.ReadFile(filepath.Join("testdata", "compat", "events-1.0.parquet"))
 	require.NoError(t, err)
@@ -239,33 +240,45 @@ func TestCompatFixtures(t *testing.T) {
 	sameRows(t, slow, fast)
 	sameRows(t, sortedEvents(old), sortedEvents(fast))
 
-	path := filepath.Join("testdata", "compat", "events-1.1.parquet")
 	written := writeEvents(t, events, WriterOptions{RowGroupRows: 200})
-	if os.Getenv("TWINCCL_WRITE_COMPAT") == "1" {
-		require.NoError(t, os.WriteFile(path, written, 0o644))
+	for _, v := range []string{"1.1", "1.2"} {
+		path := filepath.Join("testdata", "compat", "events-"+v+".parquet")
+		if v == "1.2" && os.Getenv("TWINCCL_WRITE_COMPAT") == "1" {
+			require.NoError(t, os.WriteFile(path, written, 0o644))
+		}
+		edata, err = os.ReadFile(path)
+		require.NoError(t, err)
+		fast, slow = bothEvents(t, edata, Filter{})
+		sameRows(t, slow, fast)
+		sameRows(t, sortedEvents(events), sortedEvents(fast))
+		if v == "1.2" {
+			require.True(t, bytes.Equal(edata, written), "the event writer no longer writes the bytes of "+path)
+		}
 	}
-	edata, err = os.ReadFile(path)
-	require.NoError(t, err)
-	fast, slow = bothEvents(t, edata, Filter{})
-	sameRows(t, slow, fast)
-	sameRows(t, sortedEvents(events), sortedEvents(fast))
-	require.True(t, bytes.Equal(edata, written), "the event writer no longer writes the bytes of "+path)
 
 	calls := testCalls(200, 32)
-	cwritten := writeCalls(t, calls, WriterOptions{RowGroupRows: 128, Compression: CompressionSnappy})
-	if os.Getenv("TWINCCL_WRITE_COMPAT") == "1" {
-		require.NoError(t, os.WriteFile(filepath.Join("testdata", "compat", "calls-1.1.parquet"), cwritten, 0o644))
+	withDeps := slices.Clone(calls)
+	for i := range withDeps {
+		if i%3 == 0 {
+			withDeps[i].Deps = FormatDeps([]Dep{{Comm: withDeps[i].Comm, Call: int64(i), GapNs: int64(i) * 10}})
+		}
 	}
-	for _, v := range []string{"1.0", "1.1"} {
+	cwritten := writeCalls(t, withDeps, WriterOptions{RowGroupRows: 128, Compression: CompressionSnappy})
+	if os.Getenv("TWINCCL_WRITE_COMPAT") == "1" {
+		require.NoError(t, os.WriteFile(filepath.Join("testdata", "compat", "calls-1.2.parquet"), cwritten, 0o644))
+	}
+	for _, v := range []string{"1.0", "1.1", "1.2"} {
 		path := filepath.Join("testdata", "compat", "calls-"+v+".parquet")
 		cdata, err := os.ReadFile(path)
 		require.NoError(t, err)
 		cfast, cslow := bothCalls(t, cdata)
 		sameRows(t, cslow, cfast)
-		sameRows(t, sortedCalls(calls), sortedCalls(cfast))
-		if v == "1.1" { // 1.0's differ in the version they carry
+		want := calls // files before 1.2 have no deps: they read as ""
+		if v == "1.2" {
+			want = withDeps
 			require.True(t, bytes.Equal(cdata, cwritten), "the call writer no longer writes the bytes of "+path)
 		}
+		sameRows(t, sortedCalls(want), sortedCalls(cfast))
 	}
 }
 

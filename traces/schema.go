@@ -16,8 +16,8 @@ const (
 	// SchemaMajor is the major version of the call and event schemas.
 	SchemaMajor = 1
 	// SchemaMinor is the minor version written by this build (1: event
-	// rows have data_ns).
-	SchemaMinor = 1
+	// rows have data_ns; 2: call rows have deps).
+	SchemaMinor = 2
 
 	// MetaKind is the metadata key naming the kind of rows in a file.
 	MetaKind = "twinccl.trace.kind"
@@ -76,6 +76,12 @@ type CallRow struct {
 	EndNs     int64  `parquet:"end_ns"`         // when the kernel ended
 	Source    string `parquet:"source,dict"`    // SourceHW or SourceSim
 	Host      string `parquet:"host,dict"`      // host name of the rank
+	// Deps are the calls of the same process (global rank) that must
+	// have ended before this one may start, beyond its stream's order,
+	// as FormatDeps writes them ("0x1f:3+1500,0x2a:7"; "" for none, and
+	// in files before schema 1.2). Importers fill it from formats that
+	// record dependencies (Chakra's data and control deps).
+	Deps string `parquet:"deps,dict"`
 }
 
 // EventRow is one primitive step of one rank on one channel.
@@ -158,7 +164,7 @@ var callColumns = []columnSpec{
 	{name: "count", kind: "INT64"}, {name: "datatype", kind: "BYTE_ARRAY"}, {name: "redop", kind: "BYTE_ARRAY"},
 	{name: "root", kind: "INT32"}, {name: "stream", kind: "INT64"}, {name: "enqueue_ns", kind: "INT64"},
 	{name: "start_ns", kind: "INT64"}, {name: "end_ns", kind: "INT64"}, {name: "source", kind: "BYTE_ARRAY"},
-	{name: "host", kind: "BYTE_ARRAY"},
+	{name: "host", kind: "BYTE_ARRAY"}, {name: "deps", kind: "BYTE_ARRAY", since: true},
 }
 
 var eventColumns = []columnSpec{

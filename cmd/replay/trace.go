@@ -21,6 +21,8 @@ const traceHelp = `Usage:
   replay trace cat FILE [--rank R] [--call COMM:CALL] [--limit N]
   replay trace export FILE... [--format chrome|pprof|summary] [-o OUT]
   replay trace merge -o OUT.parquet PART.parquet...
+  replay trace import --format chakra|kineto|nccl-log FILE... -o OUT.parquet
+                      [--ranks N] [--dtype T] [--comm-groups FILE]
 
 Inspects twinccl trace files (parquet; call traces and event traces, schema
 version %s; files of another major version are refused).
@@ -42,6 +44,21 @@ version %s; files of another major version are refused).
           each part, where every part has one) into OUT.events.parquet;
           written atomically, both or neither. A part given twice, or
           two parts holding the same rank of a communicator, is refused.
+  import  reads other tools' traces of one job into a call trace, written
+          atomically, with each communicator's global ranks in its
+          metadata (twinccl.comms):
+            chakra    Chakra execution traces (ASTRA-sim's input), one
+                      PREFIX.RANK.et per rank: collective, send and receive
+                      nodes, their process groups (pg_name; --comm-groups
+                      gives ASTRA-sim's comm_group.json) and dependencies
+                      (compute nodes between calls become host gaps);
+            kineto    PyTorch profiler JSON traces, one per rank: the NCCL
+                      kernels that carry collective metadata;
+            nccl-log  NCCL_DEBUG=INFO logs with NCCL_DEBUG_SUBSYS=INIT,COLL
+                      (every rank's, one file or several).
+          --ranks N maps a job recorded on fewer ranks onto N (see
+          docs/guide/trace-import.md). A record that cannot be imported
+          is an error naming its file and record (or line).
 
 Flags:
 `
@@ -50,7 +67,7 @@ func runTrace(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprintf(stderr, traceHelp, traces.CurrentVersion)
 		if len(args) == 0 {
-			return fmt.Errorf("%w: missing subcommand (info, cat, export or merge)", errUsage)
+			return fmt.Errorf("%w: missing subcommand (info, cat, export, merge or import)", errUsage)
 		}
 		return flag.ErrHelp
 	}
@@ -129,6 +146,8 @@ func runTrace(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("%w: --format %q: want chrome, pprof or summary", errUsage, *format)
 		}
 		return traceExport(stdout, pos, *format, *out)
+	case "import":
+		return traceImport(fs, args, stdout)
 	case "merge":
 		out := fs.String("o", "", "write the merged call trace to `OUT.parquet` (and its event trace to OUT.events.parquet)")
 		pos, err := parseInterspersed(fs, args)
@@ -143,7 +162,7 @@ func runTrace(args []string, stdout, stderr io.Writer) error {
 		}
 		return traceMerge(stdout, pos, *out)
 	}
-	return fmt.Errorf("%w: unknown trace subcommand %q (want info, cat, export or merge)", errUsage, sub)
+	return fmt.Errorf("%w: unknown trace subcommand %q (want info, cat, export, merge or import)", errUsage, sub)
 }
 
 // traceMerge merges the call traces parts into out and, where every part
