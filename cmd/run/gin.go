@@ -61,6 +61,11 @@ func (j *gpuJob) fillAllToAll(bytes uint64) error {
 	if err := j.ctx.MemsetD8(j.out, 0xa5, bytes); err != nil {
 		return fmt.Errorf("rank %d: clear the output: %w", j.rank, err)
 	}
+	// Done on the legacy stream, which the GIN stream does not wait for
+	// (see fillInput).
+	if err := j.ctx.Synchronize(); err != nil {
+		return fmt.Errorf("rank %d: prepare the buffers: %w", j.rank, err)
+	}
 	return nil
 }
 

@@ -1505,6 +1505,14 @@ func (j *gpuJob) fillInput(in, out cuda.DevicePtr, inB, outB uint64, compute boo
 			return fmt.Errorf("rank %d: copy the input: %w", j.rank, err)
 		}
 	}
+	// The memset and a pageable copy may still run on the device when
+	// they return, on the legacy stream, which our non-blocking streams do
+	// not wait for: a one-rank call's device copy (no kernel launch delay)
+	// was seen to finish before the memset did, which then overwrote part
+	// of its output (H100, AllGather 2 MiB, 6,400 elements).
+	if err := j.ctx.Synchronize(); err != nil {
+		return fmt.Errorf("rank %d: prepare the buffers: %w", j.rank, err)
+	}
 	return nil
 }
 
