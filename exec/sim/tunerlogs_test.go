@@ -2,12 +2,12 @@ package sim
 
 import (
 	"bytes"
-	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/twinccl/twinccl"
 	"github.com/twinccl/twinccl/model"
@@ -18,8 +18,20 @@ import (
 // protocols on the H200 pair.
 func timingsDir() string { return filepath.Join(repoRoot(), "testdata", "nccl-timings") }
 
-// heldOutTables are the tables of timingsDir, in a fixed order.
-var heldOutTables = []string{"p2p-simple", "p2p-ll", "p2p-ll128", "shm", "shm-simple", "net-socket"}
+// tablesIn are the names of the timing tables (NAME.tsv) in dir, each
+// with NCCL's INFO log of its calls (NAME.log), sorted. TestAccuracy
+// (exec/sim/hwcmp) holds the simulator's errors on them.
+func tablesIn(t testing.TB, dir string) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.tsv"))
+	require.NoError(t, err)
+	require.NotEmpty(t, files, dir)
+	var names []string
+	for _, f := range files {
+		names = append(names, strings.TrimSuffix(filepath.Base(f), ".tsv"))
+	}
+	return names
+}
 
 // loadTable reads a table of timingsDir, "NAME[,KEY=VALUE...]" (see
 // ParseTableSpec), and runs the search on the embedded H200 topology
@@ -55,7 +67,7 @@ func loadTable(t testing.TB, spec string) (*Table, *search.Result) {
 // algorithm, protocol and channel count NCCL logged for every call (PAT
 // included, which the simulator then runs as a ring).
 func TestTunerMatchesLogs(t *testing.T) {
-	for _, name := range heldOutTables {
+	for _, name := range tablesIn(t, timingsDir()) {
 		tb, res := loadTable(t, name)
 		checkLoggedChoices(t, tb, res, filepath.Join(timingsDir(), name+".log"))
 	}
@@ -94,96 +106,6 @@ func checkLoggedChoices(t *testing.T, tb *Table, res *search.Result, path string
 		}
 	}
 	t.Logf("%s (%s): %d logged calls, %d differ", tb.Name, strings.TrimSpace(tb.Settings()), len(lc), bad)
-}
-
-// heldOutBounds are the tolerances on the tables the embedded calibration
-// was NOT fitted to (calib/h200.json's "source" says which were): median
-// and maximum absolute error over the rows that are not disturbed
-// (Measurement.Noisy: a mean more than 25% above the best repetition;
-// they are listed, not bounded). Rows are simulated as the graph loops
-// that timed them (Simulator.Loop). p2p-simple's small calls were 20-47%
-// slow (13.3% / 47.2% median / max) while Simple slices without data paid
-// the full per-slice cost; NCCL's Simple primitives skip the copy and the
-// fence for them, and so does the simulator now (7.4% / 21.6%; 6.3% /
-// 20.3% since Simple's per-block rates come from NCCL run on one and a
-// few channels, with a copy throughput a GPU's blocks share). What is
-// left: Broadcast and Reduce below 32 KiB are 16-20% slow (NCCL's
-// one-slice calls take less than the per-call and per-slice costs that
-// the larger calls need), and AllReduce, AllGather and ReduceScatter at
-// 32-512 KiB 11-16% fast. shm-simple was 4.4% / 21.6% before SHM's stage
-// was refitted with host_load_us and the H100 pair's SHM LL tables, which
-// move the constants SHM Simple shares with LL (PCI latency and
-// efficiency, host memory bandwidth): 7.0% / 21.3% now. The socket NET
-// costs are fitted on the AllReduce and Broadcast rows; the AllGather,
-// ReduceScatter and Reduce rows are held out.
-var heldOutBounds = []struct {
-	spec        string
-	median, max float64
-}{
-	{"p2p-simple", 0.09, 0.25}, // 6.3, 20.3
-	{"shm-simple", 0.10, 0.26}, // 7.0, 21.3
-	// Recorded on an early start of the H200 pair whose sockets were
-	// about 30% faster than those of the probed later starts the socket
-	// constants now describe (testdata/hw/fit-sockets.sh), and not
-	// probed, so not scaled: 12.9/27.2 under the constants before.
-	{"net-socket,colls=all_gather+reduce_scatter+reduce", 0.25, 0.47}, // 21.7, 41.2
-}
-
-// TestAccuracyHeldOut predicts tables the calibration was not fitted to
-// and fails with a table of the rows beyond the bound.
-func TestAccuracyHeldOut(t *testing.T) {
-	c, err := DefaultCalib(90)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, b := range heldOutBounds {
-		tb, res := loadTable(t, b.spec)
-		if strings.Contains(","+c.Fit.Table+",", ","+tb.Name+",") {
-			t.Fatalf("%s is among the calibration's fitted tables (%s): it cannot test the fit", tb.Name, c.Fit.Table)
-		}
-		checkTableBound(t, c, tb, res, b.median, b.max)
-	}
-}
-
-// checkTableBound predicts table tb (searched into res) with calibration c
-// and fails, with a table of the offending rows, when the median or a row
-// of those that are not disturbed (Measurement.Noisy: listed, not
-// bounded) is beyond its bound.
-func checkTableBound(t *testing.T, c *Calib, tb *Table, res *search.Result, median, max float64) {
-	t.Helper()
-	ft := NewFitTable(tb, res)
-	rows, err := ft.Compare(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var clean []Comparison
-	var noisy []string
-	for _, r := range rows {
-		if r.Noisy() {
-			noisy = append(noisy, fmt.Sprintf("%s %d (%+.1f%%)", r.Coll, r.Bytes, 100*r.Err))
-			continue
-		}
-		clean = append(clean, r)
-	}
-	med, mx := ErrorStats(clean)
-	t.Logf("%-20s median %5.2f%% max %6.2f%% over %2d rows (bounds %.0f%%/%.0f%%); disturbed rows not bounded: %s",
-		tb.Name, 100*med, 100*mx, len(clean), 100*median, 100*max, strings.Join(noisy, ", "))
-	if off := offenders(clean, max); med > median || off != "" {
-		t.Errorf("%s (held out): median %.2f%% (bound %.0f%%), rows beyond %.0f%%:%s", tb.Name, 100*med, 100*median, 100*max, off)
-	}
-}
-
-// offenders lists the rows whose absolute error is beyond max, one per
-// line, for a failure message ("" when none is).
-func offenders(rows []Comparison, max float64) string {
-	var off strings.Builder
-	for _, r := range rows {
-		if math.Abs(r.Err) > max {
-			fmt.Fprintf(&off, "\n  %-14s %12d %-5s %-6s %2d  meas %9.2f  sim %9.2f  err %+6.1f%%",
-				r.Coll, r.Bytes, r.Algo, r.Proto, r.NChannels, r.MeanUs, r.SimUs, 100*r.Err)
-		}
-	}
-	return off.String()
 }
 
 // machineLogs are NCCL's INFO logs (libnccl 2.28.3) of the H100 machines
