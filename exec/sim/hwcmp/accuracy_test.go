@@ -99,8 +99,18 @@ func TestAccuracy(t *testing.T) {
 func checkAccTable(want *accRecorded, header string, got []accGroup) []string {
 	var out []string
 	if want.Header != header {
-		out = append(out, fmt.Sprintf("  header differs (margin, data set or what was left out):\n    now:   %s\n    table: %s",
-			strings.ReplaceAll(strings.TrimSpace(header), "\n", "\n           "), strings.ReplaceAll(strings.TrimSpace(want.Header), "\n", "\n           ")))
+		// the header's lines that differ (what was left out, the margin)
+		now, table := strings.Split(header, "\n"), strings.Split(want.Header, "\n")
+		for _, l := range now {
+			if !slices.Contains(table, l) {
+				out = append(out, "  header now:   "+l)
+			}
+		}
+		for _, l := range table {
+			if !slices.Contains(now, l) {
+				out = append(out, "  header table: "+l)
+			}
+		}
 	}
 	byKey := map[accGroupKey]accGroup{}
 	for _, g := range got {
