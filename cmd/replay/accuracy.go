@@ -715,7 +715,7 @@ func (r *accuracyReport) write(w io.Writer) error {
 	p("NCCL's own timing tables (`testdata/nccl-timings`: PyTorch's CUDA-graph loops, NCCL 2.28.9) whose role is eval, each\n")
 	p("simulated as `replay calibrate --evaluate` does with its manifest entry's options (rows whose mean is over %gx their best\n", sim.DisturbedRatio)
 	p("repetition left out), with the calibration they name: the H100 pair's tables with `h100.json`, the calibration its\n")
-	p("recordings get above (`docs/eval-tables.txt` and `exec/sim`'s `TestAccuracyH100x2` evaluate them with `h200.json`).\n\n")
+	p("recordings get above, as `testdata/accuracy/nccl-timings.txt` has them (`docs/eval-tables.txt` evaluates them with `h200.json`).\n\n")
 	p("| table | machine | options | calibration | rows | left out | median / max (%%) |\n|---|---|---|---|---:|---:|---:|\n")
 	for _, t := range r.tables {
 		p("| `%s` | %s | `%s` | %s | %d | %d | %.1f / %.1f |\n", t.entry.Path, t.entry.Machine, t.entry.Report, t.calib, t.rows, t.left, 100*t.median, 100*t.max)
