@@ -49,10 +49,13 @@ func TestAccuracy(t *testing.T) {
 	for _, ds := range sets {
 		names = append(names, ds.Name+".txt")
 		t.Run(ds.Name, func(t *testing.T) {
+			// the shared baselines and topologies beside the checkout
 			for _, e := range ds.Entries {
-				if rel, ok := strings.CutPrefix(e.Path, "../"); ok {
-					if _, err := os.Stat(filepath.Join(root, "..", filepath.FromSlash(rel))); err != nil {
-						t.Skipf("%s (%s:%d) is not beside the checkout: %v", e.Path, manifest.Path, e.Line, err)
+				for _, p := range []string{e.Path, e.ReportOption("topo")} {
+					if rel, ok := strings.CutPrefix(p, "../"); ok {
+						if _, err := os.Stat(filepath.Join(root, "..", filepath.FromSlash(rel))); err != nil {
+							t.Skipf("%s (%s:%d) is not beside the checkout: %v", p, manifest.Path, e.Line, err)
+						}
 					}
 				}
 			}

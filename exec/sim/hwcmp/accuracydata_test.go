@@ -56,8 +56,7 @@ type accGroup struct {
 }
 
 // accDataSet is what one table file covers: its name (testdata/accuracy/
-// NAME.txt), the manifest entries measured, and the recordings left out
-// (with why).
+// NAME.txt) and the manifest entries it measures.
 type accDataSet struct {
 	Name    string
 	Entries []manifest.Entry
