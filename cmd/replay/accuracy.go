@@ -152,19 +152,11 @@ type accuracyReport struct {
 	plots     []accPlot
 	// builds are the kernels our column's calibrations were fitted on.
 	builds []string
-	floors map[accKey]floorStat
+	floors map[accKey]hwcmp.GroupFloor
 }
 
 // accKey is a cell of the detailed table.
-type accKey struct {
-	machine, col, transport, proto, op string
-}
-
-// floorStat summarizes the floors of a cell's rows.
-type floorStat struct {
-	cells       int
-	median, max float64
-}
+type accKey = hwcmp.GroupKey
 
 // buildAccuracy simulates every reported eval entry of m (paths relative
 // to root).
@@ -532,58 +524,16 @@ func rowCol(f *accFile, r *hwcmp.Row, col string) (err float64, proto string, wh
 }
 
 // accuracyFloors measures the hardware's start-to-start repeatability of
-// each machine's reported recordings (hwcmp.Floors over its starts: the
-// directories of its recordings, less a trailing proto/ or heldout/), per
-// machine, column, transport, protocol and collective: the median and
-// largest floor of the rows measured steady on two starts or more. Our
-// column's cells count only for the builds of its calibrations.
-func accuracyFloors(files []*accFile, builds []string) map[accKey]floorStat {
-	type startKey struct{ machine, dir string }
-	byStart := map[startKey][]*hwcmp.Report{}
-	var keys []startKey
-	for _, f := range files {
-		k := startKey{f.entry.Machine, startDir(f.entry.Path)}
-		if byStart[k] == nil {
-			keys = append(keys, k)
-		}
-		byStart[k] = append(byStart[k], f.rep)
+// each machine's reported recordings (hwcmp.GroupFloors): per machine,
+// column, transport, protocol and collective, the median and largest
+// floor of the rows measured steady on two starts or more. Our column's
+// cells count only for the builds of its calibrations.
+func accuracyFloors(files []*accFile, builds []string) map[accKey]hwcmp.GroupFloor {
+	recs := make([]hwcmp.Recorded, len(files))
+	for i, f := range files {
+		recs[i] = hwcmp.Recorded{Machine: f.entry.Machine, Path: f.entry.Path, Report: f.rep}
 	}
-	slices.SortFunc(keys, func(a, b startKey) int {
-		return cmp.Or(strings.Compare(a.machine, b.machine), strings.Compare(a.dir, b.dir))
-	})
-	floors := map[accKey][]float64{}
-	for i := 0; i < len(keys); {
-		j := i
-		var starts []hwcmp.Start
-		for ; j < len(keys) && keys[j].machine == keys[i].machine; j++ {
-			starts = append(starts, hwcmp.Start{Name: keys[j].dir, Dir: keys[j].dir, Reports: byStart[keys[j]]})
-		}
-		if len(starts) > 1 {
-			for _, c := range hwcmp.Floors(starts).Cells {
-				if c.Column == hwcmp.ColOurs && !slices.ContainsFunc(builds, func(b string) bool { return strings.HasPrefix(c.Build, b) }) {
-					continue
-				}
-				k := accKey{keys[i].machine, c.Column, c.Transport, c.Proto, c.Op}
-				floors[k] = append(floors[k], c.Floor)
-			}
-		}
-		i = j
-	}
-	out := map[accKey]floorStat{}
-	for k, v := range floors {
-		out[k] = floorStat{cells: len(v), median: sim.Median(v), max: slices.Max(v)}
-	}
-	return out
-}
-
-// startDir is the start a recording belongs to: its directory, less a
-// trailing proto/ or heldout/ (the groups of one start).
-func startDir(path string) string {
-	d := filepath.ToSlash(filepath.Dir(filepath.FromSlash(path)))
-	for _, g := range []string{"/proto", "/heldout"} {
-		d = strings.TrimSuffix(d, g)
-	}
-	return d
+	return hwcmp.GroupFloors(recs, builds)
 }
 
 // accStat is the errors of some rows.
@@ -646,7 +596,7 @@ func (r *accuracyReport) write(w io.Writer) error {
 					left[col][why]++
 					continue
 				}
-				k := accKey{f.entry.Machine, col, f.rep.Transport, proto, row.Coll.String()}
+				k := accKey{Machine: f.entry.Machine, Column: col, Transport: f.rep.Transport, Proto: proto, Op: row.Coll.String()}
 				if detail[k] == nil {
 					detail[k] = &accStat{}
 				}
@@ -712,8 +662,8 @@ func (r *accuracyReport) write(w io.Writer) error {
 
 	var machines []string
 	for k := range detail {
-		if !slices.Contains(machines, k.machine) {
-			machines = append(machines, k.machine)
+		if !slices.Contains(machines, k.Machine) {
+			machines = append(machines, k.Machine)
 		}
 	}
 	slices.Sort(machines)
@@ -724,21 +674,21 @@ func (r *accuracyReport) write(w io.Writer) error {
 		p("| vs | transport | protocol | collective | files | rows | median / max (%%) | floor median / max (%%) |\n|---|---|---|---|---:|---:|---:|---:|\n")
 		var ks []accKey
 		for k := range detail {
-			if k.machine == mach {
+			if k.Machine == mach {
 				ks = append(ks, k)
 			}
 		}
 		slices.SortFunc(ks, func(a, c accKey) int {
-			return cmp.Or(strings.Compare(colName(a.col), colName(c.col)), strings.Compare(a.transport, c.transport),
-				strings.Compare(a.proto, c.proto), strings.Compare(a.op, c.op))
+			return cmp.Or(strings.Compare(colName(a.Column), colName(c.Column)), strings.Compare(a.Transport, c.Transport),
+				strings.Compare(a.Proto, c.Proto), strings.Compare(a.Op, c.Op))
 		})
 		for _, k := range ks {
 			s := detail[k]
 			fl := "-"
 			if f, ok := r.floors[k]; ok {
-				fl = fmt.Sprintf("%.1f / %.1f (%d)", 100*f.median, 100*f.max, f.cells)
+				fl = fmt.Sprintf("%.1f / %.1f (%d)", 100*f.Median, 100*f.Max, f.Cells)
 			}
-			p("| %s | %s | %s | %s | %d | %d | %s | %s |\n", colName(k.col), k.transport, k.proto, k.op, s.files, len(s.abs), s.medianMax(), fl)
+			p("| %s | %s | %s | %s | %d | %d | %s | %s |\n", colName(k.Column), k.Transport, k.Proto, k.Op, s.files, len(s.abs), s.medianMax(), fl)
 		}
 	}
 
@@ -765,7 +715,7 @@ func (r *accuracyReport) write(w io.Writer) error {
 	p("NCCL's own timing tables (`testdata/nccl-timings`: PyTorch's CUDA-graph loops, NCCL 2.28.9) whose role is eval, each\n")
 	p("simulated as `replay calibrate --evaluate` does with its manifest entry's options (rows whose mean is over %gx their best\n", sim.DisturbedRatio)
 	p("repetition left out), with the calibration they name: the H100 pair's tables with `h100.json`, the calibration its\n")
-	p("recordings get above (`docs/eval-tables.txt` and `exec/sim`'s `TestAccuracyH100x2` evaluate them with `h200.json`).\n\n")
+	p("recordings get above, as `testdata/accuracy/nccl-timings.txt` has them (`docs/eval-tables.txt` evaluates them with `h200.json`).\n\n")
 	p("| table | machine | options | calibration | rows | left out | median / max (%%) |\n|---|---|---|---|---:|---:|---:|\n")
 	for _, t := range r.tables {
 		p("| `%s` | %s | `%s` | %s | %d | %d | %.1f / %.1f |\n", t.entry.Path, t.entry.Machine, t.entry.Report, t.calib, t.rows, t.left, 100*t.median, 100*t.max)

@@ -166,11 +166,6 @@ func TestAccuracyUsage(t *testing.T) {
 }
 
 func TestAccuracyHelpers(t *testing.T) {
-	assert.Equal(t, "testdata/hw/h100x2/rerun30", startDir("testdata/hw/h100x2/rerun30/heldout/p2p-allreduce-ll.json"))
-	assert.Equal(t, "testdata/hw/h100x2/rerun30", startDir("testdata/hw/h100x2/rerun30/proto/net-allgather-ll.json"))
-	assert.Equal(t, "testdata/hw/h100x2/rerun30", startDir("testdata/hw/h100x2/rerun30/net-allgather.json"))
-	assert.Equal(t, "testdata/hw/h100x2/twice/first", startDir("testdata/hw/h100x2/twice/first/heldout/net-allgather-ll.json"))
-	assert.Equal(t, "testdata/hw/h100x2", startDir("testdata/hw/h100x2/heldout/p2p-allreduce-ll.json"))
 	assert.Equal(t, "2.28.3", softwareField("nccl=2.28.3 kernel=a6a13e53b6fb520e+lt640", "nccl"))
 	assert.Equal(t, "-", softwareField("kernel=-", "nccl"))
 	assert.Equal(t, "none", leftLine(map[string]int{}))

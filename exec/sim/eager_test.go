@@ -9,8 +9,7 @@ import (
 // (measured, not fitted) from the baseline table's eager column: the
 // median eager time of the calls of 8 B to 8 KiB, which the GPU runs in
 // less time (so that the host's issue rate is all their eager loop
-// shows). It then checks the eager predictions of those rows and of
-// the whole column.
+// shows), each of which the simulator runs in less than that in a graph.
 func TestHostCallUs(t *testing.T) {
 	tb := baselineTable(t)
 	var small []float64
@@ -35,20 +34,5 @@ func TestHostCallUs(t *testing.T) {
 	median := (small[11] + small[12]) / 2
 	if h := s.Machine.calib.HostCallUs; h < median-0.01 || h > median+0.01 {
 		t.Errorf("host_call_us is %.3f us, the eager column gives %.3f us", h, median)
-	}
-	if err := tb.ApplySpec([]string{"timing=eager"}); err != nil {
-		t.Fatal(err)
-	}
-	s.Eager = true
-	rows, err := s.Compare(tb.Rows)
-	if err != nil {
-		t.Fatal(err)
-	}
-	med, mx := ErrorStats(rows)
-	t.Logf("eager column: median |err| %.2f%%, max %.2f%% over %d rows", 100*med, 100*mx, len(rows))
-	// Measured: 3.25% median; the maximum is one disturbed row (AllReduce
-	// 32 B: 33.72 us eager, 5.67 us in a graph).
-	if med > 0.05 {
-		t.Errorf("eager column: median |err| %.2f%%, want at most 5%%", 100*med)
 	}
 }

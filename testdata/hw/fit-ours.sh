@@ -60,11 +60,12 @@
 # constants: from today's, stage 2 (LL128) stops in a worse minimum
 # (held-out 10.4% median against 6.5% at that stage). The calibration
 # before it, of the kernel without the credit leader and without the SHM
-# read leg (this script as of commit 0bab263, LATE=rerun4), is
+# read leg (this script as of commit 0bab263, LATE=rerun4), was
 # testdata/hw/h200-twinccl-no-leader.json;
 # testdata/hw/h200-twinccl-early-own.json is older still (the kernel
 # before rerun4's recordings, but for shm_latency_us, which that file has
-# at 0.34 us). From the start on, a SHM connection's loads cross PCIe
+# at 0.34 us). Both are deleted with the recordings only they fitted
+# (git show 5af611c:testdata/hw/h200-twinccl-no-leader.json). From the start on, a SHM connection's loads cross PCIe
 # when the receiver loads (shm_read_leg, set below).
 # The embedded file's socket constants (net_socket.*) come after this
 # chain, from testdata/hw/fit-sockets.sh (fitted across starts of the

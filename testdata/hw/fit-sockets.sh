@@ -163,7 +163,9 @@
 # (each then merged into the file: its net_socket block, its source text
 # extended; the fit reports stay those of the last full fit). The
 # calibrations of the gathering plugin before (fitted on h100x2/rerun4)
-# are testdata/hw/*-twinccl-gather.json.
+# were testdata/hw/*-twinccl-gather.json, and those of the sixth session
+# ../h*-twinccl-no-gather.json above; all are deleted (git show
+# 5af611c:testdata/hw/h100-twinccl-gather.json).
 set -eu
 shopt -s nullglob
 start=${1:?START.json} out=${2:?OUT.json} col=${3:?nccl|ours}
