@@ -276,7 +276,8 @@ type Config struct {
 	Watch bool
 	// HeartbeatTimeout is how long a watched peer may stay silent before
 	// it is named lost (a stopped or hung process keeps its sockets open,
-	// so only missing heartbeats show it); DefaultHeartbeatTimeout when 0.
+	// so only missing heartbeats show it); when 0, TWINCCL_HEARTBEAT_TIMEOUT
+	// or DefaultHeartbeatTimeout (HeartbeatTimeoutFromEnv).
 	// Heartbeats go out every HeartbeatTimeout/HeartbeatsPerTimeout.
 	HeartbeatTimeout time.Duration
 	Log              *slog.Logger
@@ -350,7 +351,11 @@ func Init(cfg Config) (*Comm, error) {
 		cfg.Timeout = DefaultTimeout
 	}
 	if cfg.HeartbeatTimeout <= 0 {
-		cfg.HeartbeatTimeout = DefaultHeartbeatTimeout
+		d, err := HeartbeatTimeoutFromEnv()
+		if err != nil {
+			return nil, fmt.Errorf("bootstrap rank %d: %w", cfg.Rank, err)
+		}
+		cfg.HeartbeatTimeout = d
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -236,4 +238,29 @@ func (c *Comm) watchOf(peer int) *watchConn {
 		}
 	}
 	return nil
+}
+
+// EnvHeartbeatTimeout overrides DefaultHeartbeatTimeout where
+// Config.HeartbeatTimeout is 0: a Go duration ("3s") or seconds ("3").
+const EnvHeartbeatTimeout = "TWINCCL_HEARTBEAT_TIMEOUT"
+
+// HeartbeatTimeoutFromEnv is the heartbeat timeout EnvHeartbeatTimeout
+// gives, else DefaultHeartbeatTimeout.
+func HeartbeatTimeoutFromEnv() (time.Duration, error) {
+	v := os.Getenv(EnvHeartbeatTimeout)
+	if v == "" {
+		return DefaultHeartbeatTimeout, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		s, serr := strconv.ParseFloat(v, 64)
+		if serr != nil {
+			return 0, fmt.Errorf("%s=%q: want a duration (3s) or seconds", EnvHeartbeatTimeout, v)
+		}
+		d = time.Duration(s * float64(time.Second))
+	}
+	if d < 50*time.Millisecond {
+		return 0, fmt.Errorf("%s=%q: below 50ms every scheduling hiccup would name a rank lost", EnvHeartbeatTimeout, v)
+	}
+	return d, nil
 }

@@ -25,6 +25,7 @@ type endpoint struct {
 
 	ctl     net.Conn
 	frames  chan []byte
+	stop    chan struct{} // closed by close: the reader stops delivering
 	ctlErr  atomic.Pointer[error]
 	readers sync.WaitGroup
 
@@ -64,7 +65,7 @@ type qpKey struct {
 }
 
 func newEndpoint(p *Plugin, peer int, sender bool) *endpoint {
-	return &endpoint{p: p, peer: peer, sender: sender, frames: make(chan []byte, 4), qpIdx: map[qpKey]int{}, wrs: map[uint64]*request{},
+	return &endpoint{p: p, peer: peer, sender: sender, frames: make(chan []byte, 4), stop: make(chan struct{}), qpIdx: map[qpKey]int{}, wrs: map[uint64]*request{},
 		mrs: newMRCache(p.devs)}
 }
 
@@ -86,7 +87,13 @@ func (e *endpoint) attach(c net.Conn) {
 				}
 				return
 			}
-			e.frames <- b
+			// Frames nobody asked for (the setup reads two) must not
+			// block the reader, or close would wait for it forever.
+			select {
+			case e.frames <- b:
+			case <-e.stop:
+				return
+			}
 		}
 	}()
 }
@@ -230,6 +237,7 @@ func (e *endpoint) close() error {
 	}
 	e.closed = true
 	e.mu.Unlock()
+	close(e.stop)
 	if e.ctl != nil {
 		e.ctl.Close()
 	}
