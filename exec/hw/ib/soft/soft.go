@@ -152,8 +152,8 @@ type Device struct {
 	name   string
 	ln     net.Listener
 	secret auth.Secret
-	gids []verbs.GIDEntry
-	lid  uint16
+	gids   []verbs.GIDEntry
+	lid    uint16
 
 	mu      sync.Mutex
 	closed  bool
