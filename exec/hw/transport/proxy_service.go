@@ -266,18 +266,7 @@ func (s *ProxyService) read(c *net.UnixConn, proven func()) {
 			s.post(proxyEvent{cl: cl, gone: true})
 			return
 		}
-		typ := ProxyMsg(binary.LittleEndian.Uint32(hdr[0:]))
-		size := binary.LittleEndian.Uint32(hdr[4:])
-		opID := binary.LittleEndian.Uint64(hdr[8:])
-		var bad string
-		switch {
-		case typ < 1 || typ >= proxyMsgEnd:
-			bad = fmt.Sprintf("unknown message type %d", uint32(typ))
-		case size > MaxProxyRequest:
-			bad = fmt.Sprintf("%s payload of %d bytes exceeds %d", typ, size, MaxProxyRequest)
-		case opID == 0:
-			bad = fmt.Sprintf("%s with op id 0", typ)
-		}
+		typ, size, opID, bad := parseProxyHeader(hdr[:])
 		if bad != "" {
 			s.malformed(cl, bad)
 			s.post(proxyEvent{cl: cl, gone: true})
@@ -353,8 +342,8 @@ func (s *ProxyService) handle(ev proxyEvent) bool {
 		s.drop(cl)
 		return false
 	}
-	if want := proxyLen(ev.typ); want >= 0 && len(ev.payload) != want || want < 0 && len(ev.payload) < 8 {
-		s.malformed(cl, fmt.Sprintf("%s payload of %d bytes (want %d)", ev.typ, len(ev.payload), max(want, 8)))
+	if bad := checkProxyPayload(ev.typ, ev.payload); bad != "" {
+		s.malformed(cl, bad)
 		s.drop(cl)
 		return false
 	}
@@ -369,6 +358,33 @@ func (s *ProxyService) handle(ev proxyEvent) bool {
 		s.respond(cl, ev.opID, resp, fd, err)
 	}
 	return ev.typ == ProxyStop && err == nil
+}
+
+// parseProxyHeader decodes a request header; bad says what is malformed
+// (an unknown type, a payload over MaxProxyRequest, op id 0), "" when
+// nothing is.
+func parseProxyHeader(hdr []byte) (typ ProxyMsg, size uint32, opID uint64, bad string) {
+	typ = ProxyMsg(binary.LittleEndian.Uint32(hdr[0:]))
+	size = binary.LittleEndian.Uint32(hdr[4:])
+	opID = binary.LittleEndian.Uint64(hdr[8:])
+	switch {
+	case typ < 1 || typ >= proxyMsgEnd:
+		bad = fmt.Sprintf("unknown message type %d", uint32(typ))
+	case size > MaxProxyRequest:
+		bad = fmt.Sprintf("%s payload of %d bytes exceeds %d", typ, size, MaxProxyRequest)
+	case opID == 0:
+		bad = fmt.Sprintf("%s with op id 0", typ)
+	}
+	return typ, size, opID, bad
+}
+
+// checkProxyPayload says what is wrong with a payload of type t, "" when
+// nothing is.
+func checkProxyPayload(t ProxyMsg, payload []byte) string {
+	if want := proxyLen(t); want >= 0 && len(payload) != want || want < 0 && len(payload) < 8 {
+		return fmt.Sprintf("%s payload of %d bytes (want %d)", t, len(payload), max(want, 8))
+	}
+	return ""
 }
 
 // proxyLen is the payload size of a request type; -1: at least 8 bytes.

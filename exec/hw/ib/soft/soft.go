@@ -724,13 +724,7 @@ func (q *QP) execute(wr verbs.SendWR) (verbs.WCStatus, uint32) {
 	if err != nil {
 		return verbs.WCRetryExcErr, 0
 	}
-	var h [reqBytes]byte
-	h[0] = byte(wr.Op)
-	binary.LittleEndian.PutUint32(h[4:], wr.RKey)
-	binary.LittleEndian.PutUint64(h[8:], wr.RemoteAddr)
-	binary.LittleEndian.PutUint32(h[16:], uint32(total))
-	binary.LittleEndian.PutUint32(h[20:], wr.Imm)
-	binary.LittleEndian.PutUint64(h[24:], wr.Add)
+	h := encodeReq(wireReq{op: wr.Op, rkey: wr.RKey, raddr: wr.RemoteAddr, n: total, imm: wr.Imm, add: wr.Add})
 	if err := q.exchange(c, h[:], wr, bufs); err != nil {
 		var st wcErr
 		if errors.As(err, &st) {
@@ -898,14 +892,37 @@ func (d *Device) serve(c net.Conn) {
 	}
 }
 
+// wireReq is a request header (see the wire format above).
+type wireReq struct {
+	op    verbs.Opcode
+	rkey  uint32
+	raddr uint64
+	n     uint64 // at most 32 bits on the wire
+	imm   uint32
+	add   uint64
+}
+
+func encodeReq(w wireReq) [reqBytes]byte {
+	var h [reqBytes]byte
+	h[0] = byte(w.op)
+	binary.LittleEndian.PutUint32(h[4:], w.rkey)
+	binary.LittleEndian.PutUint64(h[8:], w.raddr)
+	binary.LittleEndian.PutUint32(h[16:], uint32(w.n))
+	binary.LittleEndian.PutUint32(h[20:], w.imm)
+	binary.LittleEndian.PutUint64(h[24:], w.add)
+	return h
+}
+
+// decodeReq reads a reqBytes header; the padding is ignored.
+func decodeReq(r []byte) wireReq {
+	return wireReq{op: verbs.Opcode(r[0]), rkey: binary.LittleEndian.Uint32(r[4:]), raddr: binary.LittleEndian.Uint64(r[8:]),
+		n: uint64(binary.LittleEndian.Uint32(r[16:])), imm: binary.LittleEndian.Uint32(r[20:]), add: binary.LittleEndian.Uint64(r[24:])}
+}
+
 // respond executes one request; false ends the connection.
 func (q *QP) respond(c net.Conn, src uint32, r []byte) bool {
-	op := verbs.Opcode(r[0])
-	rkey := binary.LittleEndian.Uint32(r[4:])
-	raddr := binary.LittleEndian.Uint64(r[8:])
-	n := uint64(binary.LittleEndian.Uint32(r[16:]))
-	imm := binary.LittleEndian.Uint32(r[20:])
-	add := binary.LittleEndian.Uint64(r[24:])
+	w := decodeReq(r)
+	op, rkey, raddr, n, imm, add := w.op, w.rkey, w.raddr, w.n, w.imm, w.add
 	q.mu.Lock()
 	st := verbs.WCSuccess
 	var qpNeed, mrNeed verbs.Access
