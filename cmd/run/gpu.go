@@ -369,8 +369,8 @@ func cudaDeviceCount() (int, error) {
 // (ranks beyond the GPU count share GPUs round-robin) and no more than
 // the host takes (hostRankLimit). Rank 0's stdout is the table; every
 // rank's stderr comes through prefixed with its rank. When a rank fails,
-// the others get the timeout (plus a grace period) to notice and exit
-// before they are killed.
+// the others get twice the heartbeat timeout plus 2 s to notice and exit
+// before they are killed (launchRanks).
 func gpuLaunch(e *env, o gpuOpts, np int, args []string) (err error) {
 	gpus, err := cudaDeviceCount()
 	if err != nil {

@@ -66,6 +66,9 @@ func (s Secret) IsZero() bool { return s == Secret{} }
 // String never shows the secret.
 func (s Secret) String() string { return "[secret]" }
 
+// Format never shows the secret, whatever the verb (%x, %d, %#v included).
+func (s Secret) Format(f fmt.State, _ rune) { io.WriteString(f, "[secret]") }
+
 // Tag is a public name derived from the secret (HMAC of label): it names
 // things (a Unix socket) that peers holding the secret must find, without
 // revealing the secret or letting anyone else predict the name.
