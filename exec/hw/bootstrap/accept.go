@@ -9,7 +9,8 @@ import (
 )
 
 // MaxPending bounds the connections of one listener that have not yet
-// proved the job's secret. When a new connection arrives with the bound
+// proved the job's secret (jobs of more ranks allow one per rank, since
+// all of them may connect at once). When a new connection arrives with the bound
 // reached, the oldest unproven one is closed: a job's own connections
 // prove themselves within a round trip, so an attacker must open
 // connections faster than that to crowd them out, and silent ones cost
@@ -38,9 +39,9 @@ type Acceptor struct {
 	wg      sync.WaitGroup
 	loop    chan struct{}
 
-	// Evicted counts unproven connections closed to make room; Retried
+	// evicted counts unproven connections closed to make room; retried
 	// counts transient accept errors survived.
-	Evicted, Retried int
+	evicted, retried int
 }
 
 // NewAcceptor starts serving ln with at most max unproven connections.
@@ -66,7 +67,7 @@ func (a *Acceptor) run() {
 			// and try again; the error is the host's state, not ours.
 			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
 			a.mu.Lock()
-			a.Retried++
+			a.retried++
 			a.mu.Unlock()
 			a.log.Warn("bootstrap: accept failed; retrying", "err", err, "after", backoff)
 			time.Sleep(backoff)
@@ -85,7 +86,7 @@ func (a *Acceptor) run() {
 		if len(a.pending) >= a.max {
 			old := a.pending[0]
 			a.pending = a.pending[1:]
-			a.Evicted++
+			a.evicted++
 			old.Close()
 		}
 		a.pending = append(a.pending, c)
@@ -131,11 +132,12 @@ func (a *Acceptor) Pending() int {
 	return len(a.pending)
 }
 
-// Counts returns Evicted and Retried safely.
+// Counts is the number of unproven connections evicted and of transient
+// accept errors survived.
 func (a *Acceptor) Counts() (evicted, retried int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.Evicted, a.Retried
+	return a.evicted, a.retried
 }
 
 // Close stops accepting, closes every connection whose handler still

@@ -156,7 +156,7 @@ func StartRootSecret(host string, magic uint64, secret auth.Secret, nranks int, 
 	}
 	r := &Root{ln: ln, id: UniqueID{Magic: magic, Addr: ln.Addr().String(), Secret: secret}, nranks: nranks, timeout: timeout, log: log,
 		arrive: make(chan rootArrival), stop: make(chan struct{}), quit: make(chan struct{}), done: make(chan struct{})}
-	r.acc = NewAcceptor(ln, MaxPending, log, r.handle)
+	r.acc = NewAcceptor(ln, max(MaxPending, nranks), log, r.handle)
 	go r.serve()
 	return r, nil
 }
@@ -376,7 +376,7 @@ func Init(cfg Config) (*Comm, error) {
 		mailbox: map[msgKey][][]byte{}, queued: map[int]int{}, handlers: map[uint32]Handler{}, lost: -1, lostCh: make(chan struct{}),
 		watching: map[int]bool{}, beatStop: make(chan struct{})}
 	c.cond = sync.NewCond(&c.mu)
-	c.acc = NewAcceptor(ln, MaxPending, c.log, c.handle)
+	c.acc = NewAcceptor(ln, max(MaxPending, cfg.NRanks), c.log, c.handle)
 	if err := c.init(cfg); err != nil {
 		c.Abort()
 		return nil, err
