@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/exec"
 	"runtime"
 	"syscall"
 	"testing"
@@ -62,6 +63,75 @@ func TestAttackProxyWrongSecretAndStop(t *testing.T) {
 	cl.Close()
 	transfer(t, conns[0][0], conns[1][0], 20)
 	assert.Contains(t, lb.String(), "proxy: refused connection")
+}
+
+const stopChildEnv = "TWINCCL_TRANSPORT_TEST_STOP"
+
+func TestMain(m *testing.M) {
+	if v := os.Getenv(stopChildEnv); v != "" {
+		os.Exit(stopChild(v))
+	}
+	os.Exit(m.Run())
+}
+
+// stopChild is another process of this user that holds the job's secret
+// and claims to be rank 0 to ask rank 0's proxy to stop. It prints the
+// response's status.
+func stopChild(v string) int {
+	var secretHex string
+	var magic uint64
+	if _, err := fmt.Sscanf(v, "%s %x", &secretHex, &magic); err != nil {
+		fmt.Println(err)
+		return 2
+	}
+	secret, err := auth.ParseSecret(secretHex)
+	if err != nil {
+		fmt.Println(err)
+		return 2
+	}
+	c, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: proxySockName(secret, magic, 0), Net: "unix"})
+	if err != nil {
+		fmt.Println(err)
+		return 2
+	}
+	defer c.Close()
+	h := bootstrap.Hello{Magic: magic, Type: bootstrap.TypeProxy, Rank: 0, NRanks: 2}
+	if err := bootstrap.WriteHello(c, h, secret, time.Now().Add(2*time.Second)); err != nil {
+		fmt.Println(err)
+		return 2
+	}
+	if _, err := c.Write(rawReq(ProxyStop, 0, 1, nil)); err != nil {
+		fmt.Println(err)
+		return 2
+	}
+	var resp [proxyRespHeader]byte
+	_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	if _, err := io.ReadFull(c, resp[:]); err != nil {
+		fmt.Println(err)
+		return 2
+	}
+	fmt.Printf("status %d\n", binary.LittleEndian.Uint32(resp[8:]))
+	return 0
+}
+
+// Attack 3: another process of the user, even with the secret and rank
+// 0's identity, cannot stop rank 0's proxy: only rank 0's own process can.
+func TestAttackProxyStopFromAnotherProcess(t *testing.T) {
+	if testing.Short() {
+		t.Skip("subprocess")
+	}
+	checkGoroutines(t)
+	sets := startSets(t, 2, nil, nil)
+	keys := []Key{{0, 0, 1, 0}, {0, 1, 0, 0}}
+	conns := connectAll(t, sets, keys)
+	self, err := os.Executable()
+	require.NoError(t, err)
+	c := exec.Command(self, "-test.run=^$")
+	c.Env = append(os.Environ(), fmt.Sprintf("%s=%s %x", stopChildEnv, sets[0].comm.Secret().Hex(), sets[0].comm.Magic()))
+	out, err := c.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Equal(t, "status 1\n", string(out), "the stop was not refused")
+	transfer(t, conns[0][0], conns[1][0], 20)
 }
 
 // Attack 1: another local user who learnt the socket's name and even the
