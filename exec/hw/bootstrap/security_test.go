@@ -140,7 +140,7 @@ func TestAttackBoundedReads(t *testing.T) {
 // for a rank that has one. The liar is named, not its victim.
 func TestAttackForgedLostReport(t *testing.T) {
 	checkGoroutines(t)
-	comms, err := StartLocal(3, Config{Timeout: 5 * time.Second, Watch: true, HeartbeatTimeout: time.Second})
+	comms, err := StartLocal(3, Config{Timeout: 5 * time.Second, Watch: true, HeartbeatTimeout: 2 * time.Second})
 	require.NoError(t, err)
 	defer closeAll(comms)
 	// A second liveness connection claiming rank 2 (holding the secret:
@@ -161,7 +161,7 @@ func TestAttackForgedLostReport(t *testing.T) {
 	require.NoError(t, w.write([]byte{watchReport, 2, 0, 0, 0}, time.Second))
 	select {
 	case <-comms[0].Lost():
-	case <-time.After(3 * time.Second):
+	case <-time.After(4 * time.Second):
 		t.Fatal("a false report was neither accepted nor refused")
 	}
 	assert.Equal(t, 1, comms[0].LostPeer())

@@ -185,7 +185,7 @@ func (c *Comm) isClosed() bool {
 // this rank, about the reporter itself or out of range is refused, and
 // the reporter is named instead. Where this rank watches x itself (a
 // full mesh), the report must agree with what it sees: x's connection
-// broken or silent for a heartbeat period, or failing within one
+// broken or silent for half the heartbeat timeout, or failing within one
 // heartbeat timeout; a rank reported lost that keeps beating is alive,
 // and the reporter is named.
 func (c *Comm) report(from int, x uint32) {
@@ -212,8 +212,11 @@ func (c *Comm) report(from int, x uint32) {
 	}
 	deadline := time.Now().Add(c.heartbeat)
 	for {
+		// Beats arrive every interval; silence of half the timeout is
+		// no scheduling hiccup (a hung rank is silent for the whole
+		// timeout by the time its neighbour reports it).
 		silent := time.Since(time.Unix(0, xw.lastBeat.Load()))
-		if xw.broken.Load() || silent >= c.interval() {
+		if xw.broken.Load() || silent >= c.heartbeat/2 {
 			c.PeerLost(int(x), fmt.Errorf("reported by rank %d", from))
 			return
 		}
