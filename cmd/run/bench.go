@@ -120,7 +120,9 @@ it from the launcher; ranks of a Slurm, Open MPI or torchrun job read it
 from TWINCCL_SECRET_FILE (a path every rank can read: rank 0 creates the
 file, mode 0600, when it does not exist; the others wait for it) or from
 TWINCCL_SECRET (64 hex digits), and refuse to start without one (see
-docs/guide/security.md).
+docs/guide/security.md). Ranks exchange heartbeats: one that stops
+answering for TWINCCL_HEARTBEAT_TIMEOUT (10s by default) is named by
+every other rank, and the launcher kills it.
 
 Examples:
   run -np 2 all_reduce_perf -b 8 -e 1M -f 4
