@@ -189,3 +189,24 @@ func TestAttackExternalLauncherSecret(t *testing.T) {
 	_, err = jobSecret(bootstrap.UniqueID{Addr: addr}, 1, time.Second)
 	require.ErrorContains(t, err, "mode 0644")
 }
+
+// TWINCCL_SECRET: 64 hex digits, the magic derived from it; anything else
+// is an error naming the variable and not repeating the value.
+func TestJobSecretFromEnv(t *testing.T) {
+	s := auth.NewSecret()
+	t.Setenv(envSecret, s.Hex())
+	id, err := jobSecret(bootstrap.UniqueID{Addr: "127.0.0.1:1"}, 3, time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, s, id.Secret)
+	assert.Equal(t, magicOf(s), id.Magic)
+	assert.NotEqual(t, magicOf(s), magicOf(auth.NewSecret()))
+	t.Setenv(envSecret, "deadbeef")
+	_, err = jobSecret(bootstrap.UniqueID{}, 0, time.Second)
+	require.ErrorContains(t, err, envSecret)
+	assert.NotContains(t, err.Error(), "deadbeef")
+	// A file rank 0 never creates: the others give up after the timeout.
+	t.Setenv(envSecret, "")
+	t.Setenv(envSecretFile, filepath.Join(t.TempDir(), "never"))
+	_, err = jobSecret(bootstrap.UniqueID{}, 1, 100*time.Millisecond)
+	require.ErrorContains(t, err, "rank 0 did not create it")
+}

@@ -339,3 +339,23 @@ func TestAttackStoppedRankNamed(t *testing.T) {
 	}
 	t.Logf("stopped rank named by every survivor after %v (heartbeat timeout %v)", time.Since(stopped), hb)
 }
+
+// A bad TWINCCL_HEARTBEAT_TIMEOUT is an error naming the variable, before
+// anything listens.
+func TestHeartbeatTimeoutFromEnv(t *testing.T) {
+	for v, want := range map[string]time.Duration{"": DefaultHeartbeatTimeout, "3s": 3 * time.Second, "2.5": 2500 * time.Millisecond} {
+		t.Setenv(EnvHeartbeatTimeout, v)
+		d, err := HeartbeatTimeoutFromEnv()
+		require.NoError(t, err, v)
+		assert.Equal(t, want, d, v)
+	}
+	for _, v := range []string{"soon", "-1s", "10ms"} {
+		t.Setenv(EnvHeartbeatTimeout, v)
+		_, err := HeartbeatTimeoutFromEnv()
+		require.ErrorContains(t, err, EnvHeartbeatTimeout, v)
+		_, err = Init(Config{Rank: 0, NRanks: 1, ID: UniqueID{Addr: "127.0.0.1:1", Secret: auth.NewSecret()}, Host: "127.0.0.1"})
+		require.ErrorContains(t, err, EnvHeartbeatTimeout, v)
+	}
+	_, err := Init(Config{Rank: 0, NRanks: 1, ID: UniqueID{Addr: "127.0.0.1:1"}, Host: "127.0.0.1"})
+	require.ErrorContains(t, err, "no secret")
+}
