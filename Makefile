@@ -67,6 +67,14 @@ FUZZ_TARGETS := ./model:FuzzParseTopology:40000 ./model:FuzzDecodeProgram:60000 
 	./model:FuzzParseProgramText:50000 ./traces:FuzzParseNCCLLog:50000 \
 	./traces:FuzzOpenEventTrace:10000 ./traces:FuzzImportChakra:20000 \
 	./traces:FuzzImportKineto:10000 ./traces:FuzzImportNCCLLog:6000
+# Issue 51: every wire protocol (bootstrap, proxy, socket headers, IB control
+# and FIFO frames, software verbs) and every input file (call traces,
+# calibrations, run gpu --json), a few seconds each.
+FUZZ_TARGETS += ./exec/hw/bootstrap:FuzzParseHello:20000 ./exec/hw/bootstrap:FuzzDecodeFrame:20000 \
+	./exec/hw/bootstrap:FuzzReadHello:10000 ./exec/hw/transport:FuzzProxyRequest:20000 \
+	./exec/hw/transport:FuzzSocketHeader:20000 ./exec/hw/ib:FuzzIBControl:20000 \
+	./exec/hw/ib:FuzzIBFifoEntry:20000 ./exec/hw/ib/soft:FuzzSoftRequest:20000 \
+	./traces:FuzzOpenCallTrace:3000 ./exec/sim:FuzzParseCalib:5000 ./exec/sim/hwcmp:FuzzReadJSON:10000
 
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \

@@ -145,16 +145,12 @@ func runReplayRun(args []string, stdout, stderr io.Writer) error {
 		}
 		meta[traces.MetaNCCLEnv] = string(js)
 	}
-	cw, err := traces.CreateCallFile(callPath, traces.WriterOptions{Metadata: meta})
+	pair, err := createTracePair(callPath, eventPath, traces.WriterOptions{Metadata: meta})
 	if err != nil {
 		return fmt.Errorf("--out: %w", err)
 	}
-	defer cw.Close()
-	ew, err := traces.CreateEventFile(eventPath, traces.WriterOptions{Metadata: meta})
-	if err != nil {
-		return fmt.Errorf("--out: %w", err)
-	}
-	defer ew.Close()
+	defer pair.abort() // both files appear at commit, or neither
+	cw, ew := pair.Calls, pair.Events
 
 	// Per rank and stream, the calls in issue order.
 	queues := map[runKey][]*runCall{}
@@ -321,11 +317,8 @@ func runReplayRun(args []string, stdout, stderr io.Writer) error {
 		next.done = true
 		done++
 	}
-	if err := ew.Close(); err != nil {
-		return fmt.Errorf("event trace %s: %w", eventPath, err)
-	}
-	if err := cw.Close(); err != nil {
-		return fmt.Errorf("call trace %s: %w", callPath, err)
+	if err := pair.commit(); err != nil {
+		return fmt.Errorf("--out: %w", err)
 	}
 	fmt.Fprintf(stdout, "# replay run: %s on %s, %d rank(s), %d call(s) (%d distinct simulated), settings %s\n",
 		in, res.Cluster.File, n, len(calls), len(memo), settingsLine(settings))

@@ -17,19 +17,19 @@ import (
 // timeline and the pprof profile. Calls run back to back in virtual time:
 // call i starts when call i-1 ended (its launch cost included).
 type simTracer struct {
-	job                    string
-	callPath, eventPath    string
-	timeline, profile      string
-	tmpDir                 string
-	calls                  *traces.CallWriter
-	events                 *traces.EventWriter
-	nranks                 int
-	seq                    int64
-	clockNs                float64 // virtual start of the next call
-	base                   float64 // virtual start of the current call
-	buf                    []traces.EventRow
-	err                    error
-	closedCalls, closedEvs bool
+	job                 string
+	callPath, eventPath string
+	timeline, profile   string
+	tmpDir              string
+	pair                *tracePair // written atomically (tracepair.go)
+	calls               *traces.CallWriter
+	events              *traces.EventWriter
+	nranks              int
+	seq                 int64
+	clockNs             float64 // virtual start of the next call
+	base                float64 // virtual start of the current call
+	buf                 []traces.EventRow
+	err                 error
 }
 
 // simTracePaths turns --trace PREFIX into the call and event trace paths:
@@ -59,15 +59,11 @@ func newSimTracer(job, trace, timeline, profile string, nranks int) (*simTracer,
 	}
 	meta := map[string]string{"twinccl.sim.job": job}
 	var err error
-	if t.calls, err = traces.CreateCallFile(t.callPath, traces.WriterOptions{Metadata: meta}); err != nil {
+	if t.pair, err = createTracePair(t.callPath, t.eventPath, traces.WriterOptions{Metadata: meta}); err != nil {
 		t.cleanup()
 		return nil, fmt.Errorf("--trace: %w", err)
 	}
-	if t.events, err = traces.CreateEventFile(t.eventPath, traces.WriterOptions{Metadata: meta}); err != nil {
-		t.calls.Close()
-		t.cleanup()
-		return nil, fmt.Errorf("--trace: %w", err)
-	}
+	t.calls, t.events = t.pair.Calls, t.pair.Events
 	return t, nil
 }
 
@@ -138,11 +134,17 @@ func (t *simTracer) end(c sim.Call, cr sim.CallResult) error {
 	return nil
 }
 
-// finish closes the traces and writes the timeline and the profile.
+// finish closes the traces, moves them into place and writes the
+// timeline and the profile.
 func (t *simTracer) finish(stdout io.Writer) error {
 	defer t.cleanup()
-	if err := t.closeWriters(); err != nil {
-		return err
+	t.flush()
+	if t.err != nil {
+		t.pair.abort()
+		return t.err
+	}
+	if err := t.pair.commit(); err != nil {
+		return fmt.Errorf("--trace: %w", err)
 	}
 	if t.timeline == "" && t.profile == "" {
 		return nil
@@ -170,31 +172,9 @@ func (t *simTracer) finish(stdout io.Writer) error {
 	return nil
 }
 
-// closeWriters closes both trace writers once.
-func (t *simTracer) closeWriters() error {
-	var first error
-	if !t.closedEvs {
-		t.closedEvs = true
-		t.flush()
-		if err := t.events.Close(); err != nil {
-			first = fmt.Errorf("event trace %s: %w", t.eventPath, err)
-		}
-		if t.err != nil && first == nil {
-			first = t.err
-		}
-	}
-	if !t.closedCalls {
-		t.closedCalls = true
-		if err := t.calls.Close(); err != nil && first == nil {
-			first = fmt.Errorf("call trace %s: %w", t.callPath, err)
-		}
-	}
-	return first
-}
-
-// abort closes the writers after an error, keeping the first error.
+// abort drops the traces after an error: the previous files stay.
 func (t *simTracer) abort() {
-	t.closeWriters()
+	t.pair.abort()
 	t.cleanup()
 }
 

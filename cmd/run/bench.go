@@ -11,8 +11,10 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"time"
 
+	"github.com/twinccl/twinccl/exec/hw/auth"
 	"github.com/twinccl/twinccl/exec/hw/bootstrap"
 	"github.com/twinccl/twinccl/exec/hw/hostdev"
 	"github.com/twinccl/twinccl/exec/hw/ib"
@@ -112,6 +114,15 @@ NCCL_IB_ROCE_VERSION_NUM (or their TWINCCL_ names) apply as in NCCL:
 without a GID index, RoCE ports use the GID of the address family
 (IPv4-mapped by default) and RoCE version (2 by default), IB ports index 0
 (or NCCL_IB_ROUTABLE_FLID_GID_INDEX where that GID has a routable FLID).
+
+Every connection of a job proves a per-job secret. Ranks started here get
+it from the launcher; ranks of a Slurm, Open MPI or torchrun job read it
+from TWINCCL_SECRET_FILE (a path every rank can read: rank 0 creates the
+file, mode 0600, when it does not exist; the others wait for it) or from
+TWINCCL_SECRET (64 hex digits), and refuse to start without one (see
+docs/guide/security.md). Ranks exchange heartbeats: one that stops
+answering for TWINCCL_HEARTBEAT_TIMEOUT (10s by default) is named by
+every other rank, and the launcher kills it.
 
 Examples:
   run -np 2 all_reduce_perf -b 8 -e 1M -f 4
@@ -241,7 +252,7 @@ func checkHostRanks(np int) error {
 // netPlugin is the net plugin of --net for a rank listening on host ("":
 // the address bootstrap.ListenAddr picks), its name for the table
 // header, and what releases it after the rank closed.
-func netPlugin(e *env, name, host string) (transport.Plugin, string, func(), error) {
+func netPlugin(e *env, name, host string, secret auth.Secret) (transport.Plugin, string, func(), error) {
 	nop := func() {}
 	if name != "ib" {
 		return transport.NewSocket(transport.SocketOptionsFromEnv()), "Socket", nop, nil
@@ -252,7 +263,7 @@ func netPlugin(e *env, name, host string) (transport.Plugin, string, func(), err
 			return nil, "", nop, err
 		}
 	}
-	pv, note, err := ib.OpenProvider(os.Getenv(ib.ProviderEnv), host, ib.HCAFromEnv())
+	pv, note, err := ib.OpenProvider(os.Getenv(ib.ProviderEnv), host, ib.HCAFromEnv(), secret)
 	if err != nil {
 		return nil, "", nop, err
 	}
@@ -271,7 +282,8 @@ func netPlugin(e *env, name, host string) (transport.Plugin, string, func(), err
 
 // jobEnv reads the rank, size and root address of a job started by Slurm,
 // Open MPI or torchrun (TWINCCL_COMM_ID or MASTER_ADDR:MASTER_PORT is the
-// root's address; rank 0 serves it).
+// root's address; rank 0 serves it). The id of such a job has no secret
+// yet: jobSecret adds it. The local launcher's ranks get the whole id.
 func jobEnv() (rank, n int, id bootstrap.UniqueID, ok bool, err error) {
 	pairs := [][2]string{{envRank, envNRanks}, {"SLURM_PROCID", "SLURM_NTASKS"}, {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"}, {"RANK", "WORLD_SIZE"}}
 	for _, p := range pairs {
@@ -296,8 +308,7 @@ func jobEnv() (rank, n int, id bootstrap.UniqueID, ok bool, err error) {
 		if addr == "" {
 			return 0, 0, id, false, fmt.Errorf("job of %d ranks from %s: set TWINCCL_COMM_ID or MASTER_ADDR/MASTER_PORT", n, p[1])
 		}
-		// NCCL_COMM_ID's fixed magic (nccl-facts §10).
-		return rank, n, bootstrap.UniqueID{Magic: 0x0280028002800280, Addr: addr}, true, nil
+		return rank, n, bootstrap.UniqueID{Addr: addr}, true, nil
 	}
 	return 0, 0, id, false, nil
 }
@@ -314,8 +325,13 @@ func benchRank(e *env, o benchOpts) error {
 	if err := o.checkRanks(n); err != nil {
 		return err
 	}
+	if os.Getenv(envUID) == "" {
+		if id, err = jobSecret(id, rank, o.timeout); err != nil {
+			return fmt.Errorf("rank %d: %w", rank, err)
+		}
+	}
 	if rank == 0 && os.Getenv(envUID) == "" {
-		root, err := bootstrap.StartRoot(id.Addr, id.Magic, n, o.timeout, e.log)
+		root, err := bootstrap.StartRootSecret(id.Addr, id.Magic, id.Secret, n, o.timeout, e.log)
 		if err != nil {
 			return err
 		}
@@ -329,7 +345,7 @@ func benchRank(e *env, o benchOpts) error {
 	} else if os.Getenv(envUID) != "" {
 		host = "127.0.0.1"
 	}
-	plugin, netName, releaseNet, err := netPlugin(e, o.net, host)
+	plugin, netName, releaseNet, err := netPlugin(e, o.net, host, id.Secret)
 	if err != nil {
 		return fmt.Errorf("rank %d: --net %s: %w", rank, o.net, err)
 	}
@@ -483,12 +499,21 @@ func (b *bencher) sweep() error {
 }
 
 // envBenchFault makes a rank fail for the tests: "RANK:BYTES" makes that
-// rank return an error when the sweep reaches that size.
+// rank return an error when the sweep reaches that size, "RANK:BYTES:stop"
+// makes it stop itself there (SIGSTOP: a hung rank, sockets open).
 const envBenchFault = "TWINCCL_BENCH_TEST_FAIL"
 
 func benchFault(rank int, size int64) error {
-	if v := os.Getenv(envBenchFault); v != "" && v == fmt.Sprintf("%d:%d", rank, size) {
+	v := os.Getenv(envBenchFault)
+	if v == "" {
+		return nil
+	}
+	at := fmt.Sprintf("%d:%d", rank, size)
+	if v == at {
 		return fmt.Errorf("rank %d: failing at %d bytes as %s says", rank, size, envBenchFault)
+	}
+	if v == at+":stop" {
+		_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
 	}
 	return nil
 }

@@ -183,7 +183,7 @@ const envRankMark = "TWINCCL_TEST_RANK_MARK"
 
 func markRankStarted() {
 	if dir := os.Getenv(envRankMark); dir != "" {
-		os.WriteFile(filepath.Join(dir, "rank"+os.Getenv(envRank)), nil, 0o644)
+		os.WriteFile(filepath.Join(dir, "rank"+os.Getenv(envRank)), []byte(strconv.Itoa(os.Getpid())), 0o644)
 	}
 }
 

@@ -158,8 +158,10 @@ without it, t x g ranks) it starts the rank processes on this host (this
 binary again), rank r on GPU r mod (visible GPUs): at most 8 ranks share
 a GPU. Otherwise it is one rank of a job started by Slurm, Open MPI or
 torchrun (rank and size from their variables, the root's address from
-TWINCCL_COMM_ID or MASTER_ADDR and MASTER_PORT; rank 0 serves it). Every
-flag is checked before any rank starts (exit status 2 and one message).
+TWINCCL_COMM_ID or MASTER_ADDR and MASTER_PORT; rank 0 serves it; the
+job's secret from TWINCCL_SECRET_FILE, a 0600 file rank 0 creates, or
+TWINCCL_SECRET: see docs/guide/security.md). Every flag is checked before
+any rank starts (exit status 2 and one message).
 
 Every rank plans on the topology (--topo FILE, else this machine's as NVML
 discovers it, else the embedded H200 pair with a warning), takes the
@@ -367,8 +369,8 @@ func cudaDeviceCount() (int, error) {
 // (ranks beyond the GPU count share GPUs round-robin) and no more than
 // the host takes (hostRankLimit). Rank 0's stdout is the table; every
 // rank's stderr comes through prefixed with its rank. When a rank fails,
-// the others get the timeout (plus a grace period) to notice and exit
-// before they are killed.
+// the others get twice the heartbeat timeout plus 2 s to notice and exit
+// before they are killed (launchRanks).
 func gpuLaunch(e *env, o gpuOpts, np int, args []string) (err error) {
 	gpus, err := cudaDeviceCount()
 	if err != nil {
@@ -464,8 +466,13 @@ func gpuRank(e *env, o gpuOpts) (err error) {
 	if err := o.nt.checkRanks(n); err != nil {
 		return err
 	}
+	if os.Getenv(envUID) == "" {
+		if id, err = jobSecret(id, rank, o.timeout); err != nil {
+			return fmt.Errorf("rank %d: %w", rank, err)
+		}
+	}
 	if rank == 0 && os.Getenv(envUID) == "" {
-		root, err := bootstrap.StartRoot(id.Addr, id.Magic, n, o.timeout, e.log)
+		root, err := bootstrap.StartRootSecret(id.Addr, id.Magic, id.Secret, n, o.timeout, e.log)
 		if err != nil {
 			return fmt.Errorf("rank 0: bootstrap root: %w", err)
 		}

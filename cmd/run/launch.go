@@ -7,11 +7,14 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"regexp"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/twinccl/twinccl/exec/hw/bootstrap"
@@ -36,9 +39,16 @@ type rankState struct {
 // launchRanks starts np copies of this binary running `run sub args` as
 // the ranks of a job on this host and waits for them. Rank 0's stdout is
 // the command's; every other output line goes to stderr prefixed with its
-// rank. Once a rank fails, ranks still running timeout+10 s later are
-// killed; a failed job returns one error naming the rank that failed
-// first (the others' errors, mostly lost peers, are printed with -v).
+// rank. Once a rank fails, ranks still running failGrace later (a rank
+// that is stopped or hung: the others name it within the heartbeat
+// timeout) are killed; a failed job returns one error naming the rank
+// that failed first (the others' errors, mostly lost peers, are printed
+// with -v). SIGINT and SIGTERM are passed on to the ranks, which are
+// killed if they outlive killGrace; the ranks die with the launcher
+// (Pdeathsig) and sit in their own process groups, so that a terminal's
+// interrupt reaches them only through the launcher. The job's unique id,
+// secret included, reaches the ranks only through their environment,
+// which only this user can read.
 // With showProgress, or when stderr is a terminal, rank 0's progress
 // through the sweep is drawn on stderr. extraEnv is added to the ranks'
 // environment. With trace set, the ranks write their parts beside it and
@@ -65,11 +75,23 @@ func launchRanks(e *env, sub string, np int, timeout time.Duration, trace string
 	if e.verbose {
 		extraEnv = append(extraEnv, envVerbose+"=1")
 	}
+	hb, err := bootstrap.HeartbeatTimeoutFromEnv()
+	if err != nil {
+		return &usageError{err.Error()}
+	}
+	failGrace := 2*hb + 2*time.Second
 	root, err := bootstrap.StartRoot("127.0.0.1", bootstrap.RandomMagic(), np, timeout, e.log)
 	if err != nil {
 		return fmt.Errorf("launch: bootstrap root: %w", err)
 	}
 	defer root.Close()
+	// Pdeathsig fires when the thread that started the child ends: keep
+	// this goroutine on one thread until every rank is reaped.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
 	cmds := make([]*exec.Cmd, 0, np)
 	states := make([]rankState, np)
 	var outWG sync.WaitGroup
@@ -88,6 +110,7 @@ func launchRanks(e *env, sub string, np int, timeout time.Duration, trace string
 		c.Env = append(os.Environ(), envUID+"="+root.ID().String(), fmt.Sprint(envRank, "=", r), fmt.Sprint(envNRanks, "=", np),
 			fmt.Sprint(envLocalRank, "=", r))
 		c.Env = append(c.Env, extraEnv...)
+		c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 		pr, pw := io.Pipe()
 		pipes = append(pipes, pw)
 		c.Stderr = pw
@@ -167,8 +190,19 @@ func launchRanks(e *env, sub string, np int, timeout time.Duration, trace string
 	var kill <-chan time.Time
 	done := make([]bool, len(cmds))
 	failed := false
+	var interrupted os.Signal
 	for left, seq := len(cmds), 0; left > 0; seq++ {
 		select {
+		case sig := <-sigs:
+			interrupted = sig
+			bar.Print(e.stderr, fmt.Sprintf("run %s: %v: stopping the ranks\n", sub, sig))
+			for r, c := range cmds {
+				if !done[r] {
+					_ = c.Process.Signal(sig)
+				}
+			}
+			kill = time.After(killGrace)
+			seq--
 		case x := <-exits:
 			left--
 			done[x.rank] = true
@@ -178,13 +212,17 @@ func launchRanks(e *env, sub string, np int, timeout time.Duration, trace string
 			if x.err != nil {
 				failed = true
 				if kill == nil {
-					kill = time.After(timeout + 10*time.Second)
+					kill = time.After(failGrace)
 				}
 			}
 		case <-kill:
 			for r, c := range cmds {
 				if !done[r] {
-					bar.Print(e.stderr, fmt.Sprintf("run %s: rank %d still running %v after a rank failed; killing it\n", sub, r, timeout+10*time.Second))
+					if interrupted != nil {
+						bar.Print(e.stderr, fmt.Sprintf("run %s: rank %d still running %v after %v; killing it\n", sub, r, killGrace, interrupted))
+					} else {
+						bar.Print(e.stderr, fmt.Sprintf("run %s: rank %d still running %v after a rank failed; killing it\n", sub, r, failGrace))
+					}
 					mu.Lock()
 					states[r].killed = true
 					mu.Unlock()
@@ -196,11 +234,52 @@ func launchRanks(e *env, sub string, np int, timeout time.Duration, trace string
 	}
 	closePipes()
 	bar.Done()
+	if interrupted != nil {
+		return fmt.Errorf("interrupted by %v: every rank stopped", interrupted)
+	}
 	if !failed {
 		return nil
 	}
 	return summarizeFailure(e, states)
 }
+
+// lostName and lostWhy read a rank's lost-peer error: the rank it names,
+// and the cause after "peer lost: ".
+var (
+	lostName = regexp.MustCompile(`rank (\d+) lost`)
+	lostWhy  = regexp.MustCompile(`peer lost: (.*)$`)
+)
+
+// commonLost is the rank that every failed rank reporting a lost peer
+// names, and those ranks; -1 when they disagree or none reports one.
+func commonLost(states []rankState, failed []int) (int, []string) {
+	named := -1
+	var by []string
+	for _, r := range failed {
+		s := states[r]
+		if !s.hasCtl || !s.lost {
+			continue
+		}
+		m := lostName.FindStringSubmatch(s.msg)
+		if m == nil {
+			return -1, nil
+		}
+		x, _ := strconv.Atoi(m[1])
+		if named >= 0 && x != named || x == r {
+			return -1, nil
+		}
+		named = x
+		by = append(by, strconv.Itoa(r))
+	}
+	if named < 0 || named >= len(states) {
+		return -1, nil
+	}
+	return named, by
+}
+
+// killGrace is how long ranks may take to exit after the launcher passed
+// them SIGINT or SIGTERM.
+const killGrace = 5 * time.Second
 
 // rankPrefix matches an error's own "rank N: " prefix.
 var rankPrefix = regexp.MustCompile(`^(run \w+: )?rank (\d+): `)
@@ -245,12 +324,31 @@ func summarizeFailure(e *env, states []rankState) error {
 			}
 		}
 	}
+	var namedBy []string
+	named := -1
+	if pick < 0 { // the rank every lost-peer report names (a hung rank, killed)
+		named, namedBy = commonLost(states, failed)
+		if named >= 0 {
+			pick = named
+		}
+	}
 	if pick < 0 {
 		pick = failed[0]
 	}
 	s := states[pick]
 	var msg string
-	if s.hasCtl {
+	if named >= 0 {
+		why := "it stopped answering"
+		for _, r := range failed { // a survivor's own evidence first
+			if m := lostWhy.FindStringSubmatch(states[r].msg); m != nil && (why == "it stopped answering" || strings.Contains(m[1], bootstrap.ErrNoHeartbeat.Error())) {
+				why = m[1]
+			}
+		}
+		msg = fmt.Sprintf("rank %d was lost: %s (ranks %s named it)", named, why, strings.Join(namedBy, ", "))
+		if s.killed {
+			msg += "; the launcher killed it"
+		}
+	} else if s.hasCtl {
 		m := s.msg
 		if g := rankPrefix.FindStringSubmatch(m); g != nil && g[2] == strconv.Itoa(pick) {
 			m = m[len(g[0]):]
@@ -266,7 +364,7 @@ func summarizeFailure(e *env, states []rankState) error {
 	lost := true
 	sort.Ints(failed)
 	for _, r := range failed {
-		if r != pick {
+		if r != pick && named < 0 {
 			others = append(others, strconv.Itoa(r))
 			lost = lost && (states[r].lost || states[r].killed)
 		}

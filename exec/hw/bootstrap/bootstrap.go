@@ -4,9 +4,13 @@
 // hands the table back; a ring of sockets for AllGather; point-to-point
 // messages on fresh connections matched by (peer, tag); a dissemination
 // barrier; and liveness connections that name a lost peer when its process
-// dies. Every connection starts with a handshake carrying the magic, the
-// socket type, the sender's rank and the job size; connections that do not
-// match are refused and logged. Every operation is bounded by a timeout.
+// dies or stops answering heartbeats. Every connection starts with a
+// hello (the public magic, the socket type, the sender's rank, the job
+// size) and a challenge-response proving the job's secret (exec/hw/auth);
+// connections that do not prove it are refused and logged without either
+// value. Every read is bounded by a per-type frame size and a deadline,
+// unreceived messages by a queue bound, and unproven connections per
+// listener by MaxPending.
 package bootstrap
 
 import (
@@ -14,7 +18,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"strconv"
@@ -22,35 +25,60 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/twinccl/twinccl/exec/hw/auth"
 )
 
-// UniqueID identifies one job: a random magic and the root's address
-// (ncclUniqueId's ncclBootstrapHandle).
+// UniqueID identifies one job (ncclUniqueId's ncclBootstrapHandle): a
+// random public magic, the root's address, and the job's secret, which
+// every connection proves. Like NCCL's unique id it is what a rank needs
+// to join, so it is passed only where the job's user alone can read it
+// (a process environment, a 0600 file).
 type UniqueID struct {
-	Magic uint64
-	Addr  string // host:port of the root
+	Magic  uint64
+	Addr   string // host:port of the root
+	Secret auth.Secret
 }
 
-// String encodes the id as "magic@host:port" (magic in hex).
-func (u UniqueID) String() string { return fmt.Sprintf("%016x@%s", u.Magic, u.Addr) }
+// String encodes the id as "magic@host:port#secret" (hex), the form
+// ParseUniqueID reads; it carries the secret, so it must not be logged
+// (Public is the loggable part).
+func (u UniqueID) String() string { return u.Public() + "#" + u.Secret.Hex() }
 
-// ParseUniqueID reads what String writes.
+// Public is "magic@host:port", without the secret.
+func (u UniqueID) Public() string { return fmt.Sprintf("%016x@%s", u.Magic, u.Addr) }
+
+// LogValue keeps the secret out of structured logs.
+func (u UniqueID) LogValue() slog.Value { return slog.StringValue(u.Public()) }
+
+// ParseUniqueID reads what String writes. Error messages never repeat
+// the secret.
 func ParseUniqueID(s string) (UniqueID, error) {
-	m, a, ok := strings.Cut(s, "@")
+	pub, sec, ok := strings.Cut(s, "#")
 	if !ok {
-		return UniqueID{}, fmt.Errorf("bootstrap: unique id %q: want magic@host:port", s)
+		return UniqueID{}, fmt.Errorf("bootstrap: unique id %q: want magic@host:port#secret", s)
+	}
+	m, a, ok := strings.Cut(pub, "@")
+	if !ok {
+		return UniqueID{}, fmt.Errorf("bootstrap: unique id %q: want magic@host:port#secret", pub)
 	}
 	v, err := strconv.ParseUint(m, 16, 64)
 	if err != nil {
-		return UniqueID{}, fmt.Errorf("bootstrap: unique id %q: magic: %w", s, err)
+		return UniqueID{}, fmt.Errorf("bootstrap: unique id %q: magic: %w", pub, err)
 	}
 	if _, _, err := net.SplitHostPort(a); err != nil {
-		return UniqueID{}, fmt.Errorf("bootstrap: unique id %q: address: %w", s, err)
+		return UniqueID{}, fmt.Errorf("bootstrap: unique id %q: address: %w", pub, err)
 	}
-	return UniqueID{Magic: v, Addr: a}, nil
+	secret, err := auth.ParseSecret(sec)
+	if err != nil {
+		return UniqueID{}, fmt.Errorf("bootstrap: unique id %q: %w", pub, err)
+	}
+	return UniqueID{Magic: v, Addr: a, Secret: secret}, nil
 }
 
 // RandomMagic returns 8 random bytes as the job magic (ncclGetUniqueId).
+// The magic is public (it names shared-memory segments and refuses
+// another job's connections quickly); the secret is auth.NewSecret.
 func RandomMagic() uint64 {
 	var b [8]byte
 	if _, err := rand.Read(b[:]); err != nil {
@@ -83,14 +111,32 @@ type Root struct {
 	nranks  int
 	timeout time.Duration
 	log     *slog.Logger
+	acc     *Acceptor
+	arrive  chan rootArrival
+	stop    chan struct{} // Close asks serve to give up
+	quit    chan struct{} // serve is ending: handlers stop offering ranks
 	done    chan struct{}
 	err     error
 }
 
-// StartRoot listens on host, or host:port (without a port one is picked) and serves one job of
-// nranks ranks in the background. The returned Root's ID is what every
-// rank passes to Init.
+type rootArrival struct {
+	rank int
+	addr string
+	c    net.Conn
+}
+
+// StartRoot is StartRootSecret with a fresh random secret (the launcher's
+// and single-process jobs' case).
 func StartRoot(host string, magic uint64, nranks int, timeout time.Duration, log *slog.Logger) (*Root, error) {
+	return StartRootSecret(host, magic, auth.NewSecret(), nranks, timeout, log)
+}
+
+// StartRootSecret listens on host, or host:port (without a port one is
+// picked) and serves one job of nranks ranks in the background. The
+// returned Root's ID is what every rank passes to Init. Connections are
+// handled concurrently, each with its own handshake deadline, so that
+// silent or hostile ones do not hold up the ranks.
+func StartRootSecret(host string, magic uint64, secret auth.Secret, nranks int, timeout time.Duration, log *slog.Logger) (*Root, error) {
 	if nranks < 1 {
 		return nil, fmt.Errorf("bootstrap root: %d ranks", nranks)
 	}
@@ -108,7 +154,9 @@ func StartRoot(host string, magic uint64, nranks int, timeout time.Duration, log
 	if err != nil {
 		return nil, fmt.Errorf("bootstrap root: listen on %s: %w", addr, err)
 	}
-	r := &Root{ln: ln, id: UniqueID{Magic: magic, Addr: ln.Addr().String()}, nranks: nranks, timeout: timeout, log: log, done: make(chan struct{})}
+	r := &Root{ln: ln, id: UniqueID{Magic: magic, Addr: ln.Addr().String(), Secret: secret}, nranks: nranks, timeout: timeout, log: log,
+		arrive: make(chan rootArrival), stop: make(chan struct{}), quit: make(chan struct{}), done: make(chan struct{})}
+	r.acc = NewAcceptor(ln, max(MaxPending, nranks), log, r.handle)
 	go r.serve()
 	return r, nil
 }
@@ -121,55 +169,74 @@ func (r *Root) Wait() error { <-r.done; return r.err }
 
 // Close stops the root (ranks still connecting fail) and waits for it.
 func (r *Root) Close() error {
-	r.ln.Close()
+	select {
+	case <-r.stop:
+	default:
+		close(r.stop)
+	}
 	<-r.done
 	return r.err
 }
 
+// handle takes one connection: hello and proof, then the rank's address.
+func (r *Root) handle(c net.Conn, proven func()) {
+	deadline := handshakeDeadline(r.timeout)
+	h, err := ReadHello(c, r.id.Magic, r.id.Secret, r.nranks, deadline)
+	if err == nil && h.Type != TypeRoot {
+		err = fmt.Errorf("socket type %d is not a root connection", h.Type)
+	}
+	if err != nil {
+		r.log.Warn("bootstrap root: refused connection", "remote", c.RemoteAddr().String(), "err", err)
+		c.Close()
+		return
+	}
+	proven()
+	b, err := ReadFrame(c, MaxAddrLen, deadline)
+	if err != nil {
+		r.log.Warn("bootstrap root: bad info", "rank", h.Rank, "err", err)
+		c.Close()
+		return
+	}
+	select {
+	case r.arrive <- rootArrival{rank: int(h.Rank), addr: string(b), c: c}:
+	case <-r.quit:
+		c.Close()
+	}
+}
+
 func (r *Root) serve() {
 	defer close(r.done)
-	defer r.ln.Close()
-	deadline := time.Now().Add(r.timeout)
 	conns := make([]net.Conn, r.nranks)
 	addrs := make([]string, r.nranks)
 	defer func() {
+		close(r.quit)
+		r.acc.Close()
 		for _, c := range conns {
 			if c != nil {
 				c.Close()
 			}
 		}
 	}()
-	if tl, ok := r.ln.(*net.TCPListener); ok {
-		_ = tl.SetDeadline(deadline)
-	}
+	timer := time.NewTimer(r.timeout)
+	defer timer.Stop()
+	deadline := time.Now().Add(r.timeout)
 	for got := 0; got < r.nranks; {
-		c, err := r.ln.Accept()
-		if err != nil {
-			r.err = fmt.Errorf("bootstrap root: %d of %d ranks arrived: %w", got, r.nranks, err)
+		select {
+		case a := <-r.arrive:
+			if conns[a.rank] != nil {
+				r.log.Warn("bootstrap root: duplicate rank refused", "rank", a.rank)
+				a.c.Close()
+				continue
+			}
+			conns[a.rank], addrs[a.rank] = a.c, a.addr
+			got++
+		case <-timer.C:
+			r.err = fmt.Errorf("bootstrap root: %d of %d ranks arrived: timed out after %v (missing: %s)", got, r.nranks, r.timeout, missing(conns))
+			return
+		case <-r.stop:
+			r.err = fmt.Errorf("bootstrap root: %d of %d ranks arrived: closed (missing: %s)", got, r.nranks, missing(conns))
 			return
 		}
-		h, err := ReadHello(c, r.id.Magic, r.nranks, deadline)
-		if err == nil && h.Type != TypeRoot {
-			err = fmt.Errorf("socket type %d is not a root connection", h.Type)
-		}
-		if err != nil {
-			r.log.Warn("bootstrap root: refused connection", "remote", c.RemoteAddr().String(), "err", err)
-			c.Close()
-			continue
-		}
-		b, err := ReadFrame(c, 4096, deadline)
-		if err != nil {
-			r.log.Warn("bootstrap root: bad info", "rank", h.Rank, "err", err)
-			c.Close()
-			continue
-		}
-		if conns[h.Rank] != nil {
-			r.log.Warn("bootstrap root: duplicate rank refused", "rank", h.Rank)
-			c.Close()
-			continue
-		}
-		conns[h.Rank], addrs[h.Rank] = c, string(b)
-		got++
 	}
 	table := []byte(strings.Join(addrs, "\n"))
 	for rank, c := range conns {
@@ -178,6 +245,21 @@ func (r *Root) serve() {
 			return
 		}
 	}
+}
+
+// missing lists the ranks without a connection, abbreviated past 8.
+func missing(conns []net.Conn) string {
+	var m []string
+	for r, c := range conns {
+		if c == nil {
+			if len(m) == 8 {
+				m = append(m, "...")
+				break
+			}
+			m = append(m, strconv.Itoa(r))
+		}
+	}
+	return strings.Join(m, ", ")
 }
 
 // Config describes one rank's bootstrap.
@@ -192,11 +274,24 @@ type Config struct {
 	// Watch opens liveness connections to every peer (jobs up to
 	// MaxWatchRanks ranks; larger jobs watch their ring neighbours only).
 	Watch bool
-	Log   *slog.Logger
+	// HeartbeatTimeout is how long a watched peer may stay silent before
+	// it is named lost (a stopped or hung process keeps its sockets open,
+	// so only missing heartbeats show it); when 0, TWINCCL_HEARTBEAT_TIMEOUT
+	// or DefaultHeartbeatTimeout (HeartbeatTimeoutFromEnv).
+	// Heartbeats go out every HeartbeatTimeout/HeartbeatsPerTimeout.
+	HeartbeatTimeout time.Duration
+	Log              *slog.Logger
 }
 
 // MaxWatchRanks bounds the full mesh of liveness connections.
 const MaxWatchRanks = 64
+
+// Bounds of the queue of messages received but not yet taken by Recv:
+// beyond them a message is dropped (and logged), never kept.
+const (
+	MaxQueuedPerPeer = 1024
+	MaxQueuedBytes   = 64 << 20
+)
 
 type msgKey struct {
 	peer int
@@ -205,28 +300,38 @@ type msgKey struct {
 
 // Handler takes connections of a socket type other than the bootstrap's
 // own (the net transport's data connections arrive on the same listener).
+// The connection has proved the job's secret and its Hello.Rank.
 type Handler func(h Hello, c net.Conn)
 
 // Comm is one rank's bootstrap endpoint.
 type Comm struct {
 	rank, nranks int
 	magic        uint64
+	secret       auth.Secret
 	timeout      time.Duration
+	heartbeat    time.Duration // heartbeat timeout
 	log          *slog.Logger
 	ln           net.Listener
+	acc          *Acceptor
 	addrs        []string
 	next, prev   net.Conn
+	ringCh       chan net.Conn
 
 	mu       sync.Mutex
 	cond     *sync.Cond
 	mailbox  map[msgKey][][]byte
+	queued   map[int]int // messages queued per peer
+	qbytes   int         // bytes queued
+	dropped  int         // messages dropped over the bounds
 	handlers map[uint32]Handler
 	closed   bool
 	lost     int // first lost peer, -1 while none
 	lostErr  error
 	lostCh   chan struct{}
-	watches  []net.Conn
+	watches  []*watchConn
+	watching map[int]bool // peers with a liveness connection
 	barrier  uint32
+	beatStop chan struct{}
 
 	wg      sync.WaitGroup
 	aborted atomic.Bool
@@ -239,8 +344,18 @@ func Init(cfg Config) (*Comm, error) {
 	if cfg.NRanks < 1 || cfg.Rank < 0 || cfg.Rank >= cfg.NRanks {
 		return nil, fmt.Errorf("bootstrap: rank %d of %d out of range", cfg.Rank, cfg.NRanks)
 	}
+	if cfg.ID.Secret.IsZero() {
+		return nil, fmt.Errorf("bootstrap rank %d: the unique id has no secret", cfg.Rank)
+	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.HeartbeatTimeout <= 0 {
+		d, err := HeartbeatTimeoutFromEnv()
+		if err != nil {
+			return nil, fmt.Errorf("bootstrap rank %d: %w", cfg.Rank, err)
+		}
+		cfg.HeartbeatTimeout = d
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
@@ -256,13 +371,13 @@ func Init(cfg Config) (*Comm, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bootstrap rank %d: listen on %s: %w", cfg.Rank, host, err)
 	}
-	c := &Comm{rank: cfg.Rank, nranks: cfg.NRanks, magic: cfg.ID.Magic, timeout: cfg.Timeout, log: cfg.Log.With("rank", cfg.Rank),
-		ln: ln, mailbox: map[msgKey][][]byte{}, handlers: map[uint32]Handler{}, lost: -1, lostCh: make(chan struct{})}
+	c := &Comm{rank: cfg.Rank, nranks: cfg.NRanks, magic: cfg.ID.Magic, secret: cfg.ID.Secret, timeout: cfg.Timeout, heartbeat: cfg.HeartbeatTimeout,
+		log: cfg.Log.With("rank", cfg.Rank), ln: ln, ringCh: make(chan net.Conn, 1),
+		mailbox: map[msgKey][][]byte{}, queued: map[int]int{}, handlers: map[uint32]Handler{}, lost: -1, lostCh: make(chan struct{}),
+		watching: map[int]bool{}, beatStop: make(chan struct{})}
 	c.cond = sync.NewCond(&c.mu)
-	ringCh := make(chan net.Conn, 1)
-	c.wg.Add(1)
-	go c.acceptLoop(ringCh)
-	if err := c.init(cfg, ringCh); err != nil {
+	c.acc = NewAcceptor(ln, max(MaxPending, cfg.NRanks), c.log, c.handle)
+	if err := c.init(cfg); err != nil {
 		c.Abort()
 		return nil, err
 	}
@@ -271,8 +386,8 @@ func Init(cfg Config) (*Comm, error) {
 
 // StartLocal bootstraps the n ranks of one job in this process over
 // loopback (tests, single-process tools): a root, then every rank's Init
-// at once with cfg's Timeout, Watch and Log. On error no rank is left
-// open.
+// at once with cfg's Timeout, Watch, HeartbeatTimeout and Log. On error
+// no rank is left open.
 func StartLocal(n int, cfg Config) ([]*Comm, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultTimeout
@@ -306,13 +421,13 @@ func StartLocal(n int, cfg Config) ([]*Comm, error) {
 	return comms, nil
 }
 
-func (c *Comm) init(cfg Config, ringCh chan net.Conn) error {
+func (c *Comm) init(cfg Config) error {
 	deadline := time.Now().Add(c.timeout)
 	if c.nranks > StaggerThreshold {
 		time.Sleep(time.Duration(float64(c.rank) / StaggerRate * float64(time.Second)))
 	}
 	// Root exchange.
-	rc, err := Dial(cfg.ID.Addr, c.hello(TypeRoot), deadline)
+	rc, err := Dial(cfg.ID.Addr, c.hello(TypeRoot), c.secret, deadline)
 	if err != nil {
 		return fmt.Errorf("bootstrap rank %d: root %s: %w", c.rank, cfg.ID.Addr, err)
 	}
@@ -320,7 +435,7 @@ func (c *Comm) init(cfg Config, ringCh chan net.Conn) error {
 	if err := WriteFrame(rc, []byte(c.ln.Addr().String()), deadline); err != nil {
 		return fmt.Errorf("bootstrap rank %d: send address to root %s: %w", c.rank, cfg.ID.Addr, err)
 	}
-	table, err := ReadFrame(rc, 1<<24, deadline)
+	table, err := ReadFrame(rc, c.nranks*(MaxAddrLen+1), deadline)
 	if err != nil {
 		return fmt.Errorf("bootstrap rank %d: address table from root %s: %w", c.rank, cfg.ID.Addr, err)
 	}
@@ -330,11 +445,11 @@ func (c *Comm) init(cfg Config, ringCh chan net.Conn) error {
 	}
 	// Ring.
 	next := (c.rank + 1) % c.nranks
-	if c.next, err = Dial(c.addrs[next], c.hello(TypeRing), deadline); err != nil {
+	if c.next, err = Dial(c.addrs[next], c.hello(TypeRing), c.secret, deadline); err != nil {
 		return fmt.Errorf("bootstrap rank %d: ring connection to next rank %d: %w", c.rank, next, err)
 	}
 	select {
-	case c.prev = <-ringCh:
+	case c.prev = <-c.ringCh:
 	case <-time.After(time.Until(deadline)):
 		return fmt.Errorf("bootstrap rank %d: ring connection from previous rank %d: timed out after %v", c.rank, (c.rank+c.nranks-1)%c.nranks, c.timeout)
 	}
@@ -357,8 +472,12 @@ func (c *Comm) NRanks() int { return c.nranks }
 // Timeout is the bound of every operation.
 func (c *Comm) Timeout() time.Duration { return c.timeout }
 
-// Magic is the job's magic.
+// Magic is the job's public magic (it may name things others can list).
 func (c *Comm) Magic() uint64 { return c.magic }
+
+// Secret is the job's secret, for the transports' own handshakes (never
+// to be logged or put in a name).
+func (c *Comm) Secret() auth.Secret { return c.secret }
 
 // Addr is the listen address of rank r.
 func (c *Comm) Addr(r int) string { return c.addrs[r] }
@@ -375,62 +494,51 @@ func (c *Comm) Dial(peer int, t uint32) (net.Conn, error) {
 	if peer < 0 || peer >= c.nranks {
 		return nil, fmt.Errorf("bootstrap rank %d: peer %d out of range", c.rank, peer)
 	}
-	conn, err := Dial(c.addrs[peer], c.hello(t), time.Now().Add(c.timeout))
+	conn, err := Dial(c.addrs[peer], c.hello(t), c.secret, time.Now().Add(c.timeout))
 	if err != nil {
 		return nil, fmt.Errorf("bootstrap rank %d: connect to rank %d: %w", c.rank, peer, err)
 	}
 	return conn, nil
 }
 
-func (c *Comm) acceptLoop(ringCh chan net.Conn) {
-	defer c.wg.Done()
+// handle serves one accepted connection: the handshake (bounded by
+// HandshakeTimeout), then the socket type's handler.
+func (c *Comm) handle(conn net.Conn, proven func()) {
+	h, err := ReadHello(conn, c.magic, c.secret, c.nranks, handshakeDeadline(c.timeout))
+	if err != nil {
+		c.log.Warn("bootstrap: refused connection", "remote", conn.RemoteAddr().String(), "err", err)
+		conn.Close()
+		return
+	}
+	proven()
 	prev := (c.rank + c.nranks - 1) % c.nranks
-	for {
-		conn, err := c.ln.Accept()
-		if err != nil {
+	switch h.Type {
+	case TypeRing:
+		if int(h.Rank) != prev {
+			c.log.Warn("bootstrap: refused ring connection from a rank that is not the previous one", "from", h.Rank, "want", prev)
+			conn.Close()
 			return
 		}
-		if tc, ok := conn.(*net.TCPConn); ok {
-			_ = tc.SetNoDelay(true)
+		select {
+		case c.ringCh <- conn:
+		default:
+			c.log.Warn("bootstrap: refused second ring connection", "from", h.Rank)
+			conn.Close()
 		}
-		c.wg.Add(1)
-		go func() {
-			defer c.wg.Done()
-			h, err := ReadHello(conn, c.magic, c.nranks, time.Now().Add(c.timeout))
-			if err != nil {
-				c.log.Warn("bootstrap: refused connection", "remote", conn.RemoteAddr().String(), "err", err)
-				conn.Close()
-				return
-			}
-			switch h.Type {
-			case TypeRing:
-				if int(h.Rank) != prev {
-					c.log.Warn("bootstrap: refused ring connection from a rank that is not the previous one", "from", h.Rank, "want", prev)
-					conn.Close()
-					return
-				}
-				select {
-				case ringCh <- conn:
-				default:
-					c.log.Warn("bootstrap: refused second ring connection", "from", h.Rank)
-					conn.Close()
-				}
-			case TypeP2P:
-				c.recvP2P(int(h.Rank), conn)
-			case TypeWatch:
-				c.addWatch(int(h.Rank), conn)
-			default:
-				c.mu.Lock()
-				hd := c.handlers[h.Type]
-				c.mu.Unlock()
-				if hd == nil {
-					c.log.Warn("bootstrap: refused connection of unknown type", "from", h.Rank, "type", h.Type)
-					conn.Close()
-					return
-				}
-				hd(h, conn)
-			}
-		}()
+	case TypeP2P:
+		c.recvP2P(int(h.Rank), conn)
+	case TypeWatch:
+		c.addWatch(int(h.Rank), conn)
+	default:
+		c.mu.Lock()
+		hd := c.handlers[h.Type]
+		c.mu.Unlock()
+		if hd == nil {
+			c.log.Warn("bootstrap: refused connection of unknown type", "from", h.Rank, "type", h.Type)
+			conn.Close()
+			return
+		}
+		hd(h, conn)
 	}
 }
 
@@ -444,7 +552,7 @@ func (c *Comm) recvP2P(peer int, conn net.Conn) {
 	}
 	var data []byte
 	if err == nil {
-		data, err = ReadFrame(conn, MaxFrame, deadline)
+		data, err = ReadFrame(conn, MaxMessage, deadline)
 	}
 	if err != nil {
 		c.log.Warn("bootstrap: dropped malformed message", "from", peer, "err", err)
@@ -452,9 +560,28 @@ func (c *Comm) recvP2P(peer int, conn net.Conn) {
 	}
 	k := msgKey{peer, le.Uint32(hdr)}
 	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.queued[peer] >= MaxQueuedPerPeer || c.qbytes+len(data) > MaxQueuedBytes {
+		c.dropped++
+		c.log.Warn("bootstrap: dropped a message: too many unreceived", "from", peer, "tag", k.tag,
+			"queued from it", c.queued[peer], "bytes queued", c.qbytes)
+		return
+	}
 	c.mailbox[k] = append(c.mailbox[k], data)
+	c.queued[peer]++
+	c.qbytes += len(data)
 	c.cond.Broadcast()
-	c.mu.Unlock()
+}
+
+// Queued is the number of messages and bytes received but not yet taken
+// by Recv, and the number dropped over the bounds.
+func (c *Comm) Queued() (msgs, bytes, dropped int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, n := range c.queued {
+		msgs += n
+	}
+	return msgs, c.qbytes, c.dropped
 }
 
 // Send delivers data to rank peer under tag (bootstrapSend: a fresh
@@ -462,6 +589,9 @@ func (c *Comm) recvP2P(peer int, conn net.Conn) {
 func (c *Comm) Send(peer int, tag uint32, data []byte) error {
 	if err := c.Err(); err != nil {
 		return err
+	}
+	if len(data) > MaxMessage {
+		return fmt.Errorf("bootstrap rank %d: message of %d bytes to rank %d exceeds the %d-byte limit", c.rank, len(data), peer, MaxMessage)
 	}
 	conn, err := c.Dial(peer, TypeP2P)
 	if err != nil {
@@ -498,6 +628,8 @@ func (c *Comm) Recv(peer int, tag uint32) ([]byte, error) {
 			if len(q) == 1 {
 				delete(c.mailbox, k)
 			}
+			c.queued[peer]--
+			c.qbytes -= len(q[0])
 			return q[0], nil
 		}
 		if c.closed {
@@ -525,7 +657,7 @@ func (c *Comm) AllGather(data []byte) ([][]byte, error) {
 		send := out[(c.rank-s+n)%n]
 		errc := make(chan error, 1)
 		go func() { errc <- WriteFrame(c.next, send, deadline) }()
-		got, rerr := ReadFrame(c.prev, MaxFrame, deadline)
+		got, rerr := ReadFrame(c.prev, MaxMessage, deadline)
 		werr := <-errc
 		if rerr != nil {
 			return nil, c.wrap(fmt.Errorf("bootstrap rank %d: allgather step %d: receive from rank %d: %w", c.rank, s, (c.rank+n-1)%n, rerr))
@@ -598,79 +730,10 @@ func (c *Comm) PeerLost(peer int, cause error) {
 		return
 	}
 	c.lost = peer
-	c.lostErr = fmt.Errorf("bootstrap rank %d: rank %d lost: %w: %v", c.rank, peer, ErrPeerLost, cause)
+	c.lostErr = fmt.Errorf("bootstrap rank %d: rank %d lost: %w: %w", c.rank, peer, ErrPeerLost, cause)
 	c.log.Error("peer lost", "peer", peer, "err", cause)
 	close(c.lostCh)
 	c.cond.Broadcast()
-}
-
-func (c *Comm) startWatch(deadline time.Time) error {
-	n := c.nranks
-	var peers []int
-	if n <= MaxWatchRanks {
-		for p := c.rank + 1; p < n; p++ {
-			peers = append(peers, p)
-		}
-	} else {
-		peers = append(peers, (c.rank+1)%n)
-	}
-	for _, p := range peers {
-		conn, err := Dial(c.addrs[p], c.hello(TypeWatch), deadline)
-		if err != nil {
-			return fmt.Errorf("bootstrap rank %d: liveness connection to rank %d: %w", c.rank, p, err)
-		}
-		if !c.registerWatch(conn) {
-			return fmt.Errorf("bootstrap rank %d: closed while connecting liveness", c.rank)
-		}
-		c.wg.Add(1)
-		go func() { defer c.wg.Done(); c.watch(p, conn) }()
-	}
-	return nil
-}
-
-// addWatch blocks reading a liveness connection: a byte 1 is the peer's
-// goodbye; EOF or an error before it means the peer is lost.
-func (c *Comm) addWatch(peer int, conn net.Conn) {
-	if c.registerWatch(conn) {
-		c.watch(peer, conn)
-	}
-}
-
-// registerWatch keeps conn for Close; false (conn closed) when closing.
-func (c *Comm) registerWatch(conn net.Conn) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		conn.Close()
-		return false
-	}
-	c.watches = append(c.watches, conn)
-	return true
-}
-
-func (c *Comm) watch(peer int, conn net.Conn) {
-	var b [1]byte
-	_, err := conn.Read(b[:])
-	if err == nil && b[0] == 1 {
-		return
-	}
-	if err == nil && b[0] == 2 {
-		var r [4]byte
-		_ = conn.SetReadDeadline(time.Now().Add(time.Second))
-		if _, err = io.ReadFull(conn, r[:]); err == nil && int(le.Uint32(r[:])) < c.nranks {
-			c.PeerLost(int(le.Uint32(r[:])), fmt.Errorf("reported by rank %d", peer))
-			return
-		}
-	}
-	c.mu.Lock()
-	closed := c.closed
-	c.mu.Unlock()
-	if !closed {
-		if err == nil {
-			err = fmt.Errorf("unexpected byte %d", b[0])
-		}
-		c.PeerLost(peer, fmt.Errorf("liveness connection broke: %w", err))
-	}
 }
 
 // Close says goodbye on the liveness connections, closes every socket and
@@ -694,27 +757,30 @@ func (c *Comm) shutdown(bye bool) {
 	}
 	c.closed = true
 	watches := c.watches
+	lost := c.lost
+	close(c.beatStop)
 	c.cond.Broadcast()
 	c.mu.Unlock()
-	c.mu.Lock()
-	lost := c.lost
-	c.mu.Unlock()
 	for _, w := range watches {
-		_ = w.SetWriteDeadline(time.Now().Add(time.Second))
 		switch {
 		case bye:
-			_, _ = w.Write([]byte{1})
+			_ = w.write([]byte{watchBye}, time.Second)
 		case lost >= 0:
 			// Aborting because of a lost peer: pass its rank on, so that
 			// every rank names the peer that died, not this one.
 			var b [5]byte
-			b[0] = 2
+			b[0] = watchReport
 			le.PutUint32(b[1:], uint32(lost))
-			_, _ = w.Write(b[:])
+			_ = w.write(b[:], time.Second)
 		}
-		w.Close()
+		w.conn.Close()
 	}
-	c.ln.Close()
+	c.acc.Close()
+	select {
+	case x := <-c.ringCh: // arrived after Init gave up
+		x.Close()
+	default:
+	}
 	for _, x := range []net.Conn{c.next, c.prev} {
 		if x != nil {
 			x.Close()

@@ -11,6 +11,11 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/twinccl/twinccl/exec/hw/auth"
 )
 
 // checkGoroutines fails when goroutines started during the test remain.
@@ -48,12 +53,13 @@ func closeAll(comms []*Comm) {
 }
 
 func TestUniqueIDRoundTrip(t *testing.T) {
-	u := UniqueID{Magic: 0x0280028002800280, Addr: "127.0.0.1:4242"}
+	u := UniqueID{Magic: 0x0280028002800280, Addr: "127.0.0.1:4242", Secret: auth.NewSecret()}
 	v, err := ParseUniqueID(u.String())
 	if err != nil || v != u {
 		t.Fatalf("round trip %v -> %v, %v", u, v, err)
 	}
-	for _, bad := range []string{"", "zz@1.2.3.4:5", "12", "12@nohost"} {
+	sec := "#" + u.Secret.Hex()
+	for _, bad := range []string{"", "zz@1.2.3.4:5" + sec, "12" + sec, "12@nohost" + sec, "12@1.2.3.4:5", "12@1.2.3.4:5#00", "12@1.2.3.4:5#zz"} {
 		if _, err := ParseUniqueID(bad); err == nil {
 			t.Errorf("ParseUniqueID(%q) accepted", bad)
 		}
@@ -129,29 +135,20 @@ func TestWrongMagicRefused(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(&lb, nil))
 	comms := startJob(t, 2, 5*time.Second, false, log)
 	defer closeAll(comms)
-	// A connection with the wrong magic is refused and logged.
-	bad, err := Dial(comms[0].Addr(0), Hello{Magic: comms[0].Magic() ^ 1, Type: TypeP2P, Rank: 1, NRanks: 2}, time.Now().Add(time.Second))
-	if err != nil {
-		t.Fatal(err)
+	// A connection with the wrong magic, or a rank out of range, is
+	// refused before the proof: the dialler's handshake fails.
+	for _, h := range []Hello{
+		{Magic: comms[0].Magic() ^ 1, Type: TypeP2P, Rank: 1, NRanks: 2},
+		{Magic: comms[0].Magic(), Type: TypeP2P, Rank: 9, NRanks: 2},
+	} {
+		_, err := Dial(comms[0].Addr(0), h, comms[0].Secret(), time.Now().Add(300*time.Millisecond))
+		require.Error(t, err, "hello %+v accepted", h)
 	}
-	defer bad.Close()
-	_ = bad.SetReadDeadline(time.Now().Add(2 * time.Second))
-	if _, err := bad.Read(make([]byte, 1)); err == nil || IsTimeout(err) {
-		t.Fatalf("connection with a wrong magic not closed: %v", err)
-	}
-	// A rank out of range is refused too.
-	bad2, err := Dial(comms[0].Addr(0), Hello{Magic: comms[0].Magic(), Type: TypeP2P, Rank: 9, NRanks: 2}, time.Now().Add(time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer bad2.Close()
-	_ = bad2.SetReadDeadline(time.Now().Add(2 * time.Second))
-	if _, err := bad2.Read(make([]byte, 1)); err == nil || IsTimeout(err) {
-		t.Fatalf("connection with a bad rank not closed: %v", err)
-	}
-	if s := lb.String(); !strings.Contains(s, "wrong magic") || !strings.Contains(s, "rank 9 of 2") {
-		t.Errorf("refusals not logged:\n%s", s)
-	}
+	s := lb.String()
+	assert.Contains(t, s, "wrong magic")
+	assert.Contains(t, s, "rank 9 of 2")
+	assert.NotContains(t, s, fmt.Sprintf("%x", comms[0].Magic()), "a refusal printed the job's magic")
+	assert.NotContains(t, s, comms[0].Secret().Hex(), "a refusal printed the job's secret")
 	// The job still works.
 	var wg sync.WaitGroup
 	for _, c := range comms {
@@ -165,7 +162,7 @@ func TestMalformedMessageDropped(t *testing.T) {
 	checkGoroutines(t)
 	comms := startJob(t, 2, 5*time.Second, false, nil)
 	defer closeAll(comms)
-	c, err := Dial(comms[0].Addr(0), Hello{Magic: comms[0].Magic(), Type: TypeP2P, Rank: 1, NRanks: 2}, time.Now().Add(time.Second))
+	c, err := Dial(comms[0].Addr(0), Hello{Magic: comms[0].Magic(), Type: TypeP2P, Rank: 1, NRanks: 2}, comms[0].Secret(), time.Now().Add(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

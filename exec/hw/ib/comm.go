@@ -25,6 +25,7 @@ type endpoint struct {
 
 	ctl     net.Conn
 	frames  chan []byte
+	stop    chan struct{} // closed by close: the reader stops delivering
 	ctlErr  atomic.Pointer[error]
 	readers sync.WaitGroup
 
@@ -64,7 +65,7 @@ type qpKey struct {
 }
 
 func newEndpoint(p *Plugin, peer int, sender bool) *endpoint {
-	return &endpoint{p: p, peer: peer, sender: sender, frames: make(chan []byte, 4), qpIdx: map[qpKey]int{}, wrs: map[uint64]*request{},
+	return &endpoint{p: p, peer: peer, sender: sender, frames: make(chan []byte, 4), stop: make(chan struct{}), qpIdx: map[qpKey]int{}, wrs: map[uint64]*request{},
 		mrs: newMRCache(p.devs)}
 }
 
@@ -86,7 +87,13 @@ func (e *endpoint) attach(c net.Conn) {
 				}
 				return
 			}
-			e.frames <- b
+			// Frames nobody asked for (the setup reads two) must not
+			// block the reader, or close would wait for it forever.
+			select {
+			case e.frames <- b:
+			case <-e.stop:
+				return
+			}
 		}
 	}()
 }
@@ -180,15 +187,10 @@ func (e *endpoint) localMeta() ctlMsg {
 // connectQPs moves the QPs to RTR (towards the peer's QP of the same
 // index) and RTS, and posts their receives.
 func (e *endpoint) connectQPs(m *ctlMsg) error {
+	if err := checkMeta(m.Meta, len(e.qps)); err != nil {
+		return fmt.Errorf("ib plugin: rank %d: %w", e.peer, err)
+	}
 	r := m.Meta
-	if r == nil || len(r.QPN) != len(e.qps) || len(r.LID) != len(r.QPN) || len(r.GID) != len(r.QPN) || len(r.MTU) != len(r.QPN) || len(r.Dev) != len(r.QPN) {
-		return fmt.Errorf("ib plugin: rank %d sent metadata for a different QP count (%d here)", e.peer, len(e.qps))
-	}
-	for _, d := range r.Dev {
-		if d < 0 || d >= maxDevs {
-			return fmt.Errorf("ib plugin: rank %d names device %d", e.peer, d)
-		}
-	}
 	e.remote = r
 	for i, qp := range e.qps {
 		d := e.p.devs[i%len(e.p.devs)]
@@ -230,6 +232,7 @@ func (e *endpoint) close() error {
 	}
 	e.closed = true
 	e.mu.Unlock()
+	close(e.stop)
 	if e.ctl != nil {
 		e.ctl.Close()
 	}
@@ -419,16 +422,54 @@ func (e *endpoint) register(r *request, b []byte, access verbs.Access) error {
 
 func addrOf(b []byte) uint64 { return uint64(uintptr(unsafe.Pointer(&b[0]))) }
 
-// entry reads FIFO slot f.
-// An entry is {addr u64, size u32, kind u32, msg u64, rkey u32 per
-// device of the receiver (at most maxDevs)}.
-func (e *endpoint) entry(f int) (addr uint64, size uint32, msg uint64, kind uint32, rkeys []uint32) {
-	b := e.fifo[f*entBytes : (f+1)*entBytes]
-	le := binary.LittleEndian
-	for i := 24; i < entBytes; i += 4 {
-		rkeys = append(rkeys, le.Uint32(b[i:]))
+// checkMeta checks a peer's queue-pair metadata for nqps queue pairs
+// before any of it is used as an index.
+func checkMeta(r *metadata, nqps int) error {
+	if r == nil || len(r.QPN) != nqps || len(r.LID) != len(r.QPN) || len(r.GID) != len(r.QPN) || len(r.MTU) != len(r.QPN) || len(r.Dev) != len(r.QPN) {
+		return fmt.Errorf("metadata for a different QP count (%d here)", nqps)
 	}
-	return le.Uint64(b), le.Uint32(b[8:]), le.Uint64(b[16:]), le.Uint32(b[12:]), rkeys
+	for _, d := range r.Dev {
+		if d < 0 || d >= maxDevs {
+			return fmt.Errorf("metadata names device %d", d)
+		}
+	}
+	return nil
+}
+
+// fifoEntry is one FIFO slot: {addr u64, size u32, kind u32, msg u64, rkey
+// u32 per device of the receiver (maxDevs)}.
+type fifoEntry struct {
+	addr  uint64
+	size  uint32
+	kind  uint32
+	msg   uint64
+	rkeys [maxDevs]uint32
+}
+
+func encodeEntry(b []byte, f fifoEntry) {
+	le := binary.LittleEndian
+	le.PutUint64(b, f.addr)
+	le.PutUint32(b[8:], f.size)
+	le.PutUint32(b[12:], f.kind)
+	le.PutUint64(b[16:], f.msg)
+	for i, k := range f.rkeys {
+		le.PutUint32(b[24+4*i:], k)
+	}
+}
+
+func decodeEntry(b []byte) fifoEntry {
+	le := binary.LittleEndian
+	f := fifoEntry{addr: le.Uint64(b), size: le.Uint32(b[8:]), kind: le.Uint32(b[12:]), msg: le.Uint64(b[16:])}
+	for i := range f.rkeys {
+		f.rkeys[i] = le.Uint32(b[24+4*i:])
+	}
+	return f
+}
+
+// entry reads FIFO slot f.
+func (e *endpoint) entry(f int) (addr uint64, size uint32, msg uint64, kind uint32, rkeys []uint32) {
+	x := decodeEntry(e.fifo[f*entBytes : (f+1)*entBytes])
+	return x.addr, x.size, x.msg, x.kind, x.rkeys[:]
 }
 
 // postSends writes what the FIFO allows, in message order.
@@ -551,14 +592,9 @@ func (e *endpoint) post(r *request, kind uint32, addr uint64, rkeys []uint32, si
 		return fmt.Errorf("ib plugin: FIFO slot %d still in use (rank %d)", f, e.peer)
 	}
 	b := e.fifo[f*entBytes : (f+1)*entBytes]
-	le := binary.LittleEndian
-	le.PutUint64(b, addr)
-	le.PutUint32(b[8:], uint32(size))
-	le.PutUint32(b[12:], kind)
-	le.PutUint64(b[16:], r.msg)
-	for i, k := range rkeys {
-		le.PutUint32(b[24+4*i:], k)
-	}
+	x := fifoEntry{addr: addr, size: uint32(size), kind: kind, msg: r.msg}
+	copy(x.rkeys[:], rkeys)
+	encodeEntry(b, x)
 	wr := verbs.SendWR{ID: 0, Op: verbs.OpWriteImm, Signaled: true, Imm: kindFifo<<16 | uint32(f), RemoteAddr: e.remote.Fifo + uint64(f*entBytes), RKey: e.remote.RKey,
 		SGE: []verbs.SGE{{Addr: addrOf(b), Len: entBytes, LKey: e.fifoMR.LKey()}}}
 	if err := e.qps[0].PostSend(wr); err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/twinccl/twinccl/exec/hw/auth"
 	"github.com/twinccl/twinccl/exec/hw/ib/rdma"
 	"github.com/twinccl/twinccl/exec/hw/ib/soft"
 	"github.com/twinccl/twinccl/exec/hw/ib/verbs"
@@ -69,9 +70,10 @@ func activeDevices(p verbs.Provider, hca string) ([]string, error) {
 // (an active port 1 among the devices hca keeps); "soft" is the software
 // provider, one device listening on host (a TCP test vehicle, not RDMA);
 // "auto" is rdma when such a device exists, else soft. note says which
-// was taken and why, for a log line. The caller closes a provider that
-// is an io.Closer (the soft one) after the plugin.
-func OpenProvider(choice, host, hca string) (p verbs.Provider, note string, err error) {
+// was taken and why, for a log line. secret is the job's secret, which
+// the soft provider's connections prove. The caller closes a provider
+// that is an io.Closer (the soft one) after the plugin.
+func OpenProvider(choice, host, hca string, secret auth.Secret) (p verbs.Provider, note string, err error) {
 	if choice, err = ParseProviderChoice(choice); err != nil {
 		return nil, "", err
 	}
@@ -94,7 +96,7 @@ func OpenProvider(choice, host, hca string) (p verbs.Provider, note string, err 
 	} else {
 		note = fmt.Sprintf("the software verbs provider, as %s=soft asks (TCP on %s, a test vehicle, not RDMA)", ProviderEnv, host)
 	}
-	sp, err := soft.New(soft.Options{Host: host})
+	sp, err := soft.New(soft.Options{Host: host, Secret: secret})
 	if err != nil {
 		return nil, "", fmt.Errorf("ib plugin: software verbs provider: %w", err)
 	}

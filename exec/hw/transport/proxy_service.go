@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/twinccl/twinccl/exec/hw/auth"
 	"github.com/twinccl/twinccl/exec/hw/bootstrap"
 )
 
@@ -71,19 +72,29 @@ const (
 )
 
 // proxySockName is the abstract Unix socket of rank's proxy service in
-// the job of magic.
-func proxySockName(magic uint64, rank int) string {
-	return fmt.Sprintf("@twinccl-proxy-%016x-%d", magic, rank)
+// the job of magic. Abstract names are listed in /proc/net/unix for every
+// local user, so the name shows neither the secret nor the magic: it is a
+// tag derived from the secret (unpredictable without it, so nobody can
+// take the name first), and the service still checks every client's uid
+// and proof.
+func proxySockName(secret auth.Secret, magic uint64, rank int) string {
+	return "@twinccl-proxy-" + secret.Tag(fmt.Sprintf("proxy %016x %d", magic, rank))
 }
+
+// MaxProxyClients bounds a proxy's clients (its rank and the same-host
+// ranks fetching shm segments; each opens one).
+func maxProxyClients(nranks int) int { return nranks + 16 }
 
 // ProxyService is a rank's proxy (NCCL's proxy thread pair): a service
 // loop on a locked OS thread answering the typed messages of its clients
 // (the rank itself, and the same-host peers that fetch shm segments),
 // with asynchronous operations answered when they complete, and the
 // progress loop that drives the net connections. Clients reach it on an
-// abstract Unix socket named by the job's magic and the rank (so only
-// processes of this host can), after the bootstrap handshake (magic,
-// rank). A malformed message (unknown type, bad length, bad op id)
+// abstract Unix socket named by a tag of the job's secret (so only
+// processes of this host can), and are served only when the kernel says
+// they run as this user (SO_PEERCRED) and they prove the secret in the
+// bootstrap handshake, which binds the rank they claim. Only this rank's
+// own process may stop the service. A malformed message (unknown type, bad length, bad op id)
 // closes that client's connection only, releasing what it owned, and is
 // logged; every other client goes on.
 type ProxyService struct {
@@ -91,12 +102,12 @@ type ProxyService struct {
 	cfg  Config
 	log  *slog.Logger
 	ln   *net.UnixListener
+	acc  *bootstrap.Acceptor
 	prog *progress
 
 	events chan proxyEvent
 	stopCh chan struct{}
 	done   chan struct{}
-	wg     sync.WaitGroup // acceptor and readers
 
 	// Owned by the service goroutine.
 	net     Plugin
@@ -104,9 +115,10 @@ type ProxyService struct {
 	clients map[*svcClient]bool
 	async   []*asyncOp
 
-	mu     sync.Mutex // guards conns and nextID (the rank reads conns)
-	conns  map[uint64]*proxyConn
-	nextID uint64
+	mu       sync.Mutex // guards conns, nextID and nclients (the rank reads conns)
+	conns    map[uint64]*proxyConn
+	nextID   uint64
+	nclients int
 
 	// Malformed counts the connections closed for malformed messages.
 	Malformed atomic.Int64
@@ -129,6 +141,7 @@ type proxyConn struct {
 type svcClient struct {
 	conn     *net.UnixConn
 	rank     int
+	pid      int32 // the client's process (SO_PEERCRED)
 	inflight map[uint64]bool
 	closed   bool
 }
@@ -164,10 +177,10 @@ func NewProxyService(comm *bootstrap.Comm, cfg Config) (*ProxyService, error) {
 	if cfg.ShmDir == "" {
 		cfg.ShmDir = "/dev/shm"
 	}
-	name := proxySockName(comm.Magic(), comm.Rank())
+	name := proxySockName(comm.Secret(), comm.Magic(), comm.Rank())
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: name, Net: "unix"})
 	if err != nil {
-		return nil, fmt.Errorf("proxy rank %d: listen on %s: %w", comm.Rank(), name, err)
+		return nil, fmt.Errorf("proxy rank %d: listen on its Unix socket: %w", comm.Rank(), err)
 	}
 	s := &ProxyService{comm: comm, cfg: cfg, log: cfg.Log.With("proxy", comm.Rank()), ln: ln, net: cfg.Net,
 		events: make(chan proxyEvent, 64), stopCh: make(chan struct{}), done: make(chan struct{}),
@@ -176,8 +189,9 @@ func NewProxyService(comm *bootstrap.Comm, cfg Config) (*ProxyService, error) {
 		s.net = NewSocket(SocketOptionsFromEnv())
 	}
 	s.prog = newProgress(comm, cfg.Log, cfg.Flush)
-	s.wg.Add(1)
-	go s.accept()
+	s.acc = bootstrap.NewAcceptor(ln, bootstrap.MaxPending, s.log, func(c net.Conn, proven func()) {
+		s.read(c.(*net.UnixConn), proven)
+	})
 	go s.serve()
 	return s, nil
 }
@@ -206,51 +220,53 @@ func (s *ProxyService) conn(id uint64) *Conn {
 	return nil
 }
 
-func (s *ProxyService) accept() {
-	defer s.wg.Done()
-	for {
-		c, err := s.ln.AcceptUnix()
-		if err != nil {
-			return
-		}
-		s.wg.Add(1)
-		go s.read(c)
+// clients counts the authenticated clients, bounded by maxProxyClients.
+func (s *ProxyService) admit(delta int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if delta > 0 && s.nclients >= maxProxyClients(s.comm.NRanks()) {
+		return false
 	}
+	s.nclients += delta
+	return true
 }
 
-// read checks the handshake, then reads requests and hands them to the
-// service loop. A header with an unknown type, an oversized payload or op
-// id 0 closes the connection here.
-func (s *ProxyService) read(c *net.UnixConn) {
-	defer s.wg.Done()
-	h, err := bootstrap.ReadHello(c, s.comm.Magic(), s.comm.NRanks(), time.Now().Add(s.comm.Timeout()))
+// read checks the client's credentials and handshake, then reads
+// requests and hands them to the service loop. A header with an unknown
+// type, an oversized payload or op id 0 closes the connection here.
+func (s *ProxyService) read(c *net.UnixConn, proven func()) {
+	uid, pid, err := peerCred(c)
+	if err == nil && uid != uint32(os.Getuid()) {
+		err = fmt.Errorf("client runs as uid %d, not this job's uid %d", uid, os.Getuid())
+	}
+	var h bootstrap.Hello
+	if err == nil {
+		deadline := time.Now().Add(min(s.comm.Timeout(), bootstrap.HandshakeTimeout))
+		h, err = bootstrap.ReadHello(c, s.comm.Magic(), s.comm.Secret(), s.comm.NRanks(), deadline)
+	}
 	if err == nil && h.Type != bootstrap.TypeProxy {
 		err = fmt.Errorf("socket type %d is not a proxy connection", h.Type)
 	}
 	if err != nil {
-		s.log.Warn("proxy: refused connection", "err", err)
+		s.log.Warn("proxy: refused connection", "pid", pid, "err", err)
 		c.Close()
 		return
 	}
-	cl := &svcClient{conn: c, rank: int(h.Rank), inflight: map[uint64]bool{}}
+	proven()
+	if !s.admit(1) {
+		s.log.Warn("proxy: refused connection: too many clients", "client", h.Rank, "pid", pid)
+		c.Close()
+		return
+	}
+	defer s.admit(-1)
+	cl := &svcClient{conn: c, rank: int(h.Rank), pid: pid, inflight: map[uint64]bool{}}
 	for {
 		var hdr [proxyReqHeader]byte
 		if _, err := io.ReadFull(c, hdr[:]); err != nil {
 			s.post(proxyEvent{cl: cl, gone: true})
 			return
 		}
-		typ := ProxyMsg(binary.LittleEndian.Uint32(hdr[0:]))
-		size := binary.LittleEndian.Uint32(hdr[4:])
-		opID := binary.LittleEndian.Uint64(hdr[8:])
-		var bad string
-		switch {
-		case typ < 1 || typ >= proxyMsgEnd:
-			bad = fmt.Sprintf("unknown message type %d", uint32(typ))
-		case size > MaxProxyRequest:
-			bad = fmt.Sprintf("%s payload of %d bytes exceeds %d", typ, size, MaxProxyRequest)
-		case opID == 0:
-			bad = fmt.Sprintf("%s with op id 0", typ)
-		}
+		typ, size, opID, bad := parseProxyHeader(hdr[:])
 		if bad != "" {
 			s.malformed(cl, bad)
 			s.post(proxyEvent{cl: cl, gone: true})
@@ -326,8 +342,8 @@ func (s *ProxyService) handle(ev proxyEvent) bool {
 		s.drop(cl)
 		return false
 	}
-	if want := proxyLen(ev.typ); want >= 0 && len(ev.payload) != want || want < 0 && len(ev.payload) < 8 {
-		s.malformed(cl, fmt.Sprintf("%s payload of %d bytes (want %d)", ev.typ, len(ev.payload), max(want, 8)))
+	if bad := checkProxyPayload(ev.typ, ev.payload); bad != "" {
+		s.malformed(cl, bad)
 		s.drop(cl)
 		return false
 	}
@@ -342,6 +358,33 @@ func (s *ProxyService) handle(ev proxyEvent) bool {
 		s.respond(cl, ev.opID, resp, fd, err)
 	}
 	return ev.typ == ProxyStop && err == nil
+}
+
+// parseProxyHeader decodes a request header; bad says what is malformed
+// (an unknown type, a payload over MaxProxyRequest, op id 0), "" when
+// nothing is.
+func parseProxyHeader(hdr []byte) (typ ProxyMsg, size uint32, opID uint64, bad string) {
+	typ = ProxyMsg(binary.LittleEndian.Uint32(hdr[0:]))
+	size = binary.LittleEndian.Uint32(hdr[4:])
+	opID = binary.LittleEndian.Uint64(hdr[8:])
+	switch {
+	case typ < 1 || typ >= proxyMsgEnd:
+		bad = fmt.Sprintf("unknown message type %d", uint32(typ))
+	case size > MaxProxyRequest:
+		bad = fmt.Sprintf("%s payload of %d bytes exceeds %d", typ, size, MaxProxyRequest)
+	case opID == 0:
+		bad = fmt.Sprintf("%s with op id 0", typ)
+	}
+	return typ, size, opID, bad
+}
+
+// checkProxyPayload says what is wrong with a payload of type t, "" when
+// nothing is.
+func checkProxyPayload(t ProxyMsg, payload []byte) string {
+	if want := proxyLen(t); want >= 0 && len(payload) != want || want < 0 && len(payload) < 8 {
+		return fmt.Sprintf("%s payload of %d bytes (want %d)", t, len(payload), max(want, 8))
+	}
+	return ""
 }
 
 // proxyLen is the payload size of a request type; -1: at least 8 bytes.
@@ -485,7 +528,6 @@ func (s *ProxyService) progressAsync() {
 
 // shutdown stops the progress loop and releases everything.
 func (s *ProxyService) shutdown() {
-	s.ln.Close()
 	for _, op := range s.async {
 		if op.cancel != nil {
 			op.cancel()
@@ -510,7 +552,7 @@ func (s *ProxyService) shutdown() {
 	// early for them by draining until they are gone.
 	drained := make(chan struct{})
 	go func() {
-		s.wg.Wait()
+		s.acc.Close() // closes the listener and the readers' sockets, waits for them
 		close(drained)
 	}()
 	for {
@@ -556,6 +598,9 @@ func (s *ProxyService) exec(cl *svcClient, ev proxyEvent) (resp []byte, fd int, 
 		}
 		return []byte(s.net.Name()), fd, nil, nil
 	case ProxyStop:
+		if cl.rank != me || cl.pid != int32(os.Getpid()) {
+			return nil, fd, nil, fmt.Errorf("proxy rank %d: stop refused: only rank %d's own process may stop its proxy (client rank %d, pid %d)", me, me, cl.rank, cl.pid)
+		}
 		return nil, fd, nil, nil
 	}
 	id := binary.LittleEndian.Uint64(p)
@@ -731,7 +776,7 @@ type proxyResp struct {
 
 // DialProxy connects to the proxy service of rank peer on this host.
 func DialProxy(comm *bootstrap.Comm, peer int) (*ProxyClient, error) {
-	name := proxySockName(comm.Magic(), peer)
+	name := proxySockName(comm.Secret(), comm.Magic(), peer)
 	deadline := time.Now().Add(comm.Timeout())
 	var c *net.UnixConn
 	var err error
@@ -745,8 +790,12 @@ func DialProxy(comm *bootstrap.Comm, peer int) (*ProxyClient, error) {
 	if err != nil {
 		return nil, fmt.Errorf("proxy client rank %d: connect to the proxy of rank %d: %w", comm.Rank(), peer, err)
 	}
+	if uid, _, err := peerCred(c); err != nil || uid != uint32(os.Getuid()) {
+		c.Close()
+		return nil, fmt.Errorf("proxy client rank %d: the proxy of rank %d runs as uid %d, not uid %d (%v)", comm.Rank(), peer, uid, os.Getuid(), err)
+	}
 	h := bootstrap.Hello{Magic: comm.Magic(), Type: bootstrap.TypeProxy, Rank: uint32(comm.Rank()), NRanks: uint32(comm.NRanks())}
-	if err := bootstrap.WriteHello(c, h, deadline); err != nil {
+	if err := bootstrap.WriteHello(c, h, comm.Secret(), deadline); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("proxy client rank %d: handshake with the proxy of rank %d: %w", comm.Rank(), peer, err)
 	}

@@ -181,12 +181,12 @@ func transfer(t *testing.T, snd, rcv *Conn, steps int) {
 // `from` and returns it without the client's framing.
 func rawClient(t *testing.T, s *Set, from int, magic uint64) *net.UnixConn {
 	t.Helper()
-	c, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: proxySockName(s.comm.Magic(), s.comm.Rank()), Net: "unix"})
+	c, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: proxySockName(s.comm.Secret(), s.comm.Magic(), s.comm.Rank()), Net: "unix"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	h := bootstrap.Hello{Magic: magic, Type: bootstrap.TypeProxy, Rank: uint32(from), NRanks: uint32(s.comm.NRanks())}
-	if err := bootstrap.WriteHello(c, h, time.Now().Add(time.Second)); err != nil {
+	if err := bootstrap.WriteHello(c, h, s.comm.Secret(), time.Now().Add(time.Second)); err != nil && magic == s.comm.Magic() {
 		t.Fatal(err)
 	}
 	return c

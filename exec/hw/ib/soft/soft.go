@@ -41,6 +41,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/twinccl/twinccl/exec/hw/auth"
 	"github.com/twinccl/twinccl/exec/hw/ib/verbs"
 )
 
@@ -56,7 +57,15 @@ type Options struct {
 	// each device starts at a random one). QPNs are unique per device
 	// only, as on HCAs; a shared base makes devices reuse each other's.
 	QPNBase uint32
+	// Secret is the job's secret, which every connection between
+	// devices proves (a guessed QPN reaches nothing without it). Zero:
+	// a secret of this process, so that devices of one process reach
+	// each other and nobody else.
+	Secret auth.Secret
 }
+
+// processSecret is the Secret of providers given none.
+var processSecret = sync.OnceValue(auth.NewSecret)
 
 // Provider is a set of software devices.
 type Provider struct {
@@ -75,8 +84,11 @@ func New(o Options) (*Provider, error) {
 		o.Host = "127.0.0.1"
 	}
 	p := &Provider{}
+	if o.Secret.IsZero() {
+		o.Secret = processSecret()
+	}
 	for i := 0; i < o.Devices; i++ {
-		d, err := newDevice(fmt.Sprintf("%s%d", o.Prefix, i), o.Host, o.QPNBase)
+		d, err := newDevice(fmt.Sprintf("%s%d", o.Prefix, i), o.Host, o.QPNBase, o.Secret)
 		if err != nil {
 			p.Close()
 			return nil, err
@@ -88,6 +100,18 @@ func New(o Options) (*Provider, error) {
 
 // Name is "soft".
 func (p *Provider) Name() string { return "soft" }
+
+// Refused is the number of connections the provider's devices refused
+// for a wrong proof of the secret.
+func (p *Provider) Refused() int {
+	n := 0
+	for _, d := range p.devs {
+		d.mu.Lock()
+		n += d.refused
+		d.mu.Unlock()
+	}
+	return n
+}
 
 // Devices lists the device names.
 func (p *Provider) Devices() ([]string, error) {
@@ -125,10 +149,11 @@ func (p *Provider) Close() error {
 
 // Device is a software HCA with one port; it is its own verbs.Context.
 type Device struct {
-	name string
-	ln   net.Listener
-	gids []verbs.GIDEntry
-	lid  uint16
+	name   string
+	ln     net.Listener
+	secret auth.Secret
+	gids   []verbs.GIDEntry
+	lid    uint16
 
 	mu      sync.Mutex
 	closed  bool
@@ -137,17 +162,18 @@ type Device struct {
 	nextQPN uint32
 	nextKey uint32
 	conns   map[net.Conn]struct{}
+	refused int // connections that failed the proof
 	atomic  sync.Mutex
 	wg      sync.WaitGroup
 }
 
-func newDevice(name, host string, qpnBase uint32) (*Device, error) {
+func newDevice(name, host string, qpnBase uint32, secret auth.Secret) (*Device, error) {
 	ln, err := net.Listen("tcp4", net.JoinHostPort(host, "0"))
 	if err != nil {
 		return nil, fmt.Errorf("soft verbs: device %s: %w", name, err)
 	}
 	a := ln.Addr().(*net.TCPAddr)
-	d := &Device{name: name, ln: ln, lid: uint16(a.Port), qps: map[uint32]*QP{}, mrs: map[uint32]*MR{},
+	d := &Device{name: name, ln: ln, secret: secret, lid: uint16(a.Port), qps: map[uint32]*QP{}, mrs: map[uint32]*MR{},
 		nextQPN: 0x100 + uint32(rand.IntN(0x1000)), nextKey: 1 + uint32(rand.IntN(1<<16)), conns: map[net.Conn]struct{}{}}
 	if qpnBase != 0 {
 		d.nextQPN = qpnBase - 1
@@ -620,7 +646,9 @@ func (q *QP) Close() error {
 }
 
 // Wire format. A requester opens a connection to the responder's device
-// with {magic, dest QPN, source QPN}; then each request is a 32-byte
+// with {magic, dest QPN, source QPN} and both prove the job's secret over
+// it (exec/hw/auth); the responder serves it only for a queue pair in RTR
+// or RTS whose destination is that source QPN; then each request is a 32-byte
 // header {op u8, pad 3, rkey u32, raddr u64, len u32, imm u32, add u64}
 // followed, for writes, by len bytes; each response is {status u8, pad 3,
 // len u32} followed by len bytes (reads and atomics).
@@ -696,13 +724,7 @@ func (q *QP) execute(wr verbs.SendWR) (verbs.WCStatus, uint32) {
 	if err != nil {
 		return verbs.WCRetryExcErr, 0
 	}
-	var h [reqBytes]byte
-	h[0] = byte(wr.Op)
-	binary.LittleEndian.PutUint32(h[4:], wr.RKey)
-	binary.LittleEndian.PutUint64(h[8:], wr.RemoteAddr)
-	binary.LittleEndian.PutUint32(h[16:], uint32(total))
-	binary.LittleEndian.PutUint32(h[20:], wr.Imm)
-	binary.LittleEndian.PutUint64(h[24:], wr.Add)
+	h := encodeReq(wireReq{op: wr.Op, rkey: wr.RKey, raddr: wr.RemoteAddr, n: total, imm: wr.Imm, add: wr.Add})
 	if err := q.exchange(c, h[:], wr, bufs); err != nil {
 		var st wcErr
 		if errors.As(err, &st) {
@@ -772,6 +794,10 @@ func (q *QP) conn() (net.Conn, error) {
 		c.Close()
 		return nil, err
 	}
+	if err := auth.Client(c, q.dev.secret, h[:], time.Now().Add(handshakeTimeout)); err != nil {
+		c.Close()
+		return nil, err
+	}
 	if q.closed {
 		c.Close()
 		return nil, errors.New("destroyed")
@@ -780,13 +806,27 @@ func (q *QP) conn() (net.Conn, error) {
 	return c, nil
 }
 
+// handshakeTimeout bounds a connection's hello and proof.
+const handshakeTimeout = 5 * time.Second
+
 func (d *Device) accept() {
 	defer d.wg.Done()
+	backoff := time.Duration(0)
 	for {
 		c, err := d.ln.Accept()
 		if err != nil {
-			return
+			d.mu.Lock()
+			closed := d.closed
+			d.mu.Unlock()
+			if closed || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// EMFILE and friends pass: wait and accept again.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			time.Sleep(backoff)
+			continue
 		}
+		backoff = 0
 		d.mu.Lock()
 		if d.closed {
 			d.mu.Unlock()
@@ -810,11 +850,18 @@ func (d *Device) serve(c net.Conn) {
 		d.mu.Unlock()
 	}()
 	var h [12]byte
-	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	deadline := time.Now().Add(handshakeTimeout)
+	_ = c.SetReadDeadline(deadline)
 	if _, err := io.ReadFull(c, h[:]); err != nil || binary.LittleEndian.Uint32(h[0:]) != wireMagic {
 		return
 	}
 	_ = c.SetReadDeadline(time.Time{})
+	if err := auth.Server(c, d.secret, h[:], deadline); err != nil {
+		d.mu.Lock()
+		d.refused++
+		d.mu.Unlock()
+		return
+	}
 	dst, src := binary.LittleEndian.Uint32(h[4:]), binary.LittleEndian.Uint32(h[8:])
 	d.mu.Lock()
 	q := d.qps[dst]
@@ -823,7 +870,9 @@ func (d *Device) serve(c net.Conn) {
 		return // no such QP: the requester's retries run out
 	}
 	q.mu.Lock()
-	if q.closed {
+	if q.closed || (q.state != verbs.QPSRTR && q.state != verbs.QPSRTS) || q.attr.DestQPN != src {
+		// Not this QP's peer: refused without touching the peer's
+		// connection (a guessed QPN must not displace it).
 		q.mu.Unlock()
 		return
 	}
@@ -843,14 +892,37 @@ func (d *Device) serve(c net.Conn) {
 	}
 }
 
+// wireReq is a request header (see the wire format above).
+type wireReq struct {
+	op    verbs.Opcode
+	rkey  uint32
+	raddr uint64
+	n     uint64 // at most 32 bits on the wire
+	imm   uint32
+	add   uint64
+}
+
+func encodeReq(w wireReq) [reqBytes]byte {
+	var h [reqBytes]byte
+	h[0] = byte(w.op)
+	binary.LittleEndian.PutUint32(h[4:], w.rkey)
+	binary.LittleEndian.PutUint64(h[8:], w.raddr)
+	binary.LittleEndian.PutUint32(h[16:], uint32(w.n))
+	binary.LittleEndian.PutUint32(h[20:], w.imm)
+	binary.LittleEndian.PutUint64(h[24:], w.add)
+	return h
+}
+
+// decodeReq reads a reqBytes header; the padding is ignored.
+func decodeReq(r []byte) wireReq {
+	return wireReq{op: verbs.Opcode(r[0]), rkey: binary.LittleEndian.Uint32(r[4:]), raddr: binary.LittleEndian.Uint64(r[8:]),
+		n: uint64(binary.LittleEndian.Uint32(r[16:])), imm: binary.LittleEndian.Uint32(r[20:]), add: binary.LittleEndian.Uint64(r[24:])}
+}
+
 // respond executes one request; false ends the connection.
 func (q *QP) respond(c net.Conn, src uint32, r []byte) bool {
-	op := verbs.Opcode(r[0])
-	rkey := binary.LittleEndian.Uint32(r[4:])
-	raddr := binary.LittleEndian.Uint64(r[8:])
-	n := uint64(binary.LittleEndian.Uint32(r[16:]))
-	imm := binary.LittleEndian.Uint32(r[20:])
-	add := binary.LittleEndian.Uint64(r[24:])
+	w := decodeReq(r)
+	op, rkey, raddr, n, imm, add := w.op, w.rkey, w.raddr, w.n, w.imm, w.add
 	q.mu.Lock()
 	st := verbs.WCSuccess
 	var qpNeed, mrNeed verbs.Access

@@ -1,0 +1,21 @@
+package ib
+
+import (
+	"net"
+
+	"github.com/twinccl/twinccl/exec/hw/transport"
+)
+
+// CtlConn is the control socket of a send or receive comm (tests play a
+// misbehaving peer on it).
+func CtlConn(c any) net.Conn {
+	switch x := c.(type) {
+	case *sendComm:
+		return x.e.ctl
+	case *recvComm:
+		return x.e.ctl
+	}
+	return nil
+}
+
+var _ transport.SendComm = (*sendComm)(nil)
