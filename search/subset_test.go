@@ -3,8 +3,8 @@ package search
 import (
 	"encoding/json"
 	"os"
-	"slices"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
