@@ -14,7 +14,7 @@ import (
 	"github.com/twinccl/twinccl/search"
 )
 
-const simHelp = `Usage: replay sim [--topo FILE.xml] [--nodes N] [--op OPS] [-b|--minbytes B] [-e|--maxbytes B]
+const simHelp = `Usage: replay sim [--topo FILE.xml] [--nodes N] [--ranks LIST] [--op OPS] [-b|--minbytes B] [-e|--maxbytes B]
                   [-f|--factor F] [--algo A] [--proto P] [--nchannels C] [--dtype T] [--root R]
                   [--inplace] [--calib FILE.json] [--json OUT] [--trace PREFIX]
                   [--timeline OUT.json] [--profile OUT.pb.gz]
@@ -43,6 +43,7 @@ Sizes take K, M, G suffixes (powers of 1024). Without --topo (or a FILE argument
 the embedded default topology is used (%s). Without --calib the embedded
 calibration (%s, fitted on the H200 pair) is used.
 
+` + ranksHelp + `
 The time is what nccl-tests measures: --loop N (default %d) runs N calls back to
 back on every rank after an aligning call, each rank starting its next call as soon
 as its own previous one ended (and the launch passed), with the connections' step
@@ -207,6 +208,8 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	topo := fs.String("topo", "", "topology XML `FILE` (default: the embedded one)")
 	nodes := fs.Int("nodes", 1, "number of identical hosts the file stands for (single-host files)")
+	ranks := &ranksFlag{}
+	fs.Var(ranks, "ranks", ranksFlagHelp)
 	ops := fs.String("op", "all", "collectives to simulate (comma-separated, or all)")
 	minBytes := fs.String("minbytes", "8", "smallest size")
 	maxBytes := fs.String("maxbytes", "1G", "largest size")
@@ -285,7 +288,7 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("%w: --proto: %v", errUsage, err)
 		}
 	}
-	res, err := searchTopology(pos, *nodes)
+	res, err := searchTopologyRanks(pos, *nodes, ranks.ranks, nil)
 	if err != nil {
 		return err
 	}
