@@ -1,0 +1,149 @@
+package sim
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/twinccl/twinccl/model"
+	"github.com/twinccl/twinccl/search"
+)
+
+// jobComm is one communicator of a test job: its members (job ranks), its
+// simulator and the job hosts of its nodes.
+type jobComm struct {
+	members []int
+	sim     *Simulator
+	hosts   []int
+}
+
+// loadJob builds the machine of a whole job (a topology file replicated
+// on nodes hosts) and the communicators of the given members.
+func loadJob(t *testing.T, name string, nodes int, comms ...[]int) (*Simulator, []jobComm) {
+	t.Helper()
+	file := filepath.Join(repoRoot(), "..", "shared", "topologies", name)
+	whole := newSim(t, loadSearch(t, file, nodes), nil)
+	root, _, err := model.ReadTopologyFile(file)
+	require.NoError(t, err)
+	var out []jobComm
+	for _, members := range comms {
+		cl, err := model.LoadCluster(root, file, model.LoadOptions{Nodes: nodes, Params: model.DefaultParams(), Ranks: members})
+		require.NoError(t, err)
+		res, err := search.Run(cl, search.DefaultOptions())
+		require.NoError(t, err)
+		s := newSim(t, res, nil)
+		hosts, err := CommHosts(whole.Machine, members, cl)
+		require.NoError(t, err)
+		out = append(out, jobComm{members: members, sim: s, hosts: hosts})
+	}
+	return whole, out
+}
+
+// runJob starts one call per communicator at time 0 and runs them to the
+// end; it returns each call's end (ps) by communicator and the job.
+func runJob(t *testing.T, whole *Simulator, comms []jobComm, c Call) ([]Time, *Job) {
+	t.Helper()
+	j := NewJob(whole.Machine)
+	for i, cm := range comms {
+		p, _, err := cm.sim.Program(c)
+		require.NoError(t, err)
+		require.NoError(t, j.Start(cm.sim.Machine, cm.hosts, p, i, nil))
+	}
+	ends := make([]Time, len(comms))
+	for j.InFlight() > 0 {
+		fin, err := j.Advance(1 << 62)
+		require.NoError(t, err)
+		for _, f := range fin {
+			ends[f.Tag] = f.End - f.Start
+		}
+	}
+	return ends, j
+}
+
+var bigAllReduce = Call{Coll: model.CollAllReduce, Count: 32 << 20, Dtype: model.DtypeFP32, Op: model.RedSum, Algo: -1, Proto: -1}
+
+// TestJobAloneIsMachineRun: one call alone in a Job takes exactly the time
+// it takes on its own machine, and moves the same bytes on the same links.
+func TestJobAloneIsMachineRun(t *testing.T) {
+	whole, comms := loadJob(t, "pcie-rtx3090x8-2socket-1ib.xml", 2, []int{1, 9})
+	p, _, err := comms[0].sim.Program(bigAllReduce)
+	require.NoError(t, err)
+	alone, err := comms[0].sim.Machine.Run(p)
+	require.NoError(t, err)
+	ends, j := runJob(t, whole, comms, bigAllReduce)
+	require.Equal(t, alone.KernelUs, float64(ends[0])/psPerUs)
+	want := map[string]float64{}
+	traffic, err := alone.JobTraffic(comms[0].hosts)
+	require.NoError(t, err)
+	for _, tr := range traffic {
+		want[tr.Name] += tr.Bytes
+	}
+	require.Equal(t, want, j.Moved())
+}
+
+// TestJobSharedLinksTakeTwice: two identical bandwidth-bound AllReduces
+// of disjoint communicators that cross the same NIC and PCIe links (one
+// GPU of each of two hosts each, one IB NIC per host) take about twice as
+// long together as one alone; every link carries the bytes of both.
+func TestJobSharedLinksTakeTwice(t *testing.T) {
+	whole, comms := loadJob(t, "pcie-rtx3090x8-2socket-1ib.xml", 2, []int{0, 8}, []int{1, 9})
+	one, _ := runJob(t, whole, comms[:1], bigAllReduce)
+	two, j := runJob(t, whole, comms, bigAllReduce)
+	// No resource carries more than its capacity allows in the time
+	// both took, and sharing is no worse than one after the other.
+	var floor float64 // ps
+	for i := range j.fab.res {
+		if rs := &j.fab.res[i]; rs.cap > 0 {
+			floor = max(floor, rs.bytes/rs.cap)
+		}
+	}
+	for i, e := range two {
+		ratio := float64(e) / float64(one[0])
+		t.Logf("communicator %v: %.1f us together, %.1f us alone: x%.3f; busiest link's bytes at its capacity %.1f us",
+			comms[i].members, float64(e)/psPerUs, float64(one[0])/psPerUs, ratio, floor/psPerUs)
+		assert.GreaterOrEqual(t, float64(e), floor, "communicator %v: faster than the links allow", comms[i].members)
+		assert.LessOrEqual(t, ratio, 2.0, "communicator %v: slower than one after the other", comms[i].members)
+		assert.GreaterOrEqual(t, ratio, 1.8, "communicator %v: about twice one's time", comms[i].members)
+	}
+	// Conservation: each resource carried what the two calls alone move.
+	want := map[string]float64{}
+	for _, cm := range comms {
+		p, _, err := cm.sim.Program(bigAllReduce)
+		require.NoError(t, err)
+		r, err := cm.sim.Machine.Run(p)
+		require.NoError(t, err)
+		tr, err := r.JobTraffic(cm.hosts)
+		require.NoError(t, err)
+		for _, x := range tr {
+			want[x.Name] += x.Bytes
+		}
+	}
+	got := j.Moved()
+	require.Equal(t, len(want), len(got))
+	for name, b := range want {
+		assert.InEpsilon(t, b, got[name], 1e-9, name)
+	}
+}
+
+// TestJobDisjointLinksRunAsAlone: two AllReduces on disjoint GPU pairs of
+// one NVSwitch host share no link and each takes its time alone.
+func TestJobDisjointLinksRunAsAlone(t *testing.T) {
+	whole, comms := loadJob(t, "oci-bm-gpu4.8-a100-40g-x8-nvswitch-16x100g.xml", 1, []int{0, 1}, []int{2, 3})
+	one, _ := runJob(t, whole, comms[:1], bigAllReduce)
+	two, _ := runJob(t, whole, comms, bigAllReduce)
+	for i, e := range two {
+		assert.InEpsilon(t, float64(one[0]), float64(e), 1e-3, "communicator %v", comms[i].members)
+	}
+}
+
+func TestJobRejectsForeignLinks(t *testing.T) {
+	// A communicator of another topology has links the job has not.
+	whole, _ := loadJob(t, "pcie-rtx3090x8-2socket-1ib.xml", 1)
+	_, other := loadJob(t, "oci-bm-gpu4.8-a100-40g-x8-nvswitch-16x100g.xml", 1, []int{0, 1})
+	p, _, err := other[0].sim.Program(bigAllReduce)
+	require.NoError(t, err)
+	err = NewJob(whole.Machine).Start(other[0].sim.Machine, other[0].hosts, p, 0, nil)
+	require.ErrorContains(t, err, "is not a link of the job's topology")
+}
