@@ -269,18 +269,18 @@ type Result struct {
 
 // runner is the state of one simulated Program.
 type runner struct {
-	m      *Machine
-	p      *model.Program
-	c      *Calib
-	pc     *ProtoCalib
-	q      *queue
-	fab    *fabric
+	m   *Machine
+	p   *model.Program
+	c   *Calib
+	pc  *ProtoCalib
+	q   *queue
+	fab *fabric
 	// base is added to the actor and connection ids of the events and
 	// flows this runner schedules: runners of concurrent calls share one
 	// queue and fabric (Job), each with its own range of ids; 0 alone
 	base int32
 	// left is the number of lanes not done
-	left int
+	left   int
 	actors []actor
 	cold   []actorCold
 	// rc and sc are the two ends of every connection, rt its route
