@@ -1,0 +1,432 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/twinccl/twinccl/exec/sim"
+	"github.com/twinccl/twinccl/model"
+	"github.com/twinccl/twinccl/search"
+	"github.com/twinccl/twinccl/traces"
+)
+
+// runComm is one communicator of a replayed trace: its members (job
+// ranks, by rank in the communicator), its own NCCL init on them and the
+// job hosts of its nodes.
+type runComm struct {
+	hash    uint64
+	members []int
+	sim     *sim.Simulator
+	hosts   []int
+	calls   int
+	// the predicted and recorded spans of its calls (ns; start -1: none)
+	predStart, predEnd float64
+	recStart, recEnd   int64
+}
+
+// runComms finds the communicators of a trace's calls and checks them
+// against a job of n ranks: every row's rank in its communicator maps to
+// one job rank (CallRow.GlobalRank) in all its calls, no job rank twice in
+// one communicator, every call on all of its communicator's ranks.
+func runComms(path string, calls []*runCall, n int) ([]*runComm, error) {
+	byHash := map[uint64]*runComm{}
+	var out []*runComm
+	for _, c := range calls {
+		where := fmt.Sprintf("%s: communicator %#x call %d", path, c.comm, c.seq)
+		nr := int(c.rows[0].NRanks)
+		cm := byHash[c.comm]
+		if cm == nil {
+			if nr < 1 || nr > n {
+				return nil, fmt.Errorf("%s: the communicator has %d ranks but the topology %d (--nodes N replicates a single-host file)", where, nr, n)
+			}
+			cm = &runComm{hash: c.comm, members: make([]int, nr), predStart: -1, recStart: -1}
+			for i := range cm.members {
+				cm.members[i] = -1
+			}
+			byHash[c.comm] = cm
+			out = append(out, cm)
+		}
+		if len(c.rows) != len(cm.members) {
+			return nil, fmt.Errorf("%s: the call has %d of the communicator's %d rank(s): only calls on all their ranks are simulated", where, len(c.rows), len(cm.members))
+		}
+		for i, r := range c.rows {
+			g := int(r.GlobalRank())
+			switch {
+			case i > 0 && r.Rank == c.rows[i-1].Rank:
+				return nil, fmt.Errorf("%s: rank %d appears twice", where, r.Rank)
+			case int(r.NRanks) != len(cm.members):
+				return nil, fmt.Errorf("%s: rank %d says the communicator has %d ranks, an earlier row %d", where, r.Rank, r.NRanks, len(cm.members))
+			case r.Rank < 0 || int(r.Rank) >= len(cm.members):
+				return nil, fmt.Errorf("%s: rank %d outside the communicator's %d ranks", where, r.Rank, len(cm.members))
+			case g < 0 || g >= n:
+				return nil, fmt.Errorf("%s: rank %d is job rank %d but the topology has %d rank(s) (ranks 0-%d; --nodes N replicates a single-host file)", where, r.Rank, g, n, n-1)
+			case cm.members[r.Rank] >= 0 && cm.members[r.Rank] != g:
+				return nil, fmt.Errorf("%s: rank %d is job rank %d, in an earlier call job rank %d", where, r.Rank, g, cm.members[r.Rank])
+			}
+			cm.members[r.Rank] = g
+		}
+		cm.calls++
+	}
+	for _, cm := range out {
+		seen := map[int]int{}
+		for r, g := range cm.members {
+			if o, dup := seen[g]; dup {
+				return nil, fmt.Errorf("%s: communicator %#x: ranks %d and %d are both job rank %d", path, cm.hash, o, r, g)
+			}
+			seen[g] = r
+		}
+	}
+	return out, nil
+}
+
+// needsJob reports whether a trace's calls may overlap: several
+// communicators, one not over the whole job in rank order, or a rank
+// with several streams.
+func needsJob(calls []*runCall, comms []*runComm, n int) bool {
+	if len(comms) != 1 || len(comms[0].members) != n {
+		return true
+	}
+	for r, g := range comms[0].members {
+		if r != g {
+			return true
+		}
+	}
+	streams := map[int32]uint64{}
+	for _, c := range calls {
+		for _, r := range c.rows {
+			if s, ok := streams[r.GlobalRank()]; ok && s != r.Stream {
+				return true
+			}
+			streams[r.GlobalRank()] = r.Stream
+		}
+	}
+	return false
+}
+
+// jobReplay is the state of a replay of concurrent calls on one engine.
+type jobReplay struct {
+	in       string
+	whole    *search.Result
+	job      *sim.Job
+	calls    []*runCall
+	comm     map[uint64]*runComm
+	hostGaps bool
+	cw       *traces.CallWriter
+	ew       *traces.EventWriter
+	evBuf    []traces.EventRow
+	evErr    error
+	// firstEnqueue is each job rank's first recorded enqueue
+	firstEnqueue map[int32]int64
+}
+
+// setupComms runs every communicator's own NCCL init (the whole job's when
+// it is one over all ranks in order) and maps its nodes onto the job's hosts.
+func setupComms(comms []*runComm, whole *search.Result, jobSim *sim.Simulator, calib *sim.Calib, topoArgs []string, nodes int, lookup func(string) (string, bool)) error {
+	n := whole.Cluster.NRanks
+	for _, cm := range comms {
+		res := whole
+		identity := len(cm.members) == n
+		for r, g := range cm.members {
+			identity = identity && r == g
+		}
+		if !identity {
+			var err error
+			if res, err = searchTopologyRanks(topoArgs, nodes, cm.members, lookup); err != nil {
+				return fmt.Errorf("communicator %#x (job ranks %s): %w", cm.hash, rankList(cm.members), err)
+			}
+		}
+		s, err := sim.NewSimulator(res, calib)
+		if err != nil {
+			return err
+		}
+		s.Machine.SetSettings(jobSim.Machine.Settings())
+		cm.sim = s
+		if cm.hosts, err = sim.CommHosts(jobSim.Machine, cm.members, res.Cluster); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// replay runs the calls: a call starts when it heads the queue of every
+// (job rank, stream) it runs on, those streams' previous calls ended (and
+// their launch passed), and, with host gaps, no earlier than recorded;
+// calls in flight together share the job's links (sim.Job).
+func (jr *jobReplay) replay(bar *progressBar) (predStart, predEnd float64, recStart, recEnd int64, err error) {
+	type key struct {
+		rank   int32
+		stream uint64
+	}
+	queues := map[key][]*runCall{}
+	for _, c := range jr.calls {
+		for _, r := range c.rows {
+			k := key{r.GlobalRank(), r.Stream}
+			queues[k] = append(queues[k], c)
+		}
+	}
+	for k, q := range queues {
+		sort.SliceStable(q, func(i, j int) bool {
+			ea, eb := enqueueOf(q[i], k.rank), enqueueOf(q[j], k.rank)
+			if ea != eb {
+				return ea < eb
+			}
+			return runKeyLess(q[i], q[j])
+		})
+	}
+	keys := make([]key, 0, len(queues))
+	for k := range queues {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		return keys[i].rank < keys[j].rank || keys[i].rank == keys[j].rank && keys[i].stream < keys[j].stream
+	})
+	head := map[key]int{}
+	free := map[key]float64{} // ns when the stream's last call's launch passed
+	queued := map[*runCall]bool{}  // pending or in flight
+	startAt := map[*runCall]float64{} // ns
+	var pending []*runCall
+	// heads queues the calls that head the queue of every stream they
+	// run on, with the time they may start.
+	heads := func() {
+		for _, hk := range keys {
+			q := queues[hk]
+			if head[hk] >= len(q) {
+				continue
+			}
+			c := q[head[hk]]
+			if c.done || queued[c] {
+				continue
+			}
+			ok := true
+			start := 0.0
+			for _, r := range c.rows {
+				k := key{r.GlobalRank(), r.Stream}
+				if q := queues[k]; head[k] >= len(q) || q[head[k]] != c {
+					ok = false
+					break
+				}
+				start = max(start, free[k])
+				if f, has := jr.firstEnqueue[r.GlobalRank()]; has && jr.hostGaps && r.EnqueueNs >= f {
+					start = max(start, float64(r.EnqueueNs-f))
+				}
+			}
+			if ok {
+				queued[c], startAt[c] = true, start
+				pending = append(pending, c)
+			}
+		}
+	}
+	predStart, recStart = -1, -1
+	done := 0
+	heads()
+	for done < len(jr.calls) {
+		limit := sim.Time(math.MaxInt64)
+		for _, c := range pending {
+			limit = min(limit, psOf(startAt[c]))
+		}
+		if len(pending) == 0 && jr.job.InFlight() == 0 {
+			return 0, 0, 0, 0, fmt.Errorf("%s: the calls cannot be ordered by stream: every rank waits for a call another rank issues later (inconsistent trace)", jr.in)
+		}
+		fin, err := jr.job.Advance(limit)
+		if err != nil {
+			return 0, 0, 0, 0, fmt.Errorf("%s: %w", jr.in, err)
+		}
+		for _, f := range fin {
+			c := jr.calls[f.Tag]
+			cm := jr.comm[c.comm]
+			startNs, endNs := float64(f.Start)/1e3, float64(f.End)/1e3
+			rows := make([]traces.CallRow, 0, len(c.rows))
+			for _, r := range c.rows {
+				k := key{r.GlobalRank(), r.Stream}
+				o := r
+				o.EnqueueNs, o.StartNs, o.EndNs = int64(startNs), int64(startNs), int64(float64(f.RankEnd[r.Rank])/1e3)
+				o.Source = traces.SourceSim
+				rows = append(rows, o)
+				free[k] = endNs + f.LaunchUs*1e3
+				head[k]++
+				if r.StartNs >= 0 && r.EndNs > r.StartNs {
+					recEnd, cm.recEnd = max(recEnd, r.EndNs), max(cm.recEnd, r.EndNs)
+					if recStart < 0 || r.StartNs < recStart {
+						recStart = r.StartNs
+					}
+					if cm.recStart < 0 || r.StartNs < cm.recStart {
+						cm.recStart = r.StartNs
+					}
+				}
+			}
+			if c.call.Count > 0 {
+				if predStart < 0 || startNs < predStart {
+					predStart = startNs
+				}
+				if cm.predStart < 0 || startNs < cm.predStart {
+					cm.predStart = startNs
+				}
+			}
+			predEnd = max(predEnd, endNs+f.LaunchUs*1e3)
+			cm.predEnd = max(cm.predEnd, endNs+f.LaunchUs*1e3)
+			if err := jr.cw.Append(rows...); err != nil {
+				return 0, 0, 0, 0, fmt.Errorf("call trace: %w", err)
+			}
+			c.done = true
+			done++
+		}
+		if len(fin) > 0 {
+			heads()
+			continue
+		}
+		// The job reached the earliest pending start: start those calls.
+		now := float64(jr.job.Now()) / 1e3
+		sort.SliceStable(pending, func(i, j int) bool { return runKeyLess(pending[i], pending[j]) })
+		kept := pending[:0]
+		for _, c := range pending {
+			if psOf(startAt[c]) > jr.job.Now() {
+				kept = append(kept, c)
+				continue
+			}
+			if err := jr.start(c); err != nil {
+				return 0, 0, 0, 0, err
+			}
+			bar.setLabel(fmt.Sprintf("call %d/%d at %.0f us", done+1, len(jr.calls), now/1e3))
+		}
+		pending = kept
+		if jr.evErr != nil {
+			return 0, 0, 0, 0, jr.evErr
+		}
+	}
+	jr.flushEvents()
+	return predStart, predEnd, recStart, recEnd, jr.evErr
+}
+
+// start puts a call in flight on its communicator.
+func (jr *jobReplay) start(c *runCall) error {
+	cm := jr.comm[c.comm]
+	p, _, err := cm.sim.Program(c.call)
+	if err != nil {
+		return fmt.Errorf("%s: communicator %#x call %d: %w", jr.in, c.comm, c.seq, err)
+	}
+	comm, seq := c.comm, c.seq
+	return jr.job.Start(cm.sim.Machine, cm.hosts, p, c.idx, func(e *sim.SliceEvent) {
+		jr.evBuf = append(jr.evBuf, simEventRow(comm, seq, 0, e))
+		if len(jr.evBuf) >= 4096 {
+			jr.flushEvents()
+		}
+	})
+}
+
+func (jr *jobReplay) flushEvents() {
+	if len(jr.evBuf) > 0 && jr.evErr == nil {
+		if err := jr.ew.Append(jr.evBuf...); err != nil {
+			jr.evErr = fmt.Errorf("event trace: %w", err)
+		}
+	}
+	jr.evBuf = jr.evBuf[:0]
+}
+
+// psOf is a time in ns as the engine's (ps).
+func psOf(ns float64) sim.Time { return sim.Time(math.Round(ns * 1e3)) }
+
+// enqueueOf is the enqueue time of a call on a job rank.
+func enqueueOf(c *runCall, rank int32) int64 {
+	for _, r := range c.rows {
+		if r.GlobalRank() == rank {
+			return r.EnqueueNs
+		}
+	}
+	return 0
+}
+
+// printComms prints each communicator's calls and makespans.
+func printComms(w io.Writer, comms []*runComm) {
+	fmt.Fprintf(w, "%-18s %6s %-16s %6s %14s %14s\n", "communicator", "ranks", "job ranks", "calls", "recorded(us)", "predicted(us)")
+	for _, cm := range comms {
+		rec := "-"
+		if cm.recStart >= 0 && cm.recEnd > cm.recStart {
+			rec = fmt.Sprintf("%.2f", float64(cm.recEnd-cm.recStart)/1e3)
+		}
+		pred := "-"
+		if cm.predStart >= 0 {
+			pred = fmt.Sprintf("%.2f", (cm.predEnd-cm.predStart)/1e3)
+		}
+		members := rankList(cm.members)
+		if len(members) > 16 {
+			members = members[:13] + "..."
+		}
+		fmt.Fprintf(w, "%#-18x %6d %-16s %6d %14s %14s\n", cm.hash, len(cm.members), strings.ReplaceAll(members, " ", ","), cm.calls, rec, pred)
+	}
+}
+
+// toSimCall turns a call's first row into the call to simulate.
+func toSimCall(where string, r0 traces.CallRow) (sim.Call, error) {
+	coll, err := model.ParseCollective(r0.Op)
+	if err != nil {
+		return sim.Call{}, fmt.Errorf("%s: %v", where, err)
+	}
+	dt, err := model.ParseDtype(r0.Datatype)
+	if err != nil {
+		return sim.Call{}, fmt.Errorf("%s: %v", where, err)
+	}
+	sc := sim.Call{Coll: coll, Count: r0.Count, Dtype: dt, Op: model.RedSum, Root: max(int(r0.Root), 0), Algo: -1, Proto: -1}
+	if r0.RedOp != "" {
+		if sc.Op, err = model.ParseRedOp(r0.RedOp); err != nil {
+			return sim.Call{}, fmt.Errorf("%s: %v", where, err)
+		}
+	}
+	if r0.Algorithm != "" && !coll.IsP2P() {
+		if sc.Algo, err = model.ParseAlgorithm(r0.Algorithm); err != nil {
+			return sim.Call{}, fmt.Errorf("%s: %v", where, err)
+		}
+	}
+	if r0.Protocol != "" {
+		if sc.Proto, err = model.ParseProtocol(r0.Protocol); err != nil {
+			return sim.Call{}, fmt.Errorf("%s: %v", where, err)
+		}
+	}
+	return sc, nil
+}
+
+// replayJob replays calls that may overlap (several communicators or
+// streams) on one engine of the whole job, and prints the makespans, of
+// the job and of each communicator.
+func replayJob(in string, calls []*runCall, comms []*runComm, res *search.Result, s *sim.Simulator, hostGaps bool,
+	cw *traces.CallWriter, ew *traces.EventWriter, callPath, eventPath string, settings map[string]string, envFrom string,
+	bar *progressBar, stdout io.Writer) error {
+	jr := &jobReplay{in: in, whole: res, job: sim.NewJob(s.Machine), calls: calls, comm: map[uint64]*runComm{},
+		hostGaps: hostGaps, cw: cw, ew: ew, firstEnqueue: map[int32]int64{}}
+	for _, cm := range comms {
+		jr.comm[cm.hash] = cm
+	}
+	for _, c := range calls {
+		for _, r := range c.rows {
+			g := r.GlobalRank()
+			if f, ok := jr.firstEnqueue[g]; r.EnqueueNs >= 0 && (!ok || r.EnqueueNs < f) {
+				jr.firstEnqueue[g] = r.EnqueueNs
+			}
+		}
+	}
+	predStart, predEnd, recStart, recEnd, err := jr.replay(bar)
+	bar.done()
+	if err != nil {
+		return err
+	}
+	if err := ew.Close(); err != nil {
+		return fmt.Errorf("event trace %s: %w", eventPath, err)
+	}
+	if err := cw.Close(); err != nil {
+		return fmt.Errorf("call trace %s: %w", callPath, err)
+	}
+	fmt.Fprintf(stdout, "# replay run: %s on %s, %d rank(s), %d call(s) of %d communicator(s) in one engine (calls in flight together share the links), settings %s\n",
+		in, res.Cluster.File, res.Cluster.NRanks, len(calls), len(comms), settingsLine(settings))
+	if envFrom != "" {
+		fmt.Fprintf(stdout, "# settings recorded in %s, the --json file of the same run\n", envFrom)
+	}
+	if recStart >= 0 && recEnd > recStart {
+		fmt.Fprintf(stdout, "recorded makespan  %12.2f us\n", float64(recEnd-recStart)/1e3)
+	}
+	fmt.Fprintf(stdout, "predicted makespan %12.2f us\n", (predEnd-max(predStart, 0))/1e3)
+	printComms(stdout, comms)
+	fmt.Fprintf(stdout, "wrote %s and %s\n", callPath, eventPath)
+	return nil
+}
