@@ -184,8 +184,8 @@ func (jr *jobReplay) replay(bar *progressBar) (predStart, predEnd float64, recSt
 		return keys[i].rank < keys[j].rank || keys[i].rank == keys[j].rank && keys[i].stream < keys[j].stream
 	})
 	head := map[key]int{}
-	free := map[key]float64{} // ns when the stream's last call's launch passed
-	queued := map[*runCall]bool{}  // pending or in flight
+	free := map[key]float64{}         // ns when the stream's last call's launch passed
+	queued := map[*runCall]bool{}     // pending or in flight
 	startAt := map[*runCall]float64{} // ns
 	var pending []*runCall
 	// heads queues the calls that head the queue of every stream they

@@ -49,6 +49,9 @@ type Finished struct {
 	RankEnd []Time
 	// Slices is the number of slices it executed.
 	Slices int64
+	// LaunchUs is the launch cost of the call (Result.TimeUs less
+	// KernelUs): its stream is free that long after its end.
+	LaunchUs float64
 }
 
 // NewJob returns a Job on the resources of the whole job's machine (every
@@ -220,7 +223,7 @@ func (j *Job) Advance(limit Time) ([]Finished, error) {
 // finish takes an ended call out of flight.
 func (j *Job) finish(jr *jobRun) Finished {
 	x := jr.x
-	f := Finished{Tag: jr.tag, Start: jr.start, RankEnd: make([]Time, x.p.NRanks), Slices: x.slices}
+	f := Finished{Tag: jr.tag, Start: jr.start, RankEnd: make([]Time, x.p.NRanks), Slices: x.slices, LaunchUs: x.c.launchUs(x.p.NChannels)}
 	for i := range x.cold {
 		ac := &x.cold[i]
 		f.End = max(f.End, ac.finish)
