@@ -25,6 +25,9 @@ type runComm struct {
 	// the predicted and recorded spans of its calls (ns; start -1: none)
 	predStart, predEnd float64
 	recStart, recEnd   int64
+	// the calls' kernel times on the rank that started last (the
+	// shortest), summed (ns): the recording's and the simulation's
+	recKernels, predKernels float64
 }
 
 // runComms finds the communicators of a trace's calls and checks them
@@ -239,7 +242,12 @@ func (jr *jobReplay) replay(bar *progressBar) (predStart, predEnd float64, recSt
 			cm := jr.comm[c.comm]
 			startNs, endNs := float64(f.Start)/1e3, float64(f.End)/1e3
 			rows := make([]traces.CallRow, 0, len(c.rows))
+			recK, predK := math.Inf(1), math.Inf(1)
 			for _, r := range c.rows {
+				predK = min(predK, float64(f.RankEnd[r.Rank]-f.Start)/1e3)
+				if r.StartNs >= 0 && r.EndNs > r.StartNs {
+					recK = min(recK, float64(r.EndNs-r.StartNs))
+				}
 				k := key{r.GlobalRank(), r.Stream}
 				o := r
 				o.EnqueueNs, o.StartNs, o.EndNs = int64(startNs), int64(startNs), int64(float64(f.RankEnd[r.Rank])/1e3)
@@ -257,6 +265,10 @@ func (jr *jobReplay) replay(bar *progressBar) (predStart, predEnd float64, recSt
 					}
 				}
 			}
+			if !math.IsInf(recK, 1) {
+				cm.recKernels += recK
+			}
+			cm.predKernels += predK
 			if c.call.Count > 0 {
 				if predStart < 0 || startNs < predStart {
 					predStart = startNs
@@ -340,7 +352,7 @@ func enqueueOf(c *runCall, rank int32) int64 {
 
 // printComms prints each communicator's calls and makespans.
 func printComms(w io.Writer, comms []*runComm) {
-	fmt.Fprintf(w, "%-18s %6s %-16s %6s %14s %14s\n", "communicator", "ranks", "job ranks", "calls", "recorded(us)", "predicted(us)")
+	fmt.Fprintf(w, "%-18s %5s %-12s %6s %14s %14s %14s %14s\n", "communicator", "ranks", "job ranks", "calls", "recorded(us)", "predicted(us)", "rec kernels", "pred kernels")
 	for _, cm := range comms {
 		rec := "-"
 		if cm.recStart >= 0 && cm.recEnd > cm.recStart {
@@ -350,11 +362,15 @@ func printComms(w io.Writer, comms []*runComm) {
 		if cm.predStart >= 0 {
 			pred = fmt.Sprintf("%.2f", (cm.predEnd-cm.predStart)/1e3)
 		}
-		members := rankList(cm.members)
-		if len(members) > 16 {
-			members = members[:13] + "..."
+		members := strings.ReplaceAll(rankList(cm.members), " ", ",")
+		if len(members) > 12 {
+			members = members[:9] + "..."
 		}
-		fmt.Fprintf(w, "%#-18x %6d %-16s %6d %14s %14s\n", cm.hash, len(cm.members), strings.ReplaceAll(members, " ", ","), cm.calls, rec, pred)
+		recK := "-"
+		if cm.recKernels > 0 {
+			recK = fmt.Sprintf("%.2f", cm.recKernels/1e3)
+		}
+		fmt.Fprintf(w, "0x%016x %5d %-12s %6d %14s %14s %14s %14.2f\n", cm.hash, len(cm.members), members, cm.calls, rec, pred, recK, cm.predKernels/1e3)
 	}
 }
 
@@ -426,6 +442,14 @@ func replayJob(in string, calls []*runCall, comms []*runComm, res *search.Result
 		fmt.Fprintf(stdout, "recorded makespan  %12.2f us\n", float64(recEnd-recStart)/1e3)
 	}
 	fmt.Fprintf(stdout, "predicted makespan %12.2f us\n", (predEnd-max(predStart, 0))/1e3)
+	var recK, predK float64
+	for _, cm := range comms {
+		recK, predK = recK+cm.recKernels, predK+cm.predKernels
+	}
+	if recK > 0 {
+		fmt.Fprintf(stdout, "recorded kernels   %12.2f us (each call's kernel on the rank that started last, summed)\n", recK/1e3)
+	}
+	fmt.Fprintf(stdout, "predicted kernels  %12.2f us\n", predK/1e3)
 	printComms(stdout, comms)
 	fmt.Fprintf(stdout, "wrote %s and %s\n", callPath, eventPath)
 	return nil

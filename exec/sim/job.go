@@ -206,9 +206,11 @@ func (j *Job) Advance(limit Time) ([]Finished, error) {
 				continue
 			}
 			jr = j.runOf(j.fab.flows[ev.id].owner)
-		} else {
-			jr = j.runOf(ev.id)
+		} else if jr = j.runOf(ev.id); jr != nil {
 			ev.id -= jr.x.base
+		}
+		if jr == nil {
+			continue // a post or credit reaching a call that ended
 		}
 		x := jr.x
 		x.now = ev.t

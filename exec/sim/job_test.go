@@ -147,3 +147,58 @@ func TestJobRejectsForeignLinks(t *testing.T) {
 	err = NewJob(whole.Machine).Start(other[0].sim.Machine, other[0].hosts, p, 0, nil)
 	require.ErrorContains(t, err, "is not a link of the job's topology")
 }
+
+// TestJobStaggeredCalls: a call started while another is half done slows
+// it (both end later than alone, the second by less than the whole of the
+// first), and a call started after the first ended takes exactly its
+// time alone: nothing of the first (its last credits and posts still in
+// flight when it ended) is left on the links.
+func TestJobStaggeredCalls(t *testing.T) {
+	whole, comms := loadJob(t, "pcie-rtx3090x8-2socket-1ib.xml", 2, []int{0, 8}, []int{1, 9})
+	alone, _ := runJob(t, whole, comms[:1], bigAllReduce)
+	progs := make([]*model.Program, 2)
+	for i, cm := range comms {
+		p, _, err := cm.sim.Program(bigAllReduce)
+		require.NoError(t, err)
+		progs[i] = p
+	}
+	for _, tc := range []struct {
+		name    string
+		at      Time // start of the second call
+		overlap bool
+	}{{"half", alone[0] / 2, true}, {"after", alone[0] + alone[0]/10, false}} {
+		j := NewJob(whole.Machine)
+		require.NoError(t, j.Start(comms[0].sim.Machine, comms[0].hosts, progs[0], 0, nil))
+		ends := map[int]Finished{}
+		fin, err := j.Advance(tc.at)
+		require.NoError(t, err)
+		for _, f := range fin {
+			ends[f.Tag] = f
+		}
+		if len(fin) == 0 {
+			require.Equal(t, tc.at, j.Now(), tc.name)
+		} else { // the first ended before: run on to the second's start
+			_, err := j.Advance(tc.at)
+			require.NoError(t, err)
+		}
+		require.NoError(t, j.Start(comms[1].sim.Machine, comms[1].hosts, progs[1], 1, nil))
+		for j.InFlight() > 0 {
+			fin, err := j.Advance(1 << 62)
+			require.NoError(t, err)
+			for _, f := range fin {
+				ends[f.Tag] = f
+			}
+		}
+		first, second := ends[0].End-ends[0].Start, ends[1].End-ends[1].Start
+		require.Equal(t, tc.at, ends[1].Start, tc.name)
+		if !tc.overlap {
+			require.Equal(t, alone[0], first, tc.name)
+			require.Equal(t, alone[0], second, "%s: a call after another takes its time alone", tc.name)
+			continue
+		}
+		assert.Greater(t, first, alone[0], tc.name)
+		assert.Greater(t, second, alone[0], tc.name)
+		assert.Less(t, ends[0].End, ends[1].End, tc.name)
+		assert.Less(t, second, alone[0]+alone[0]/2+alone[0]/10, "%s: shared only while both ran", tc.name)
+	}
+}
