@@ -39,7 +39,8 @@ or a rank with several streams), all of them run in one engine on the job's
 topology: calls in flight at the same time put their slices on the same links,
 NVLink, PCIe, NICs and host memory, shared as one call's channels share them
 (max-min fair, slice by slice), so that two bandwidth-bound calls over one NIC
-take about twice as long as one. Those replays run step-accurate (--mode does
+take about twice as long as one; the calls of one communicator also share its
+socket proxy threads (NCCL runs one per communicator and GPU). Those replays run step-accurate (--mode does
 not apply), and also print each communicator's calls and makespans.
 
 The search, transports and tuner run under the NCCL_* settings the trace was

@@ -13,7 +13,8 @@ import (
 // flight at the same time, on one communicator's streams or on several
 // communicators, put their slices on the same link resources (NVLink,
 // PCIe, NICs, the network, host memory) as the channels of one call do,
-// with the same flow-level max-min sharing. Each call runs its own
+// with the same flow-level max-min sharing; the calls of one communicator
+// also share its socket proxy threads. Each call runs its own
 // communicator's Program, routes and calibration; only the resources are
 // the job's (those of the Machine of the whole job, every host once).
 // Times are the job's virtual time. A Job is not safe for concurrent use.
@@ -27,6 +28,18 @@ type Job struct {
 	runs []*jobRun
 	// byComm caches each communicator machine's copy on the job's resources
 	byComm map[*Machine]*Machine
+	// proxies are each communicator's socket proxy threads, one per rank:
+	// NCCL runs a proxy thread per communicator and GPU (unless split
+	// communicators share their parent's, splitShare), which serves the
+	// operations of all the communicator's calls in flight one at a time
+	proxies map[*Machine]*jobProxies
+}
+
+// jobProxies are the socket proxy threads of one communicator (see
+// runner.proxyFree).
+type jobProxies struct {
+	free       []Time
+	sent, rcvd []bool
 }
 
 // jobRun is a call in flight.
@@ -57,7 +70,7 @@ type Finished struct {
 // NewJob returns a Job on the resources of the whole job's machine (every
 // rank of the job, every host).
 func NewJob(m *Machine) *Job {
-	j := &Job{m: m, byComm: map[*Machine]*Machine{}}
+	j := &Job{m: m, byComm: map[*Machine]*Machine{}, proxies: map[*Machine]*jobProxies{}}
 	j.fab.res = make([]resource, len(m.res))
 	copy(j.fab.res, m.res)
 	for i := range j.fab.res {
@@ -156,6 +169,13 @@ func (j *Job) Start(cm *Machine, hostOf []int, p *model.Program, tag int, rec fu
 	}
 	x.base, x.now = j.base, j.now
 	j.base += span
+	if x.proxyFree != nil { // the communicator's proxy threads serve all its calls
+		if ps := j.proxies[cm]; ps != nil {
+			x.proxyFree, x.proxySent, x.proxyRcvd = ps.free, ps.sent, ps.rcvd
+		} else {
+			j.proxies[cm] = &jobProxies{free: x.proxyFree, sent: x.proxySent, rcvd: x.proxyRcvd}
+		}
+	}
 	jr := &jobRun{x: x, tag: tag, start: j.now, span: span}
 	j.runs = append(j.runs, jr)
 	x.begin()

@@ -202,3 +202,20 @@ func TestJobStaggeredCalls(t *testing.T) {
 		assert.Less(t, second, alone[0]+alone[0]/2+alone[0]/10, "%s: shared only while both ran", tc.name)
 	}
 }
+
+// TestJobProxiesPerCommunicator: on hosts joined by the socket plugin, two
+// concurrent calls of one communicator queue on its proxy threads, two of
+// two communicators over the same ranks (NCCL's proxy thread per
+// communicator) do not, so the first pair takes longer. Either pair also
+// shares the NICs and links.
+func TestJobProxiesPerCommunicator(t *testing.T) {
+	whole, comms := loadJob(t, "pcie-rtxa6000x4-2socket-ethernet-only.xml", 2, []int{0, 4}, []int{0, 4})
+	call := Call{Coll: model.CollAllReduce, Count: 1 << 20, Dtype: model.DtypeFP32, Op: model.RedSum, Algo: -1, Proto: -1}
+	same, _ := runJob(t, whole, []jobComm{comms[0], comms[0]}, call)
+	two, _ := runJob(t, whole, comms, call)
+	one, _ := runJob(t, whole, comms[:1], call)
+	t.Logf("alone %.1f us, two calls of one communicator %.1f us, of two communicators %.1f us",
+		float64(one[0])/psPerUs, float64(max(same[0], same[1]))/psPerUs, float64(max(two[0], two[1]))/psPerUs)
+	assert.Greater(t, max(two[0], two[1]), one[0])
+	assert.Greater(t, max(same[0], same[1]), max(two[0], two[1]))
+}
