@@ -8,6 +8,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/twinccl/twinccl/exec/sim"
+	"github.com/twinccl/twinccl/model"
 	"github.com/twinccl/twinccl/traces"
 )
 
@@ -105,4 +107,64 @@ func TestReplayRunCommunicatorErrors(t *testing.T) {
 	jobTrace(t, far, 1024, []int{0, 12})
 	err = runReplayRun([]string{far, "--topo", pcie, "--out", filepath.Join(dir, "y")}, &so, &se)
 	require.ErrorContains(t, err, "rank 1 is job rank 12 but the topology has 8 rank(s)")
+}
+
+// TestReplayRunRecordedGrid replays the recorded TP=2 x DP=2 job of the
+// host device (testdata/jobs) on two hosts of two RTX 4090 with its
+// streams back to back: every call of the four communicators is
+// predicted, on its communicator's ranks and job ranks, and none runs
+// faster than alone on its communicator (sharing only slows calls down).
+func TestReplayRunRecordedGrid(t *testing.T) {
+	trace := filepath.Join("..", "..", "testdata", "jobs", "host-tp2-dp2.parquet")
+	topo := filepath.Join("..", "..", "..", "shared", "topologies", "pcie-rtx4090x2-cx4-2x100g.xml")
+	out := filepath.Join(t.TempDir(), "pred")
+	var so, se bytes.Buffer
+	require.NoError(t, runReplayRun([]string{trace, "--topo", topo, "--nodes", "2", "--host-gaps=false", "--out", out}, &so, &se), se.String())
+	require.Contains(t, so.String(), "16 call(s) of 4 communicator(s) in one engine")
+	rec := readCallRows(t, trace)
+	pred := readCallRows(t, out+".calls.parquet")
+	require.Len(t, pred, len(rec))
+
+	// Each call alone on its communicator.
+	members := map[uint64][]int{}
+	for _, r := range rec {
+		m := members[r.Comm]
+		for len(m) < int(r.NRanks) {
+			m = append(m, -1)
+		}
+		m[r.Rank] = int(r.GlobalRank())
+		members[r.Comm] = m
+	}
+	alone := map[[2]uint64]float64{} // comm, count -> ns
+	for _, p := range pred {
+		k := [2]uint64{p.Comm, uint64(p.Count)}
+		if _, ok := alone[k]; ok {
+			continue
+		}
+		res, err := searchTopologyRanks([]string{topo}, 2, members[p.Comm], nil)
+		require.NoError(t, err)
+		s, _, _, _, err := newSimulator(res, "", sim.ModeAccurate, false, &se)
+		require.NoError(t, err)
+		cr, err := s.Run(sim.Call{Coll: model.CollAllReduce, Count: p.Count, Dtype: model.DtypeFP32, Op: model.RedSum, Algo: -1, Proto: -1})
+		require.NoError(t, err)
+		alone[k] = cr.KernelUs * 1e3
+	}
+	took := map[[2]uint64]int64{} // comm, call -> the call's time on its slowest rank
+	for _, p := range pred {
+		require.Equal(t, members[p.Comm][p.Rank], int(p.GlobalRank()))
+		k := [2]uint64{p.Comm, uint64(p.Call)}
+		took[k] = max(took[k], p.EndNs-p.StartNs)
+	}
+	for _, p := range pred {
+		assert.GreaterOrEqual(t, float64(took[[2]uint64{p.Comm, uint64(p.Call)}]), alone[[2]uint64{p.Comm, uint64(p.Count)}]-2,
+			"communicator %#x call %d (count %d)", p.Comm, p.Call, p.Count)
+	}
+	// The streams overlapped: some rank ran calls of two communicators at once.
+	overlap := false
+	for _, a := range pred {
+		for _, b := range pred {
+			overlap = overlap || a.Comm != b.Comm && a.GlobalRank() == b.GlobalRank() && a.StartNs < b.EndNs && b.StartNs < a.EndNs
+		}
+	}
+	require.True(t, overlap, "no two communicators' calls overlapped")
 }
