@@ -315,17 +315,29 @@ func (jr *jobReplay) replay(bar *progressBar) (predStart, predEnd float64, recSt
 // start puts a call in flight on its communicator.
 func (jr *jobReplay) start(c *runCall) error {
 	cm := jr.comm[c.comm]
-	p, _, err := cm.sim.Program(c.call)
-	if err != nil {
-		return fmt.Errorf("%s: communicator %#x call %d: %w", jr.in, c.comm, c.seq, err)
-	}
 	comm, seq := c.comm, c.seq
-	return jr.job.Start(cm.sim.Machine, cm.hosts, p, c.idx, func(e *sim.SliceEvent) {
+	rec := func(e *sim.SliceEvent) {
 		jr.evBuf = append(jr.evBuf, simEventRow(comm, seq, 0, e))
 		if len(jr.evBuf) >= 4096 {
 			jr.flushEvents()
 		}
-	})
+	}
+	var err error
+	if c.call.Coll.IsP2P() {
+		var p *model.Program
+		if p, _, err = cm.sim.Program(c.call); err == nil {
+			err = jr.job.Start(cm.sim.Machine, cm.hosts, p, c.idx, rec)
+		}
+	} else {
+		var g *model.ProgGen
+		if g, _, err = cm.sim.Generator(c.call); err == nil {
+			err = jr.job.StartGen(cm.sim.Machine, cm.hosts, g, c.idx, rec)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("%s: communicator %#x call %d: %w", jr.in, c.comm, c.seq, err)
+	}
+	return nil
 }
 
 func (jr *jobReplay) flushEvents() {

@@ -155,11 +155,29 @@ func (j *Job) Start(cm *Machine, hostOf []int, p *model.Program, tag int, rec fu
 	if err := p.Validate(); err != nil {
 		return fmt.Errorf("sim: %w", err)
 	}
+	return j.start(cm, hostOf, p, nil, tag, rec)
+}
+
+// StartGen is Start on the Program of a generator, its lanes streamed (a
+// window of each in memory at a time, as Machine.RunGen runs them).
+func (j *Job) StartGen(cm *Machine, hostOf []int, g *model.ProgGen, tag int, rec func(*SliceEvent)) error {
 	sm, err := j.onJob(cm, hostOf)
 	if err != nil {
 		return err
 	}
-	x, err := sm.newRunner(p, nil, rec, nil, &j.q, &j.fab)
+	h, st, err := sm.streamOf(g)
+	if err != nil {
+		return err
+	}
+	return j.start(cm, hostOf, h, st, tag, rec)
+}
+
+func (j *Job) start(cm *Machine, hostOf []int, p *model.Program, st *streamed, tag int, rec func(*SliceEvent)) error {
+	sm, err := j.onJob(cm, hostOf)
+	if err != nil {
+		return err
+	}
+	x, err := sm.newRunner(p, nil, rec, st, &j.q, &j.fab)
 	if err != nil {
 		return err
 	}

@@ -81,6 +81,22 @@ func TestJobAloneIsMachineRun(t *testing.T) {
 		want[tr.Name] += tr.Bytes
 	}
 	require.Equal(t, want, j.Moved())
+
+	// Streamed from the generator, as Machine.RunGen runs it.
+	g, _, err := comms[0].sim.Generator(bigAllReduce)
+	require.NoError(t, err)
+	gen, err := comms[0].sim.Machine.RunGen(g, nil)
+	require.NoError(t, err)
+	require.Equal(t, alone.KernelUs, gen.KernelUs)
+	j = NewJob(whole.Machine)
+	g, _, err = comms[0].sim.Generator(bigAllReduce)
+	require.NoError(t, err)
+	require.NoError(t, j.StartGen(comms[0].sim.Machine, comms[0].hosts, g, 7, nil))
+	fin, err := j.Advance(1 << 62)
+	require.NoError(t, err)
+	require.Len(t, fin, 1)
+	require.Equal(t, 7, fin[0].Tag)
+	require.Equal(t, alone.KernelUs, float64(fin[0].End-fin[0].Start)/psPerUs)
 }
 
 // TestJobSharedLinksTakeTwice: two identical bandwidth-bound AllReduces

@@ -477,9 +477,19 @@ func (m *Machine) run(p *model.Program, routes []*route, rec func(*SliceEvent)) 
 // that large jobs run in bounded memory. The result is the same as
 // RunRecord(g.Program(), rec).
 func (m *Machine) RunGen(g *model.ProgGen, rec func(*SliceEvent)) (*Result, error) {
+	h, st, err := m.streamOf(g)
+	if err != nil {
+		return nil, err
+	}
+	return m.exec(h, nil, rec, st)
+}
+
+// streamOf is the Program of a generator with its lanes' calls left out,
+// and the first window of every lane (see streamed).
+func (m *Machine) streamOf(g *model.ProgGen) (*model.Program, *streamed, error) {
 	h := g.Header()
 	if err := h.Validate(); err != nil {
-		return nil, fmt.Errorf("sim: %w", err)
+		return nil, nil, fmt.Errorf("sim: %w", err)
 	}
 	per, window := uint32(h.OpSteps()), m.streamWindow()
 	st := &streamed{gen: g}
@@ -493,7 +503,7 @@ func (m *Machine) RunGen(g *model.ProgGen, rec func(*SliceEvent)) (*Result, erro
 				for _, cs := range [2][]int32{l.Recv, l.Send} {
 					for _, c := range cs {
 						if c < 0 || int(c) >= len(h.Conns) {
-							return nil, fmt.Errorf("sim: lane of rank %d channel %d uses connection %d outside %d", r, ch, c, len(h.Conns))
+							return nil, nil, fmt.Errorf("sim: lane of rank %d channel %d uses connection %d outside %d", r, ch, c, len(h.Conns))
 						}
 					}
 				}
@@ -509,7 +519,7 @@ func (m *Machine) RunGen(g *model.ProgGen, rec func(*SliceEvent)) (*Result, erro
 			}
 		}
 	}
-	return m.exec(h, nil, rec, st)
+	return h, st, nil
 }
 
 // streamed is a Program whose lanes a generator streams: nops gives the
