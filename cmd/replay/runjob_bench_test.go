@@ -49,8 +49,9 @@ func gridTrace(b testing.TB, path string, tp, dp, steps int, tpCount, dpCount in
 }
 
 // BenchmarkReplayRunGrid replays a TP=8 x DP=2 job on two A100 NVSwitch
-// hosts: 20 steps of one TP and one DP AllReduce each (400 calls of 10
-// communicators), every call step-accurate in one engine.
+// hosts: 20 steps of one TP AllReduce (16 MiB) on each of the 2 TP groups
+// and one DP AllReduce (64 MiB) on each of the 8 DP groups (200 calls of
+// 10 communicators), every call step-accurate in one engine.
 func BenchmarkReplayRunGrid(b *testing.B) {
 	dir := b.TempDir()
 	trace := filepath.Join(dir, "grid.parquet")
