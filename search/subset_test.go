@@ -154,6 +154,14 @@ func TestTrimmedGPUsNeverInChannels(t *testing.T) {
 				}
 			}
 		}
+		// Nodes and local ranks: the cluster's hosts with members, in order.
+		require.Equal(t, len(res.Cluster.Nodes), p.NNodes, "%v", ranks)
+		for ni, node := range res.Cluster.Nodes {
+			for li, r := range node.Ranks {
+				require.Equal(t, ni, p.Ranks[r].Node, "%v: rank %d's node", ranks, r)
+				require.Equal(t, li, p.Ranks[r].LocalRank, "%v: rank %d's local rank", ranks, r)
+			}
+		}
 		for c, order := range p.Rings {
 			require.ElementsMatch(t, seq(0, n), order, "%v: channel %d ring", ranks, c)
 			for i, r := range order {
