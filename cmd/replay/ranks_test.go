@@ -38,3 +38,24 @@ func TestRanksBadInput(t *testing.T) {
 		require.Contains(t, stderr, tc.want, "%v", tc.args)
 	}
 }
+
+// TestRanksSimTraceReplays: "replay sim --ranks" records the job ranks of
+// its communicator; "replay run" replays that trace on the whole job's
+// topology as the communicator it came from, with the same kernel times.
+func TestRanksSimTraceReplays(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join("..", "..", "..", "shared", "topologies", "oci-bm-gpu4.8-a100-40g-x8-nvswitch-16x100g.xml")
+	prefix := filepath.Join(dir, "tp")
+	_, stderr, code := runReplay(t, "sim", "--topo", file, "--nodes", "2", "--ranks", "9,3", "--op", "allreduce", "-b", "1M", "-e", "4M", "-f", "4", "--trace", prefix)
+	require.Equal(t, 0, code, stderr)
+	rows := readCallRows(t, prefix+".calls.parquet")
+	require.NotEmpty(t, rows)
+	for _, r := range rows {
+		require.Equal(t, []int32{9, 3}[r.Rank], r.GlobalRank())
+	}
+	out, stderr, code := runReplay(t, "run", prefix+".calls.parquet", "--topo", file, "--nodes", "2", "--out", filepath.Join(dir, "pred"))
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, out, "9,3")
+	rec, pred := summaryUs(t, out, "recorded kernels"), summaryUs(t, out, "predicted kernels")
+	require.InEpsilon(t, rec, pred, 1e-3, out)
+}

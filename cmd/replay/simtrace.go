@@ -30,6 +30,9 @@ type simTracer struct {
 	buf                    []traces.EventRow
 	err                    error
 	closedCalls, closedEvs bool
+	// members are the job ranks of the communicator's ranks (--ranks),
+	// recorded as the rows' job_rank; nil: the job's own ranks
+	members []int
 }
 
 // simTracePaths turns --trace PREFIX into the call and event trace paths:
@@ -128,6 +131,9 @@ func (t *simTracer) end(c sim.Call, cr sim.CallResult) error {
 			Algorithm: algo, Protocol: cr.Proto.String(), Channels: int32(cr.NChannels), Count: c.Count,
 			Datatype: ncclDtypeName(c.Dtype), RedOp: redop, Root: root, EnqueueNs: int64(t.base), StartNs: int64(t.base),
 			EndNs: int64(end), Source: traces.SourceSim})
+		if t.members != nil {
+			rows[r].SetGlobalRank(int32(t.members[r]))
+		}
 	}
 	if err := t.calls.Append(rows...); err != nil {
 		return fmt.Errorf("call trace %s: %w", t.callPath, err)
