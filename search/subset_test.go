@@ -2,9 +2,11 @@ package search
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -168,5 +170,26 @@ func TestTrimmedGPUsNeverInChannels(t *testing.T) {
 				require.Equal(t, order[(i+1)%n], p.Ranks[r].Ring[c].Next, "%v: channel %d ring next of %d", ranks, c, r)
 			}
 		}
+	}
+}
+
+// TestSubsetMultiHostFileEqualsReplicated: a file that describes two
+// hosts (two host_hash values) gives every communicator the decisions of
+// the same communicator of the single-host file replicated on two hosts.
+func TestSubsetMultiHostFileEqualsReplicated(t *testing.T) {
+	file := filepath.Join("..", "..", "shared", "topologies", "pcie-rtx4090x2-cx4-2x100g.xml")
+	data, err := os.ReadFile(file)
+	require.NoError(t, err)
+	s := string(data)
+	body := s[strings.Index(s, "  <cpu"):strings.LastIndex(s, "</system>")]
+	h0 := strings.ReplaceAll(body, "<cpu ", `<cpu host_hash="0xaaa" `)
+	h1 := strings.ReplaceAll(body, "<cpu ", `<cpu host_hash="0xbbb" `)
+	h1 = strings.NewReplacer(`rank="0"`, `rank="2"`, `rank="1"`, `rank="3"`).Replace(h1)
+	two := filepath.Join(t.TempDir(), "two-hosts.xml")
+	require.NoError(t, os.WriteFile(two, []byte("<system version=\"1\">\n"+h0+h1+"</system>\n"), 0o644))
+	for _, ranks := range [][]int{nil, {0, 2}, {1, 3}, {2, 3}, {0, 3, 1}} {
+		_, want := subsetDoc(t, file, nil, 2, ranks)
+		_, got := subsetDoc(t, two, nil, 1, ranks)
+		requireSameDecisions(t, want, got, fmt.Sprint(ranks))
 	}
 }
