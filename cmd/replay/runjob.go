@@ -112,7 +112,6 @@ func needsJob(calls []*runCall, comms []*runComm, n int) bool {
 // jobReplay is the state of a replay of concurrent calls on one engine.
 type jobReplay struct {
 	in       string
-	whole    *search.Result
 	job      *sim.Job
 	calls    []*runCall
 	comm     map[uint64]*runComm
@@ -421,7 +420,7 @@ func toSimCall(where string, r0 traces.CallRow) (sim.Call, error) {
 func replayJob(in string, calls []*runCall, comms []*runComm, res *search.Result, s *sim.Simulator, hostGaps bool,
 	cw *traces.CallWriter, ew *traces.EventWriter, callPath, eventPath string, settings map[string]string, envFrom string,
 	bar *progressBar, stdout io.Writer) error {
-	jr := &jobReplay{in: in, whole: res, job: sim.NewJob(s.Machine), calls: calls, comm: map[uint64]*runComm{},
+	jr := &jobReplay{in: in, job: sim.NewJob(s.Machine), calls: calls, comm: map[uint64]*runComm{},
 		hostGaps: hostGaps, cw: cw, ew: ew, firstEnqueue: map[int32]int64{}}
 	for _, cm := range comms {
 		jr.comm[cm.hash] = cm
