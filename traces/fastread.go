@@ -232,12 +232,6 @@ var callFields = []field[CallRow]{
 			r[i].Host = v[i]
 		}
 	}},
-	{name: "job_rank", i32: func(r []CallRow, v []int32) {
-		v = v[:len(r)]
-		for i := range r {
-			r[i].JobRank = v[i]
-		}
-	}},
 }
 
 // Bounds on the strings a column reader keeps for reuse: distinct strings

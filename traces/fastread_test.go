@@ -224,11 +224,9 @@ func TestColumnReaderMatchesReflection(t *testing.T) {
 
 // TestCompatFixtures reads traces written by the first release of the writer
 // (testdata/compat, schema 1.0: event rows without data_ns, which read as
-// 0), by the release that added data_ns (1.1) and by the one that added
-// the call rows' job_rank (1.2; older files read it as 0, the job rank
-// being the rank), and checks that this build writes the same bytes for
-// the same rows as the newest. TWINCCL_WRITE_COMPAT=1 writes the 1.2 files
-// afresh.
+// 0) and by the release that added data_ns (events-1.1.parquet), and checks
+// that this build writes the same bytes for the same rows.
+// TWINCCL_WRITE_COMPAT=1 writes events-1.1.parquet afresh.
 func TestCompatFixtures(t *testing.T) {
 	edata, err := os.ReadFile(filepath.Join("testdata", "compat", "events-1.0.parquet"))
 	require.NoError(t, err)
@@ -241,47 +239,32 @@ func TestCompatFixtures(t *testing.T) {
 	sameRows(t, slow, fast)
 	sameRows(t, sortedEvents(old), sortedEvents(fast))
 
+	path := filepath.Join("testdata", "compat", "events-1.1.parquet")
 	written := writeEvents(t, events, WriterOptions{RowGroupRows: 200})
 	if os.Getenv("TWINCCL_WRITE_COMPAT") == "1" {
-		require.NoError(t, os.WriteFile(filepath.Join("testdata", "compat", "events-1.2.parquet"), written, 0o644))
+		require.NoError(t, os.WriteFile(path, written, 0o644))
 	}
-	for _, v := range []string{"1.1", "1.2"} {
-		path := filepath.Join("testdata", "compat", "events-"+v+".parquet")
-		edata, err = os.ReadFile(path)
-		require.NoError(t, err)
-		fast, slow = bothEvents(t, edata, Filter{})
-		sameRows(t, slow, fast)
-		sameRows(t, sortedEvents(events), sortedEvents(fast))
-		if v == "1.2" { // older files differ in the version they carry
-			require.True(t, bytes.Equal(edata, written), "the event writer no longer writes the bytes of "+path)
-		}
-	}
+	edata, err = os.ReadFile(path)
+	require.NoError(t, err)
+	fast, slow = bothEvents(t, edata, Filter{})
+	sameRows(t, slow, fast)
+	sameRows(t, sortedEvents(events), sortedEvents(fast))
+	require.True(t, bytes.Equal(edata, written), "the event writer no longer writes the bytes of "+path)
 
 	calls := testCalls(200, 32)
-	withJob := slices.Clone(calls)
-	for i := range withJob {
-		withJob[i].SetGlobalRank(withJob[i].Rank*2 + int32(i%2))
-	}
-	cwritten := writeCalls(t, withJob, WriterOptions{RowGroupRows: 128, Compression: CompressionSnappy})
+	cwritten := writeCalls(t, calls, WriterOptions{RowGroupRows: 128, Compression: CompressionSnappy})
 	if os.Getenv("TWINCCL_WRITE_COMPAT") == "1" {
-		require.NoError(t, os.WriteFile(filepath.Join("testdata", "compat", "calls-1.2.parquet"), cwritten, 0o644))
+		require.NoError(t, os.WriteFile(filepath.Join("testdata", "compat", "calls-1.1.parquet"), cwritten, 0o644))
 	}
-	for _, v := range []string{"1.0", "1.1", "1.2"} {
+	for _, v := range []string{"1.0", "1.1"} {
 		path := filepath.Join("testdata", "compat", "calls-"+v+".parquet")
 		cdata, err := os.ReadFile(path)
 		require.NoError(t, err)
 		cfast, cslow := bothCalls(t, cdata)
 		sameRows(t, cslow, cfast)
-		want := calls
-		if v == "1.2" {
-			want = withJob
+		sameRows(t, sortedCalls(calls), sortedCalls(cfast))
+		if v == "1.1" { // 1.0's differ in the version they carry
 			require.True(t, bytes.Equal(cdata, cwritten), "the call writer no longer writes the bytes of "+path)
-		}
-		sameRows(t, sortedCalls(want), sortedCalls(cfast))
-		for _, r := range cfast {
-			if v != "1.2" {
-				require.Equal(t, r.Rank, r.GlobalRank(), "%s: the job rank of a file without job_rank is the rank", path)
-			}
 		}
 	}
 }

@@ -16,8 +16,8 @@ const (
 	// SchemaMajor is the major version of the call and event schemas.
 	SchemaMajor = 1
 	// SchemaMinor is the minor version written by this build (1: event
-	// rows have data_ns; 2: call rows have job_rank).
-	SchemaMinor = 2
+	// rows have data_ns).
+	SchemaMinor = 1
 
 	// MetaKind is the metadata key naming the kind of rows in a file.
 	MetaKind = "twinccl.trace.kind"
@@ -76,24 +76,7 @@ type CallRow struct {
 	EndNs     int64  `parquet:"end_ns"`         // when the kernel ended
 	Source    string `parquet:"source,dict"`    // SourceHW or SourceSim
 	Host      string `parquet:"host,dict"`      // host name of the rank
-	// JobRank is the rank's index in the whole job (its global rank: the
-	// process's rank across all its communicators) plus one; 0 where the
-	// writer did not know it (files of schema 1.1 and older, one
-	// communicator over the whole job), the job rank then being Rank.
-	// Read it with GlobalRank, write it with SetGlobalRank.
-	JobRank int32 `parquet:"job_rank"`
 }
-
-// GlobalRank is the row's rank in the whole job (see JobRank).
-func (r *CallRow) GlobalRank() int32 {
-	if r.JobRank > 0 {
-		return r.JobRank - 1
-	}
-	return r.Rank
-}
-
-// SetGlobalRank records the row's rank in the whole job (g >= 0).
-func (r *CallRow) SetGlobalRank(g int32) { r.JobRank = g + 1 }
 
 // EventRow is one primitive step of one rank on one channel.
 //
@@ -175,7 +158,7 @@ var callColumns = []columnSpec{
 	{name: "count", kind: "INT64"}, {name: "datatype", kind: "BYTE_ARRAY"}, {name: "redop", kind: "BYTE_ARRAY"},
 	{name: "root", kind: "INT32"}, {name: "stream", kind: "INT64"}, {name: "enqueue_ns", kind: "INT64"},
 	{name: "start_ns", kind: "INT64"}, {name: "end_ns", kind: "INT64"}, {name: "source", kind: "BYTE_ARRAY"},
-	{name: "host", kind: "BYTE_ARRAY"}, {name: "job_rank", kind: "INT32", since: true},
+	{name: "host", kind: "BYTE_ARRAY"},
 }
 
 var eventColumns = []columnSpec{
