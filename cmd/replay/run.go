@@ -30,9 +30,11 @@ its rank's first call (enqueue_ns: the host's time between calls, other work on
 the GPU, a training step's compute), so that the two makespans compare;
 --host-gaps=false runs every stream's calls back to back instead.
 
-A job has many communicators: each row names its communicator (comm), its rank
-in it and its rank in the job (job_rank; traces without it have one communicator
-whose ranks are the job's). Every communicator runs its own NCCL init over its
+A job has many communicators: each row names its communicator (comm) and its
+rank in it, and the trace's metadata (twinccl.comms, which "run grid --trace",
+"replay sim --ranks --trace" and the importers write) the job rank of every rank
+of each communicator; a communicator it does not list has its ranks for job
+ranks. Every communicator runs its own NCCL init over its
 members, as "replay search --ranks" does (the hosts see only their members' GPUs).
 When calls may overlap (several communicators, one not over all ranks in order,
 or a rank with several streams), all of them run in one engine on the job's
@@ -71,6 +73,8 @@ type runCall struct {
 	first int64 // earliest enqueue
 	done  bool
 	idx   int // index in the trace's calls
+	// group is the call's communicator (runComms)
+	group *runComm
 }
 
 // runMemo is the simulation of a distinct call, with its slices when
@@ -136,7 +140,7 @@ func runReplayRun(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	n := res.Cluster.NRanks
-	comms, err := runComms(in, calls, n)
+	comms, err := runComms(in, calls, n, recMeta)
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/twinccl/twinccl/exec/sim"
+	"github.com/twinccl/twinccl/internal/commsmeta"
 	"github.com/twinccl/twinccl/model"
 	"github.com/twinccl/twinccl/search"
 	"github.com/twinccl/twinccl/traces"
@@ -31,23 +32,46 @@ type runComm struct {
 }
 
 // runComms finds the communicators of a trace's calls and checks them
-// against a job of n ranks: every row's rank in its communicator maps to
-// one job rank (CallRow.GlobalRank) in all its calls, no job rank twice in
-// one communicator, every call on all of its communicator's ranks.
-func runComms(path string, calls []*runCall, n int) ([]*runComm, error) {
+// against a job of n ranks. The trace's metadata (commsmeta.Key) gives
+// the job (global) rank of every rank of each communicator it lists; a
+// communicator it does not list has its ranks for job ranks. Every call
+// must be on all its communicator's ranks, each once, and every job rank
+// a rank of the topology.
+func runComms(path string, calls []*runCall, n int, meta map[string]string) ([]*runComm, error) {
+	listed := map[uint64][]int32{}
+	if v, ok := meta[commsmeta.Key]; ok {
+		comms, err := commsmeta.Decode(v)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		for _, c := range comms {
+			listed[c.ID] = c.Ranks
+		}
+	}
 	byHash := map[uint64]*runComm{}
 	var out []*runComm
 	for _, c := range calls {
 		where := fmt.Sprintf("%s: communicator %#x call %d", path, c.comm, c.seq)
-		nr := int(c.rows[0].NRanks)
 		cm := byHash[c.comm]
 		if cm == nil {
-			if nr < 1 || nr > n {
-				return nil, fmt.Errorf("%s: the communicator has %d ranks but the topology %d (--nodes N replicates a single-host file)", where, nr, n)
+			nr := int(c.rows[0].NRanks)
+			cm = &runComm{hash: c.comm, predStart: -1, recStart: -1}
+			if ranks, ok := listed[c.comm]; ok {
+				for _, g := range ranks {
+					cm.members = append(cm.members, int(g))
+				}
+			} else {
+				if nr < 1 || nr > n {
+					return nil, fmt.Errorf("%s: the communicator has %d ranks but the topology %d (--nodes N replicates a single-host file)", where, nr, n)
+				}
+				for r := range nr {
+					cm.members = append(cm.members, r)
+				}
 			}
-			cm = &runComm{hash: c.comm, members: make([]int, nr), predStart: -1, recStart: -1}
-			for i := range cm.members {
-				cm.members[i] = -1
+			for r, g := range cm.members {
+				if g >= n {
+					return nil, fmt.Errorf("%s: rank %d is job rank %d but the topology has %d rank(s) (ranks 0-%d; --nodes N replicates a single-host file)", where, r, g, n, n-1)
+				}
 			}
 			byHash[c.comm] = cm
 			out = append(out, cm)
@@ -56,34 +80,23 @@ func runComms(path string, calls []*runCall, n int) ([]*runComm, error) {
 			return nil, fmt.Errorf("%s: the call has %d of the communicator's %d rank(s): only calls on all their ranks are simulated", where, len(c.rows), len(cm.members))
 		}
 		for i, r := range c.rows {
-			g := int(r.GlobalRank())
 			switch {
 			case i > 0 && r.Rank == c.rows[i-1].Rank:
 				return nil, fmt.Errorf("%s: rank %d appears twice", where, r.Rank)
 			case int(r.NRanks) != len(cm.members):
-				return nil, fmt.Errorf("%s: rank %d says the communicator has %d ranks, an earlier row %d", where, r.Rank, r.NRanks, len(cm.members))
+				return nil, fmt.Errorf("%s: rank %d says the communicator has %d ranks, the trace %d", where, r.Rank, r.NRanks, len(cm.members))
 			case r.Rank < 0 || int(r.Rank) >= len(cm.members):
 				return nil, fmt.Errorf("%s: rank %d outside the communicator's %d ranks", where, r.Rank, len(cm.members))
-			case g < 0 || g >= n:
-				return nil, fmt.Errorf("%s: rank %d is job rank %d but the topology has %d rank(s) (ranks 0-%d; --nodes N replicates a single-host file)", where, r.Rank, g, n, n-1)
-			case cm.members[r.Rank] >= 0 && cm.members[r.Rank] != g:
-				return nil, fmt.Errorf("%s: rank %d is job rank %d, in an earlier call job rank %d", where, r.Rank, g, cm.members[r.Rank])
 			}
-			cm.members[r.Rank] = g
 		}
+		c.group = cm
 		cm.calls++
-	}
-	for _, cm := range out {
-		seen := map[int]int{}
-		for r, g := range cm.members {
-			if o, dup := seen[g]; dup {
-				return nil, fmt.Errorf("%s: communicator %#x: ranks %d and %d are both job rank %d", path, cm.hash, o, r, g)
-			}
-			seen[g] = r
-		}
 	}
 	return out, nil
 }
+
+// jobRank is the job rank of a row of call c.
+func jobRank(c *runCall, r *traces.CallRow) int32 { return int32(c.group.members[r.Rank]) }
 
 // needsJob reports whether a trace's calls may overlap: several
 // communicators, one not over the whole job in rank order, or a rank
@@ -99,11 +112,12 @@ func needsJob(calls []*runCall, comms []*runComm, n int) bool {
 	}
 	streams := map[int32]uint64{}
 	for _, c := range calls {
-		for _, r := range c.rows {
-			if s, ok := streams[r.GlobalRank()]; ok && s != r.Stream {
+		for i := range c.rows {
+			r := &c.rows[i]
+			if s, ok := streams[jobRank(c, r)]; ok && s != r.Stream {
 				return true
 			}
-			streams[r.GlobalRank()] = r.Stream
+			streams[jobRank(c, r)] = r.Stream
 		}
 	}
 	return false
@@ -164,8 +178,8 @@ func (jr *jobReplay) replay(bar *progressBar) (predStart, predEnd float64, recSt
 	}
 	queues := map[key][]*runCall{}
 	for _, c := range jr.calls {
-		for _, r := range c.rows {
-			k := key{r.GlobalRank(), r.Stream}
+		for i := range c.rows {
+			k := key{jobRank(c, &c.rows[i]), c.rows[i].Stream}
 			queues[k] = append(queues[k], c)
 		}
 	}
@@ -204,14 +218,15 @@ func (jr *jobReplay) replay(bar *progressBar) (predStart, predEnd float64, recSt
 			}
 			ok := true
 			start := 0.0
-			for _, r := range c.rows {
-				k := key{r.GlobalRank(), r.Stream}
+			for i := range c.rows {
+				r := &c.rows[i]
+				k := key{jobRank(c, r), r.Stream}
 				if q := queues[k]; head[k] >= len(q) || q[head[k]] != c {
 					ok = false
 					break
 				}
 				start = max(start, free[k])
-				if f, has := jr.firstEnqueue[r.GlobalRank()]; has && jr.hostGaps && r.EnqueueNs >= f {
+				if f, has := jr.firstEnqueue[k.rank]; has && jr.hostGaps && r.EnqueueNs >= f {
 					start = max(start, float64(r.EnqueueNs-f))
 				}
 			}
@@ -247,7 +262,7 @@ func (jr *jobReplay) replay(bar *progressBar) (predStart, predEnd float64, recSt
 				if r.StartNs >= 0 && r.EndNs > r.StartNs {
 					recK = min(recK, float64(r.EndNs-r.StartNs))
 				}
-				k := key{r.GlobalRank(), r.Stream}
+				k := key{jobRank(c, &r), r.Stream}
 				o := r
 				o.EnqueueNs, o.StartNs, o.EndNs = int64(startNs), int64(startNs), int64(float64(f.RankEnd[r.Rank])/1e3)
 				o.Source = traces.SourceSim
@@ -353,9 +368,9 @@ func psOf(ns float64) sim.Time { return sim.Time(math.Round(ns * 1e3)) }
 
 // enqueueOf is the enqueue time of a call on a job rank.
 func enqueueOf(c *runCall, rank int32) int64 {
-	for _, r := range c.rows {
-		if r.GlobalRank() == rank {
-			return r.EnqueueNs
+	for i := range c.rows {
+		if jobRank(c, &c.rows[i]) == rank {
+			return c.rows[i].EnqueueNs
 		}
 	}
 	return 0
@@ -426,8 +441,9 @@ func replayJob(in string, calls []*runCall, comms []*runComm, res *search.Result
 		jr.comm[cm.hash] = cm
 	}
 	for _, c := range calls {
-		for _, r := range c.rows {
-			g := r.GlobalRank()
+		for i := range c.rows {
+			r := &c.rows[i]
+			g := jobRank(c, r)
 			if f, ok := jr.firstEnqueue[g]; r.EnqueueNs >= 0 && (!ok || r.EnqueueNs < f) {
 				jr.firstEnqueue[g] = r.EnqueueNs
 			}

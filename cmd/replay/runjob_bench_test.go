@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/twinccl/twinccl/internal/commsmeta"
 	"github.com/twinccl/twinccl/traces"
 )
 
@@ -16,16 +17,20 @@ import (
 // TP group (stream 1) and one of dpCount on every DP group (stream 2),
 // issued together.
 func gridTrace(b testing.TB, path string, tp, dp, steps int, tpCount, dpCount int64) {
-	w, err := traces.CreateCallFile(path, traces.WriterOptions{})
-	require.NoError(b, err)
 	var rows []traces.CallRow
+	var comms []commsmeta.Comm
 	add := func(comm uint64, members []int, stream uint64, step int, count int64) {
-		for r, g := range members {
-			row := traces.CallRow{Job: "bench", Comm: comm, Call: int64(step), Rank: int32(r), NRanks: int32(len(members)),
+		if step == 0 {
+			c := commsmeta.Comm{ID: comm}
+			for _, g := range members {
+				c.Ranks = append(c.Ranks, int32(g))
+			}
+			comms = append(comms, c)
+		}
+		for r := range members {
+			rows = append(rows, traces.CallRow{Job: "bench", Comm: comm, Call: int64(step), Rank: int32(r), NRanks: int32(len(members)),
 				Op: "AllReduce", Count: count, Datatype: "float32", RedOp: "sum", Root: -1, Stream: stream,
-				EnqueueNs: int64(step) * 1000, StartNs: -1, EndNs: -1, Source: traces.SourceHW}
-			row.SetGlobalRank(int32(g))
-			rows = append(rows, row)
+				EnqueueNs: int64(step) * 1000, StartNs: -1, EndNs: -1, Source: traces.SourceHW})
 		}
 	}
 	for s := 0; s < steps; s++ {
@@ -44,6 +49,10 @@ func gridTrace(b testing.TB, path string, tp, dp, steps int, tpCount, dpCount in
 			add(0x200+uint64(d), m, 2, s, dpCount)
 		}
 	}
+	meta, err := commsmeta.Encode(comms)
+	require.NoError(b, err)
+	w, err := traces.CreateCallFile(path, traces.WriterOptions{Metadata: map[string]string{commsmeta.Key: meta}})
+	require.NoError(b, err)
 	require.NoError(b, w.Append(rows...))
 	require.NoError(b, w.Close())
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/twinccl/twinccl/exec/sim"
+	"github.com/twinccl/twinccl/internal/commsmeta"
 	"github.com/twinccl/twinccl/model"
 	"github.com/twinccl/twinccl/traces"
 )
@@ -18,23 +19,29 @@ import (
 // ranks of communicator i by rank in it.
 func jobTrace(t *testing.T, path string, count int64, comms ...[]int) {
 	t.Helper()
-	w, err := traces.CreateCallFile(path, traces.WriterOptions{})
-	require.NoError(t, err)
+	var list []commsmeta.Comm
+	var rows []traces.CallRow
 	for i, members := range comms {
+		c := commsmeta.Comm{ID: 0xc0 + uint64(i)}
 		for r, g := range members {
-			row := traces.CallRow{Job: "test", Comm: 0xc0 + uint64(i), Call: 0, Rank: int32(r), NRanks: int32(len(members)),
+			rows = append(rows, traces.CallRow{Job: "test", Comm: c.ID, Call: 0, Rank: int32(r), NRanks: int32(len(members)),
 				Op: "AllReduce", Count: count, Datatype: "float32", RedOp: "sum", Root: -1, Stream: uint64(100 + i),
-				StartNs: -1, EndNs: -1, Source: traces.SourceHW}
-			row.SetGlobalRank(int32(g))
-			require.NoError(t, w.Append(row))
+				StartNs: -1, EndNs: -1, Source: traces.SourceHW})
+			c.Ranks = append(c.Ranks, int32(g))
 		}
+		list = append(list, c)
 	}
+	meta, err := commsmeta.Encode(list)
+	require.NoError(t, err)
+	w, err := traces.CreateCallFile(path, traces.WriterOptions{Metadata: map[string]string{commsmeta.Key: meta}})
+	require.NoError(t, err)
+	require.NoError(t, w.Append(rows...))
 	require.NoError(t, w.Close())
 }
 
 // commSpans replays a trace and returns each communicator's predicted span
 // (ns) from the predicted call trace, checking its rows keep their
-// communicator, ranks and job ranks.
+// communicator and ranks.
 func commSpans(t *testing.T, trace, topo string, nodes string) map[uint64]int64 {
 	t.Helper()
 	out := trace + ".pred"
@@ -51,7 +58,7 @@ func commSpans(t *testing.T, trace, topo string, nodes string) map[uint64]int64 
 	for _, p := range pred {
 		r, ok := rec[[2]int32{int32(p.Comm), p.Rank}]
 		require.True(t, ok, "predicted row of communicator %#x rank %d not recorded", p.Comm, p.Rank)
-		require.Equal(t, r.GlobalRank(), p.GlobalRank())
+		require.Equal(t, r.NRanks, p.NRanks)
 		require.Equal(t, traces.SourceSim, p.Source)
 		if l, ok := lo[p.Comm]; !ok || p.StartNs < l {
 			lo[p.Comm] = p.StartNs
@@ -102,7 +109,7 @@ func TestReplayRunCommunicatorErrors(t *testing.T) {
 	jobTrace(t, bad, 1024, []int{3, 3})
 	var so, se bytes.Buffer
 	err := runReplayRun([]string{bad, "--topo", pcie, "--out", filepath.Join(dir, "x")}, &so, &se)
-	require.ErrorContains(t, err, "ranks 0 and 1 are both job rank 3")
+	require.ErrorContains(t, err, "ranks 0 and 1 are both global rank 3")
 	far := filepath.Join(dir, "far.parquet")
 	jobTrace(t, far, 1024, []int{0, 12})
 	err = runReplayRun([]string{far, "--topo", pcie, "--out", filepath.Join(dir, "y")}, &so, &se)
@@ -126,14 +133,17 @@ func TestReplayRunRecordedGrid(t *testing.T) {
 	require.Len(t, pred, len(rec))
 
 	// Each call alone on its communicator.
+	info, err := traces.OpenCallFile(trace)
+	require.NoError(t, err)
+	comms, err := commsmeta.Decode(info.Info().Metadata[commsmeta.Key])
+	info.Close()
+	require.NoError(t, err)
+	require.Len(t, comms, 4)
 	members := map[uint64][]int{}
-	for _, r := range rec {
-		m := members[r.Comm]
-		for len(m) < int(r.NRanks) {
-			m = append(m, -1)
+	for _, c := range comms {
+		for _, g := range c.Ranks {
+			members[c.ID] = append(members[c.ID], int(g))
 		}
-		m[r.Rank] = int(r.GlobalRank())
-		members[r.Comm] = m
 	}
 	alone := map[[2]uint64]float64{} // comm, count -> ns
 	for _, p := range pred {
@@ -151,7 +161,7 @@ func TestReplayRunRecordedGrid(t *testing.T) {
 	}
 	took := map[[2]uint64]int64{} // comm, call -> the call's time on its slowest rank
 	for _, p := range pred {
-		require.Equal(t, members[p.Comm][p.Rank], int(p.GlobalRank()))
+		require.Contains(t, members, p.Comm)
 		k := [2]uint64{p.Comm, uint64(p.Call)}
 		took[k] = max(took[k], p.EndNs-p.StartNs)
 	}
@@ -163,7 +173,8 @@ func TestReplayRunRecordedGrid(t *testing.T) {
 	overlap := false
 	for _, a := range pred {
 		for _, b := range pred {
-			overlap = overlap || a.Comm != b.Comm && a.GlobalRank() == b.GlobalRank() && a.StartNs < b.EndNs && b.StartNs < a.EndNs
+			same := members[a.Comm][a.Rank] == members[b.Comm][b.Rank]
+			overlap = overlap || a.Comm != b.Comm && same && a.StartNs < b.EndNs && b.StartNs < a.EndNs
 		}
 	}
 	require.True(t, overlap, "no two communicators' calls overlapped")

@@ -61,9 +61,9 @@ time_us, algbw_GBps, busbw_GBps, tuner_us, events (- for stdout).
 --trace PREFIX writes the predicted traces (package traces' parquet schema, source
 "sim"): PREFIX.calls.parquet (one row per call and rank) and PREFIX.events.parquet
 (one row per slice of every rank and channel: primitive, peers, bytes, start, end).
-The calls of the sweep run back to back in virtual time. With --ranks, the call rows
-record each rank's job rank (job_rank): "replay run" replays the trace as that
-communicator of the job. --timeline writes them as
+The calls of the sweep run back to back in virtual time. With --ranks, the call trace's
+metadata records the job rank of each rank (twinccl.comms): "replay run" replays
+the trace as that communicator of the job. --timeline writes them as
 a Chrome/Perfetto JSON timeline and --profile as a pprof profile of where simulated
 time went (rank, channel, link, primitive); "replay trace" reads the parquet files.
 
@@ -308,10 +308,7 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 	if *jsonOut == "-" && (*timelineOut == "-" || *profileOut == "-") || *timelineOut == "-" && *profileOut == "-" {
 		return fmt.Errorf("%w: only one of --json, --timeline and --profile may write to stdout", errUsage)
 	}
-	tr, err := newSimTracer(fmt.Sprintf("replay sim %s", res.Cluster.File), *traceOut, *timelineOut, *profileOut, n)
-	if tr != nil {
-		tr.members = ranks.ranks
-	}
+	tr, err := newSimTracer(fmt.Sprintf("replay sim %s", res.Cluster.File), *traceOut, *timelineOut, *profileOut, n, ranks.ranks)
 	if err != nil {
 		return err
 	}

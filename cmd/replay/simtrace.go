@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/twinccl/twinccl/exec/sim"
+	"github.com/twinccl/twinccl/internal/commsmeta"
 	"github.com/twinccl/twinccl/model"
 	"github.com/twinccl/twinccl/traces"
 )
@@ -30,9 +31,6 @@ type simTracer struct {
 	buf                    []traces.EventRow
 	err                    error
 	closedCalls, closedEvs bool
-	// members are the job ranks of the communicator's ranks (--ranks),
-	// recorded as the rows' job_rank; nil: the job's own ranks
-	members []int
 }
 
 // simTracePaths turns --trace PREFIX into the call and event trace paths:
@@ -45,7 +43,9 @@ func simTracePaths(prefix string) (calls, events string) {
 
 // newSimTracer opens the trace files; trace (a prefix), timeline and
 // profile may each be empty. It returns nil when none is asked for.
-func newSimTracer(job, trace, timeline, profile string, nranks int) (*simTracer, error) {
+// members, when set (--ranks), are the job ranks of the communicator's
+// ranks, which the call trace's metadata records (commsmeta).
+func newSimTracer(job, trace, timeline, profile string, nranks int, members []int) (*simTracer, error) {
 	if trace == "" && timeline == "" && profile == "" {
 		return nil, nil
 	}
@@ -61,6 +61,18 @@ func newSimTracer(job, trace, timeline, profile string, nranks int) (*simTracer,
 		t.callPath, t.eventPath = filepath.Join(dir, "calls.parquet"), filepath.Join(dir, "events.parquet")
 	}
 	meta := map[string]string{"twinccl.sim.job": job}
+	if members != nil {
+		c := commsmeta.Comm{}
+		for _, g := range members {
+			c.Ranks = append(c.Ranks, int32(g))
+		}
+		s, err := commsmeta.Encode([]commsmeta.Comm{c})
+		if err != nil {
+			t.cleanup()
+			return nil, err
+		}
+		meta[commsmeta.Key] = s
+	}
 	var err error
 	if t.calls, err = traces.CreateCallFile(t.callPath, traces.WriterOptions{Metadata: meta}); err != nil {
 		t.cleanup()
@@ -131,9 +143,6 @@ func (t *simTracer) end(c sim.Call, cr sim.CallResult) error {
 			Algorithm: algo, Protocol: cr.Proto.String(), Channels: int32(cr.NChannels), Count: c.Count,
 			Datatype: ncclDtypeName(c.Dtype), RedOp: redop, Root: root, EnqueueNs: int64(t.base), StartNs: int64(t.base),
 			EndNs: int64(end), Source: traces.SourceSim})
-		if t.members != nil {
-			rows[r].SetGlobalRank(int32(t.members[r]))
-		}
 	}
 	if err := t.calls.Append(rows...); err != nil {
 		return fmt.Errorf("call trace %s: %w", t.callPath, err)

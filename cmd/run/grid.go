@@ -17,6 +17,7 @@ import (
 	"github.com/twinccl/twinccl/exec/hw/bootstrap"
 	"github.com/twinccl/twinccl/exec/hw/hostdev"
 	"github.com/twinccl/twinccl/exec/hw/transport"
+	"github.com/twinccl/twinccl/internal/commsmeta"
 	"github.com/twinccl/twinccl/model"
 	"github.com/twinccl/twinccl/search"
 )
@@ -40,8 +41,9 @@ between them). SIZE is the buffer size as nccl-tests counts it (K, M, G
 suffixes).
 
 --trace OUT.parquet writes the job's call trace (OUT.parquet: one row per call,
-rank and communicator, with the communicator's hash, the rank in it, the job
-rank, the stream: 1 for TP, 2 for DP) and its event trace beside it
+rank and communicator, with the communicator's hash, the rank in it and the
+stream, 1 for TP and 2 for DP; the metadata twinccl.comms gives the job rank of
+every rank of every communicator) and its event trace beside it
 (OUT.events.parquet); "replay run OUT.parquet --topo FILE.xml" replays it with
 the communicators sharing the topology's links.
 
@@ -216,7 +218,7 @@ func gridRank(e *env, o gridOpts) error {
 		err = gridSweep(e, r, o, comms, rank)
 	}
 	if err == nil && o.trace != "" {
-		err = gridTrace(o, comms, rank)
+		err = gridTrace(o, r, comms, rank)
 	}
 	if err != nil {
 		r.Abort()
@@ -365,9 +367,7 @@ func (g *gridComm) run(o gridOpts, p *model.Program, count int64) error {
 		if g.sink != nil {
 			g.rec.Start, g.rec.End = start, end
 			g.sink.add(p, g.c.Rank, count, 0, g.rec, enq.UnixNano())
-			row := &g.sink.calls[len(g.sink.calls)-1]
-			row.SetGlobalRank(int32(g.c.Members[g.c.Rank]))
-			row.Stream = g.stream
+			g.sink.calls[len(g.sink.calls)-1].Stream = g.stream
 		}
 	}
 	g.us = float64(spent.Microseconds()) / float64(o.iters)
@@ -423,9 +423,22 @@ func checkShifted(p *model.Program, out []byte, rank, n int, dt model.Dtype, shi
 }
 
 // gridTrace writes the rank's rows of both communicators (its part, when
-// the launcher merges them).
-func gridTrace(o gridOpts, comms []*gridComm, rank int) error {
-	all := &traceSink{env: ncclEnviron()}
+// the launcher merges them), with the job's communicators in the call
+// trace's metadata.
+func gridTrace(o gridOpts, r *hostdev.Rank, comms []*gridComm, rank int) error {
+	var list []commsmeta.Comm
+	for _, c := range r.Communicators() {
+		cm := commsmeta.Comm{ID: c.Hash}
+		for _, g := range c.Members {
+			cm.Ranks = append(cm.Ranks, int32(g))
+		}
+		list = append(list, cm)
+	}
+	meta, err := commsmeta.Encode(list)
+	if err != nil {
+		return err
+	}
+	all := &traceSink{env: ncclEnviron(), comms: meta}
 	for _, g := range comms {
 		all.calls = append(all.calls, g.sink.calls...)
 		all.events = append(all.events, g.sink.events...)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/twinccl/twinccl/internal/commsmeta"
 	"github.com/twinccl/twinccl/traces"
 )
 
@@ -22,8 +23,8 @@ func init() {
 // TestGridTPxDP launches 4 ranks on two "hosts" (shm inside, sockets
 // between), split TP=2 x DP=2, both communicators of every rank running at
 // once, every output checked; the trace has every call of every rank on
-// both communicators, with communicator ranks, job ranks and streams that
-// agree with the split.
+// both communicators, with communicator ranks, streams and (in its
+// metadata) job ranks that agree with the split.
 func TestGridTPxDP(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process")
@@ -42,19 +43,20 @@ func TestGridTPxDP(t *testing.T) {
 	require.Equal(t, 3, rows, stdout) // 1K, 8K, 64K
 	calls := readTraceCalls(t, out)
 	require.Len(t, calls, 3*2*4*2) // sizes x calls x ranks x communicators
-	type member struct {
-		comm uint64
-		rank int32
+	rd, err := traces.OpenCallFile(out)
+	require.NoError(t, err)
+	list, err := commsmeta.Decode(rd.Info().Metadata[commsmeta.Key])
+	rd.Close()
+	require.NoError(t, err)
+	require.Len(t, list, 4)
+	members := map[uint64][]int32{}
+	for _, c := range list {
+		members[c.ID] = c.Ranks
 	}
-	jobRank := map[member]int32{}
 	comms := map[uint64]uint64{} // stream of each communicator
 	for _, r := range calls {
-		g := r.GlobalRank()
-		require.Positive(t, r.JobRank, "job rank recorded")
-		if o, ok := jobRank[member{r.Comm, r.Rank}]; ok {
-			require.Equal(t, o, g, "communicator %#x rank %d", r.Comm, r.Rank)
-		}
-		jobRank[member{r.Comm, r.Rank}] = g
+		require.Contains(t, members, r.Comm)
+		g := members[r.Comm][r.Rank]
 		require.Equal(t, int32(2), r.NRanks)
 		switch r.Stream {
 		case 1: // TP: consecutive job ranks

@@ -24,6 +24,8 @@ type Rank struct {
 	// comms is the number of communicators split from the job so far
 	// (Split); the job itself is communicator 0.
 	comms int
+	// split are those communicators, every member's view alike
+	split []SplitComm
 }
 
 // RankConfig describes how a rank joins its job.

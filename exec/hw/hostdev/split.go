@@ -41,6 +41,19 @@ type Communicator struct {
 	Device *Device
 }
 
+// SplitComm is one communicator split from a job, as every rank knows it
+// (its members need not include the rank).
+type SplitComm struct {
+	Index   int
+	Hash    uint64
+	Members []int // job ranks, by rank in the communicator
+}
+
+// Communicators lists every communicator split from the job so far, on
+// every rank the same, in the order they were made (each split's by
+// color).
+func (r *Rank) Communicators() []SplitComm { return r.split }
+
 // NRanks is the number of ranks of the communicator.
 func (c *Communicator) NRanks() int { return len(c.Members) }
 
@@ -69,9 +82,12 @@ func (r *Rank) Split(color, key int) (*Communicator, error) {
 		return nil, fmt.Errorf("hostdev rank %d: %w", me, err)
 	}
 	first := r.comms + 1
+	if r.comms+len(comms) > maxComms {
+		return nil, fmt.Errorf("hostdev rank %d: split: %d communicators, at most %d per job", me, r.comms+len(comms), maxComms)
+	}
 	r.comms += len(comms)
-	if r.comms > maxComms {
-		return nil, fmt.Errorf("hostdev rank %d: split: %d communicators, at most %d per job", me, r.comms, maxComms)
+	for i, members := range comms {
+		r.split = append(r.split, SplitComm{Index: first + i, Hash: commHash(r.Comm.Magic(), first+i), Members: members})
 	}
 	for i, members := range comms {
 		for cr, g := range members {

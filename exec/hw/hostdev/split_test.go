@@ -106,6 +106,11 @@ func TestSplitTPxDPConcurrent(t *testing.T) {
 	require.Equal(t, []int{3, 1}, dp[1][0].Members)
 	require.Equal(t, []int{1, 2, 3, 4, 5, 6}, []int{tp[0][0].Index, tp[1][0].Index, dp[0][0].Index, dp[1][0].Index, dup[0][0].Index, dup[1][0].Index})
 	require.NotEqual(t, tp[0][0].Hash, dup[0][0].Hash)
+	for _, rk := range j.Ranks { // every rank knows every communicator, its own or not
+		all := rk.Communicators()
+		require.Len(t, all, 6)
+		require.Equal(t, SplitComm{Index: 3, Hash: dp[0][0].Hash, Members: []int{2, 0}}, all[2])
+	}
 
 	type work struct {
 		exec commExecutor
