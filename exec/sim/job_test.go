@@ -2,6 +2,7 @@ package sim
 
 import (
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -62,6 +63,20 @@ func runJob(t *testing.T, whole *Simulator, comms []jobComm, c Call) ([]Time, *J
 	return ends, j
 }
 
+// jobTraffic is the wire bytes of a call run step-accurate on its
+// communicator's machine, per resource of the job (hostOf: CommHosts).
+func jobTraffic(t *testing.T, r *Result, hostOf []int) map[string]float64 {
+	t.Helper()
+	require.Zero(t, r.Folded)
+	out := map[string]float64{}
+	for _, l := range r.Links {
+		h, rest, ok := splitHost(l.Name)
+		require.True(t, ok && h >= 0 && h < len(hostOf), l.Name)
+		out["h"+strconv.Itoa(hostOf[h])+":"+rest] += l.Bytes
+	}
+	return out
+}
+
 var bigAllReduce = Call{Coll: model.CollAllReduce, Count: 32 << 20, Dtype: model.DtypeFP32, Op: model.RedSum, Algo: -1, Proto: -1}
 
 // TestJobAloneIsMachineRun: one call alone in a Job takes exactly the time
@@ -74,13 +89,7 @@ func TestJobAloneIsMachineRun(t *testing.T) {
 	require.NoError(t, err)
 	ends, j := runJob(t, whole, comms, bigAllReduce)
 	require.Equal(t, alone.KernelUs, float64(ends[0])/psPerUs)
-	want := map[string]float64{}
-	traffic, err := alone.JobTraffic(comms[0].hosts)
-	require.NoError(t, err)
-	for _, tr := range traffic {
-		want[tr.Name] += tr.Bytes
-	}
-	require.Equal(t, want, j.Moved())
+	require.Equal(t, jobTraffic(t, alone, comms[0].hosts), j.Moved())
 
 	// Streamed from the generator, as Machine.RunGen runs it.
 	g, _, err := comms[0].sim.Generator(bigAllReduce)
@@ -130,10 +139,8 @@ func TestJobSharedLinksTakeTwice(t *testing.T) {
 		require.NoError(t, err)
 		r, err := cm.sim.Machine.Run(p)
 		require.NoError(t, err)
-		tr, err := r.JobTraffic(cm.hosts)
-		require.NoError(t, err)
-		for _, x := range tr {
-			want[x.Name] += x.Bytes
+		for name, b := range jobTraffic(t, r, cm.hosts) {
+			want[name] += b
 		}
 	}
 	got := j.Moved()
