@@ -50,6 +50,11 @@ func SplitComms(colors, keys []int) ([][]int, error) {
 	return out, nil
 }
 
+// maxCommRanks bounds a rank list: every GPU a topology of the largest
+// job holds (MaxClusterNodes hosts of at most MaxTopologyXMLNodes
+// elements).
+const maxCommRanks = MaxClusterNodes * MaxTopologyXMLNodes
+
 // ParseRanks reads a communicator's members as job ranks in the order of
 // their communicator ranks: a comma-separated list of ranks and
 // increasing ranges ("0,2,4-7" is 0 2 4 5 6 7). A rank may not repeat.
@@ -72,8 +77,8 @@ func ParseRanks(s string) ([]int, error) {
 				return nil, fmt.Errorf("%q: %q is not an increasing range A-B", s, f)
 			}
 		}
-		if b-a > MaxClusterNodes*MaxTopologyXMLNodes {
-			return nil, fmt.Errorf("%q: range %q is too long", s, f)
+		if b-a >= maxCommRanks-len(out) {
+			return nil, fmt.Errorf("%q: more than %d ranks", s, maxCommRanks)
 		}
 		for r := a; r <= b; r++ {
 			if seen[r] {

@@ -2,6 +2,8 @@ package model
 
 import (
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -146,4 +148,31 @@ func TestReplicatedSubset(t *testing.T) {
 	assert.False(t, replicatedSubset([]int{0, 1, 9, 10}, 8), "other GPUs")
 	assert.False(t, replicatedSubset([]int{8, 9, 0, 1}, 8), "hosts out of order")
 	assert.False(t, replicatedSubset([]int{0, 8, 1, 9}, 8), "interleaved")
+}
+
+// FuzzParseRanks: any text gives an error or a list of distinct ranks
+// from 0, which, written back as a plain list, reads the same.
+func FuzzParseRanks(f *testing.F) {
+	for _, s := range []string{"0,2,4-7", "3,1", "0-65535", "5-", "1,,2", "0-4,2", " 7 ", "-3", "9999999999"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, err := ParseRanks(s)
+		if err != nil {
+			return
+		}
+		require.NotEmpty(t, got)
+		require.LessOrEqual(t, len(got), maxCommRanks)
+		seen := map[int]bool{}
+		parts := make([]string, len(got))
+		for i, r := range got {
+			require.GreaterOrEqual(t, r, 0)
+			require.False(t, seen[r], "rank %d twice", r)
+			seen[r] = true
+			parts[i] = strconv.Itoa(r)
+		}
+		again, err := ParseRanks(strings.Join(parts, ","))
+		require.NoError(t, err)
+		require.Equal(t, got, again)
+	})
 }

@@ -26,3 +26,22 @@ func TestRoundTripAndChecks(t *testing.T) {
 		require.ErrorContains(t, err, tc.want, tc.in)
 	}
 }
+
+// FuzzDecode: any metadata value decodes or gives an error; what decodes
+// encodes back to what decodes the same.
+func FuzzDecode(f *testing.F) {
+	for _, s := range []string{`[{"comm":"0x1f","name":"tp0","ranks":[0,2]}]`, `[]`, `[{"comm":"7","ranks":[1,1]}]`, `{`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		comms, err := Decode(s)
+		if err != nil {
+			return
+		}
+		enc, err := Encode(comms)
+		require.NoError(t, err)
+		back, err := Decode(enc)
+		require.NoError(t, err)
+		require.ElementsMatch(t, comms, back)
+	})
+}
