@@ -15,8 +15,9 @@ const SplitNoColor = -1
 // SplitComms returns the communicators ncclCommSplit makes when job rank r
 // passes colors[r] and keys[r]: one per color, in increasing color order,
 // each listing its members' job ranks in the order of their new ranks
-// (key, then old rank, as NCCL sorts them). Ranks passing SplitNoColor are
-// in none. Any other negative color is an error, as NCCL rejects it.
+// (key, then old rank, as NCCL's commGetSplitInfo inserts them). Ranks
+// passing SplitNoColor are in none; any other color, negative ones too,
+// makes a communicator (NCCL checks no other value).
 func SplitComms(colors, keys []int) ([][]int, error) {
 	if len(colors) != len(keys) {
 		return nil, fmt.Errorf("split: %d colors for %d keys", len(colors), len(keys))
@@ -26,9 +27,6 @@ func SplitComms(colors, keys []int) ([][]int, error) {
 	for r, c := range colors {
 		if c == SplitNoColor {
 			continue
-		}
-		if c < 0 {
-			return nil, fmt.Errorf("split: rank %d: color %d is negative (only NCCL_SPLIT_NOCOLOR, %d, is allowed)", r, c, SplitNoColor)
 		}
 		if _, ok := byColor[c]; !ok {
 			order = append(order, c)

@@ -28,8 +28,10 @@ func TestSplitCommsOrdersByKeyThenRank(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, comms)
 
-	_, err = SplitComms([]int{0, -2}, []int{0, 0})
-	require.ErrorContains(t, err, "rank 1: color -2")
+	// Other negative colors are colors like any other.
+	comms, err = SplitComms([]int{0, -2, -2, 0}, []int{0, 1, 0, 0})
+	require.NoError(t, err)
+	assert.Equal(t, [][]int{{2, 1}, {0, 3}}, comms)
 	_, err = SplitComms([]int{0}, []int{0, 0})
 	require.Error(t, err)
 }

@@ -161,7 +161,7 @@ func TestSplitTPxDPConcurrent(t *testing.T) {
 	require.NoError(t, errors.Join(errs...))
 }
 
-func TestSplitNoColorAndBadColor(t *testing.T) {
+func TestSplitNoColorAndNegativeColor(t *testing.T) {
 	checkLeaks(t)
 	j, err := NewLocalJob(3, LocalOptions{Timeout: 5 * time.Second})
 	require.NoError(t, err)
@@ -175,14 +175,9 @@ func TestSplitNoColorAndBadColor(t *testing.T) {
 	require.Len(t, comms, 1)
 	require.Equal(t, []int{0, 2}, comms[5][0].Members)
 
-	errs := make([]error, 3)
-	var wg sync.WaitGroup
-	for r, rk := range j.Ranks {
-		wg.Add(1)
-		go func() { defer wg.Done(); _, errs[r] = rk.Split(-7+r, 0) }()
-	}
-	wg.Wait()
-	for r, err := range errs {
-		require.ErrorContains(t, err, "rank 0: color -7 is negative", "rank %d", r)
-	}
+	// A negative color other than NCCL_SPLIT_NOCOLOR is a color (NCCL
+	// checks no other value).
+	comms = splitAll(t, j, func(r int) (int, int) { return -7 + r%2, -r })
+	require.Equal(t, []int{2, 0}, comms[-7][0].Members)
+	require.Equal(t, []int{1}, comms[-6][0].Members)
 }
