@@ -42,8 +42,11 @@ topology: calls in flight at the same time put their slices on the same links,
 NVLink, PCIe, NICs and host memory, shared as one call's channels share them
 (max-min fair, slice by slice), so that two bandwidth-bound calls over one NIC
 take about twice as long as one; the calls of one communicator also share its
-socket proxy threads (NCCL runs one per communicator and GPU). Those replays run step-accurate (--mode does
-not apply), and also print each communicator's calls and makespans.
+socket proxy threads (NCCL runs one per communicator and GPU). Calls in flight
+together run step-accurate; a call that starts with none in flight and ends
+before any other starts runs by itself, as "replay sim" runs it (--mode applies,
+identical calls simulated once). Such replays also print each communicator's
+calls and makespans.
 
 The search, transports and tuner run under the NCCL_* settings the trace was
 recorded under (its metadata, which "run gpu --trace" writes, else the nccl_env
@@ -75,6 +78,9 @@ type runCall struct {
 	idx   int // index in the trace's calls
 	// group is the call's communicator (runComms)
 	group *runComm
+	// chose is what the simulation of the call chose (algorithm, protocol,
+	// channels), set when it starts
+	chose sim.CallResult
 }
 
 // runMemo is the simulation of a distinct call, with its slices when
@@ -87,6 +93,11 @@ type runMemo struct {
 
 // runCacheSlices bounds the slices kept to replay identical calls.
 const runCacheSlices = 4 << 20
+
+// replayLone lets replay run simulate a call that nothing overlaps by
+// itself (jobReplay.runAlone); tests turn it off to check that it changes
+// nothing.
+var replayLone = true
 
 // runKey identifies a rank's stream.
 type runKey struct {
@@ -183,7 +194,7 @@ func runReplayRun(args []string, stdout, stderr io.Writer) error {
 	}
 	defer ew.Close()
 	if multi {
-		return replayJob(in, calls, comms, res, s, *hostGaps, cw, ew, callPath, eventPath, settings, envFrom, bar, stdout)
+		return replayJob(in, calls, comms, res, s, *hostGaps, replayLone, cw, ew, callPath, eventPath, settings, envFrom, bar, stdout)
 	}
 
 	// Per rank and stream, the calls in issue order.

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"sort"
 	"strings"
 
 	"github.com/twinccl/twinccl/exec/sim"
@@ -134,6 +133,15 @@ type jobReplay struct {
 	ew       *traces.EventWriter
 	evBuf    []traces.EventRow
 	evErr    error
+	// lone runs a call that nothing could overlap by itself (runAlone);
+	// memo holds the isolated results of distinct calls, their slices
+	// while cachedSlices is within runCacheSlices
+	lone         bool
+	memo         map[commCall]runMemo
+	cachedSlices int64
+	// the job's predicted and recorded spans (ns; start -1: none)
+	predStart, predEnd float64
+	recStart, recEnd   int64
 	// firstEnqueue is each job rank's first recorded enqueue
 	firstEnqueue map[int32]int64
 }
@@ -159,197 +167,11 @@ func setupComms(comms []*runComm, whole *search.Result, jobSim *sim.Simulator, c
 			return err
 		}
 		s.Machine.SetSettings(jobSim.Machine.Settings())
+		s.Mode = jobSim.Mode
 		cm.sim = s
 		if cm.hosts, err = sim.CommHosts(jobSim.Machine, cm.members, res.Cluster); err != nil {
 			return err
 		}
-	}
-	return nil
-}
-
-// replay runs the calls: a call starts when it heads the queue of every
-// (job rank, stream) it runs on, those streams' previous calls ended (and
-// their launch passed), and, with host gaps, no earlier than recorded;
-// calls in flight together share the job's links (sim.Job).
-func (jr *jobReplay) replay(bar *progressBar) (predStart, predEnd float64, recStart, recEnd int64, err error) {
-	type key struct {
-		rank   int32
-		stream uint64
-	}
-	queues := map[key][]*runCall{}
-	for _, c := range jr.calls {
-		for i := range c.rows {
-			k := key{jobRank(c, &c.rows[i]), c.rows[i].Stream}
-			queues[k] = append(queues[k], c)
-		}
-	}
-	for k, q := range queues {
-		sort.SliceStable(q, func(i, j int) bool {
-			ea, eb := enqueueOf(q[i], k.rank), enqueueOf(q[j], k.rank)
-			if ea != eb {
-				return ea < eb
-			}
-			return runKeyLess(q[i], q[j])
-		})
-	}
-	keys := make([]key, 0, len(queues))
-	for k := range queues {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		return keys[i].rank < keys[j].rank || keys[i].rank == keys[j].rank && keys[i].stream < keys[j].stream
-	})
-	head := map[key]int{}
-	free := map[key]float64{}         // ns when the stream's last call's launch passed
-	queued := map[*runCall]bool{}     // pending or in flight
-	startAt := map[*runCall]float64{} // ns
-	var pending []*runCall
-	// heads queues the calls that head the queue of every stream they
-	// run on, with the time they may start.
-	heads := func() {
-		for _, hk := range keys {
-			q := queues[hk]
-			if head[hk] >= len(q) {
-				continue
-			}
-			c := q[head[hk]]
-			if c.done || queued[c] {
-				continue
-			}
-			ok := true
-			start := 0.0
-			for i := range c.rows {
-				r := &c.rows[i]
-				k := key{jobRank(c, r), r.Stream}
-				if q := queues[k]; head[k] >= len(q) || q[head[k]] != c {
-					ok = false
-					break
-				}
-				start = max(start, free[k])
-				if f, has := jr.firstEnqueue[k.rank]; has && jr.hostGaps && r.EnqueueNs >= f {
-					start = max(start, float64(r.EnqueueNs-f))
-				}
-			}
-			if ok {
-				queued[c], startAt[c] = true, start
-				pending = append(pending, c)
-			}
-		}
-	}
-	predStart, recStart = -1, -1
-	done := 0
-	heads()
-	for done < len(jr.calls) {
-		limit := sim.Time(math.MaxInt64)
-		for _, c := range pending {
-			limit = min(limit, psOf(startAt[c]))
-		}
-		if len(pending) == 0 && jr.job.InFlight() == 0 {
-			return 0, 0, 0, 0, fmt.Errorf("%s: the calls cannot be ordered by stream: every rank waits for a call another rank issues later (inconsistent trace)", jr.in)
-		}
-		fin, err := jr.job.Advance(limit)
-		if err != nil {
-			return 0, 0, 0, 0, fmt.Errorf("%s: %w", jr.in, err)
-		}
-		for _, f := range fin {
-			c := jr.calls[f.Tag]
-			cm := jr.comm[c.comm]
-			startNs, endNs := float64(f.Start)/1e3, float64(f.End)/1e3
-			rows := make([]traces.CallRow, 0, len(c.rows))
-			recK, predK := math.Inf(1), math.Inf(1)
-			for _, r := range c.rows {
-				predK = min(predK, float64(f.RankEnd[r.Rank]-f.Start)/1e3)
-				if r.StartNs >= 0 && r.EndNs > r.StartNs {
-					recK = min(recK, float64(r.EndNs-r.StartNs))
-				}
-				k := key{jobRank(c, &r), r.Stream}
-				o := r
-				o.EnqueueNs, o.StartNs, o.EndNs = int64(startNs), int64(startNs), int64(float64(f.RankEnd[r.Rank])/1e3)
-				o.Source = traces.SourceSim
-				rows = append(rows, o)
-				free[k] = endNs + f.LaunchUs*1e3
-				head[k]++
-				if r.StartNs >= 0 && r.EndNs > r.StartNs {
-					recEnd, cm.recEnd = max(recEnd, r.EndNs), max(cm.recEnd, r.EndNs)
-					if recStart < 0 || r.StartNs < recStart {
-						recStart = r.StartNs
-					}
-					if cm.recStart < 0 || r.StartNs < cm.recStart {
-						cm.recStart = r.StartNs
-					}
-				}
-			}
-			if !math.IsInf(recK, 1) {
-				cm.recKernels += recK
-			}
-			cm.predKernels += predK
-			if c.call.Count > 0 {
-				if predStart < 0 || startNs < predStart {
-					predStart = startNs
-				}
-				if cm.predStart < 0 || startNs < cm.predStart {
-					cm.predStart = startNs
-				}
-			}
-			predEnd = max(predEnd, endNs+f.LaunchUs*1e3)
-			cm.predEnd = max(cm.predEnd, endNs+f.LaunchUs*1e3)
-			if err := jr.cw.Append(rows...); err != nil {
-				return 0, 0, 0, 0, fmt.Errorf("call trace: %w", err)
-			}
-			c.done = true
-			done++
-		}
-		if len(fin) > 0 {
-			heads()
-			continue
-		}
-		// The job reached the earliest pending start: start those calls.
-		now := float64(jr.job.Now()) / 1e3
-		sort.SliceStable(pending, func(i, j int) bool { return runKeyLess(pending[i], pending[j]) })
-		kept := pending[:0]
-		for _, c := range pending {
-			if psOf(startAt[c]) > jr.job.Now() {
-				kept = append(kept, c)
-				continue
-			}
-			if err := jr.start(c); err != nil {
-				return 0, 0, 0, 0, err
-			}
-			bar.setLabel(fmt.Sprintf("call %d/%d at %.0f us", done+1, len(jr.calls), now/1e3))
-		}
-		pending = kept
-		if jr.evErr != nil {
-			return 0, 0, 0, 0, jr.evErr
-		}
-	}
-	jr.flushEvents()
-	return predStart, predEnd, recStart, recEnd, jr.evErr
-}
-
-// start puts a call in flight on its communicator.
-func (jr *jobReplay) start(c *runCall) error {
-	cm := jr.comm[c.comm]
-	comm, seq := c.comm, c.seq
-	rec := func(e *sim.SliceEvent) {
-		jr.evBuf = append(jr.evBuf, simEventRow(comm, seq, 0, e))
-		if len(jr.evBuf) >= 4096 {
-			jr.flushEvents()
-		}
-	}
-	var err error
-	if c.call.Coll.IsP2P() {
-		var p *model.Program
-		if p, _, err = cm.sim.Program(c.call); err == nil {
-			err = jr.job.Start(cm.sim.Machine, cm.hosts, p, c.idx, rec)
-		}
-	} else {
-		var g *model.ProgGen
-		if g, _, err = cm.sim.Generator(c.call); err == nil {
-			err = jr.job.StartGen(cm.sim.Machine, cm.hosts, g, c.idx, rec)
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("%s: communicator %#x call %d: %w", jr.in, c.comm, c.seq, err)
 	}
 	return nil
 }
@@ -432,11 +254,11 @@ func toSimCall(where string, r0 traces.CallRow) (sim.Call, error) {
 // replayJob replays calls that may overlap (several communicators or
 // streams) on one engine of the whole job, and prints the makespans, of
 // the job and of each communicator.
-func replayJob(in string, calls []*runCall, comms []*runComm, res *search.Result, s *sim.Simulator, hostGaps bool,
+func replayJob(in string, calls []*runCall, comms []*runComm, res *search.Result, s *sim.Simulator, hostGaps, lone bool,
 	cw *traces.CallWriter, ew *traces.EventWriter, callPath, eventPath string, settings map[string]string, envFrom string,
 	bar *progressBar, stdout io.Writer) error {
 	jr := &jobReplay{in: in, job: sim.NewJob(s.Machine), calls: calls, comm: map[uint64]*runComm{},
-		hostGaps: hostGaps, cw: cw, ew: ew, firstEnqueue: map[int32]int64{}}
+		hostGaps: hostGaps, cw: cw, ew: ew, firstEnqueue: map[int32]int64{}, lone: lone, memo: map[commCall]runMemo{}}
 	for _, cm := range comms {
 		jr.comm[cm.hash] = cm
 	}
@@ -449,11 +271,12 @@ func replayJob(in string, calls []*runCall, comms []*runComm, res *search.Result
 			}
 		}
 	}
-	predStart, predEnd, recStart, recEnd, err := jr.replay(bar)
+	err := jr.replay(bar)
 	bar.done()
 	if err != nil {
 		return err
 	}
+	predStart, predEnd, recStart, recEnd := jr.predStart, jr.predEnd, jr.recStart, jr.recEnd
 	if err := ew.Close(); err != nil {
 		return fmt.Errorf("event trace %s: %w", eventPath, err)
 	}

@@ -191,3 +191,50 @@ func TestReplayRunRecordedGrid(t *testing.T) {
 		require.True(t, bytes.Equal(a, b), suffix)
 	}
 }
+
+// TestReplayRunLoneCallsAsInJob: calls of two communicators over the same
+// two ranks, one stream, never overlap; each runs by itself (as "replay
+// sim" would) and ends exactly where the shared engine ends it.
+func TestReplayRunLoneCallsAsInJob(t *testing.T) {
+	dir := t.TempDir()
+	trace := filepath.Join(dir, "serial.parquet")
+	var rows []traces.CallRow
+	comms := []commsmeta.Comm{{ID: 0xa, Ranks: []int32{0, 8}}, {ID: 0xb, Ranks: []int32{8, 0}}}
+	for i := range 6 {
+		c := comms[i%2]
+		for r := range c.Ranks {
+			rows = append(rows, traces.CallRow{Job: "t", Comm: c.ID, Call: int64(i / 2), Rank: int32(r), NRanks: 2, Op: "AllReduce",
+				Count: int64(1<<10) << (2 * i), Datatype: "float32", RedOp: "sum", Root: -1, EnqueueNs: int64(i) * 1000, StartNs: -1, EndNs: -1,
+				Source: traces.SourceHW})
+		}
+	}
+	meta, err := commsmeta.Encode(comms)
+	require.NoError(t, err)
+	w, err := traces.CreateCallFile(trace, traces.WriterOptions{Metadata: map[string]string{commsmeta.Key: meta}})
+	require.NoError(t, err)
+	require.NoError(t, w.Append(rows...))
+	require.NoError(t, w.Close())
+	topo := filepath.Join("..", "..", "..", "shared", "topologies", "pcie-rtx3090x8-2socket-1ib.xml")
+	run := func(lone bool, out string) []traces.CallRow {
+		replayLone = lone
+		defer func() { replayLone = true }()
+		var so, se bytes.Buffer
+		require.NoError(t, runReplayRun([]string{trace, "--topo", topo, "--nodes", "2", "--mode", "accurate", "--out", out}, &so, &se), se.String())
+		return readCallRows(t, out+".calls.parquet")
+	}
+	alone, job := run(true, filepath.Join(dir, "alone")), run(false, filepath.Join(dir, "job"))
+	require.Len(t, alone, len(rows))
+	require.Equal(t, len(job), len(alone))
+	byKey := map[[3]int64]traces.CallRow{}
+	for _, r := range job {
+		byKey[[3]int64{int64(r.Comm), r.Call, int64(r.Rank)}] = r
+	}
+	for _, a := range alone {
+		j := byKey[[3]int64{int64(a.Comm), a.Call, int64(a.Rank)}]
+		require.InDelta(t, j.StartNs, a.StartNs, 1, "communicator %#x call %d rank %d", a.Comm, a.Call, a.Rank)
+		require.InDelta(t, j.EndNs, a.EndNs, 1, "communicator %#x call %d rank %d", a.Comm, a.Call, a.Rank)
+		require.Equal(t, j.Algorithm, a.Algorithm)
+		require.Equal(t, j.Protocol, a.Protocol)
+		require.Equal(t, j.Channels, a.Channels)
+	}
+}
