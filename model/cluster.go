@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
-	"sync/atomic"
 )
 
 // ClusterNode is one host of a job: its ranks and the System NCCL builds
@@ -25,8 +24,6 @@ type Cluster struct {
 	// (--nodes N): their systems differ only in ranks.
 	Replicated bool
 	Nodes      []*ClusterNode
-	// rankNode indexes NodeOfRank (built on first use).
-	rankNode atomic.Pointer[[]int]
 }
 
 // LoadOptions controls how a topology XML becomes a Cluster.
@@ -35,6 +32,13 @@ type LoadOptions struct {
 	// (ranks node-major, like a multi-node job). 0 or 1: one host.
 	Nodes  int
 	Params Params
+	// Ranks makes the Cluster one communicator of the job: its members as
+	// job ranks (after Nodes' replication), in the order of their ranks in
+	// the communicator (ncclCommInitRank over a subset, or ncclCommSplit:
+	// see SplitComms). Every host sees only its members' GPUs, renumbered,
+	// and its NICs (subsetXML); hosts without a member are not in it. nil:
+	// every rank of the job.
+	Ranks []int
 }
 
 // MaxClusterNodes bounds --nodes so that a typo cannot exhaust memory.
@@ -59,7 +63,7 @@ func LoadCluster(root *Element, file string, opts LoadOptions) (*Cluster, error)
 	case len(hosts) > 1 && opts.Nodes > 1:
 		return nil, fmt.Errorf("%s: describes %d hosts already; --nodes applies to single-host files", file, len(hosts))
 	case len(hosts) > 1:
-		return c, c.loadMultiHost(root, hosts, opts.Params)
+		return c, c.loadMultiHost(root, hosts, opts)
 	}
 	nodes := max(opts.Nodes, 1)
 	local, err := rankedGPUs(root, file)
@@ -68,6 +72,14 @@ func LoadCluster(root *Element, file string, opts LoadOptions) (*Cluster, error)
 	}
 	c.NRanks = nodes * local
 	c.Replicated = nodes > 1
+	var newRank map[int]int
+	if opts.Ranks != nil {
+		if newRank, err = commRanks(file, opts.Ranks, c.NRanks); err != nil {
+			return nil, err
+		}
+		c.NRanks = len(opts.Ranks)
+		c.Replicated = replicatedSubset(opts.Ranks, local)
+	}
 	var hash uint64
 	if len(hosts) == 1 {
 		hash = hosts[0]
@@ -77,6 +89,12 @@ func LoadCluster(root *Element, file string, opts LoadOptions) (*Cluster, error)
 		if k > 0 {
 			xml = root.Clone()
 			offsetRanks(xml, k*local)
+		}
+		if newRank != nil {
+			var members int
+			if xml, members = subsetXML(xml, newRank); members == 0 {
+				continue
+			}
 		}
 		build := func() (*System, error) { return BuildSystem(xml, file, hash, opts.Params) }
 		s, err := build()
@@ -184,17 +202,33 @@ func (c *Cluster) addNode(s *System) error {
 	return nil
 }
 
-func (c *Cluster) loadMultiHost(root *Element, hosts []uint64, params Params) error {
-	full, err := BuildSystem(root, c.File, hosts[0], params)
-	if err != nil {
-		return err
-	}
-	c.MNNVL = sharedNVSwitch(full)
+func (c *Cluster) loadMultiHost(root *Element, hosts []uint64, opts LoadOptions) error {
+	params := opts.Params
 	total, err := rankedGPUs(root, c.File)
 	if err != nil {
 		return err
 	}
 	c.NRanks = total
+	if opts.Ranks != nil {
+		newRank, err := commRanks(c.File, opts.Ranks, total)
+		if err != nil {
+			return err
+		}
+		root, _ = subsetXML(root, newRank)
+		c.NRanks = len(opts.Ranks)
+		var members []uint64
+		for _, h := range hosts {
+			if hasRankedGPU(root, h) {
+				members = append(members, h)
+			}
+		}
+		hosts = members
+	}
+	full, err := BuildSystem(root, c.File, hosts[0], params)
+	if err != nil {
+		return err
+	}
+	c.MNNVL = sharedNVSwitch(full)
 	for _, h := range hosts {
 		xml := root
 		if !c.MNNVL {
@@ -209,6 +243,46 @@ func (c *Cluster) loadMultiHost(root *Element, hosts []uint64, params Params) er
 		}
 	}
 	return nil
+}
+
+// hasRankedGPU reports whether a cpu of host hash holds a GPU with a rank.
+func hasRankedGPU(root *Element, hash uint64) bool {
+	found := false
+	for _, cpu := range root.ChildrenNamed("cpu") {
+		if hostHash(cpu) != hash {
+			continue
+		}
+		walk(cpu, func(e *Element) {
+			if _, ok := e.Get("rank"); ok && e.Name == "gpu" {
+				found = true
+			}
+		})
+	}
+	return found
+}
+
+// replicatedSubset reports whether a communicator of a replicated job
+// (hosts of local ranks each) is itself replicated: m members on every
+// host it uses, the same local GPUs, node-major, so that host k's
+// members are host 0's shifted by k*m.
+func replicatedSubset(ranks []int, local int) bool {
+	m := 0
+	for m < len(ranks) && ranks[m]/local == ranks[0]/local {
+		m++
+	}
+	if m == len(ranks) || len(ranks)%m != 0 {
+		return false
+	}
+	for i, r := range ranks {
+		j, t := i/m, i%m
+		if r%local != ranks[t]%local || r/local != ranks[j*m]/local {
+			return false
+		}
+		if t == 0 && j > 0 && r/local <= ranks[(j-1)*m]/local {
+			return false
+		}
+	}
+	return true
 }
 
 // sharedNVSwitch reports whether GPUs of more than one host link to the

@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"slices"
 )
 
 // Transport is how a connection moves its data (nccl-facts §7.6).
@@ -85,29 +86,43 @@ func (c Conn) String() string {
 }
 
 // NodeOfRank is the index of the cluster node that holds rank r, or -1.
-// The index is built once per Cluster (concurrent callers may build it
-// twice; both builds are equal).
 func (cl *Cluster) NodeOfRank(r int) int {
-	idx := cl.rankNode.Load()
-	if idx == nil {
-		m := make([]int, cl.NRanks)
-		for i := range m {
-			m[i] = -1
+	for i, n := range cl.Nodes {
+		if slices.Contains(n.Ranks, r) {
+			return i
 		}
-		for i, n := range cl.Nodes {
-			for _, x := range n.Ranks {
-				if x >= 0 && x < len(m) {
-					m[x] = i
-				}
+	}
+	return -1
+}
+
+// ConnPlanner decides connections of one cluster (Conn) with the node of
+// every rank looked up once, for callers that decide many: the simulator's
+// routes, the executor's links.
+type ConnPlanner struct {
+	cl   *Cluster
+	node []int // node[r]: the cluster node of rank r, -1 for none
+}
+
+// Planner indexes the cluster's ranks for Conn. The cluster must not
+// change while the planner is in use.
+func (cl *Cluster) Planner() *ConnPlanner {
+	p := &ConnPlanner{cl: cl, node: make([]int, cl.NRanks)}
+	for i := range p.node {
+		p.node[i] = -1
+	}
+	for i, n := range cl.Nodes {
+		for _, r := range n.Ranks {
+			if r >= 0 && r < len(p.node) {
+				p.node[r] = i
 			}
 		}
-		idx = &m
-		cl.rankNode.Store(idx)
 	}
-	if r < 0 || r >= len(*idx) {
-		return -1
-	}
-	return (*idx)[r]
+	return p
+}
+
+// Conn decides one connection (Planner().Conn: for many, keep a planner).
+func (cl *Cluster) Conn(from, to, channel int) (Conn, error) {
+	return cl.Planner().Conn(from, to, channel)
 }
 
 // Conn decides the connection from rank from to rank to on a channel as
@@ -115,12 +130,13 @@ func (cl *Cluster) NodeOfRank(r int) int {
 // preferred (ncclTopoCheckNet), else SHM within a node, else NET through
 // the channel's NICs (ncclTopoGetLocalNet) with GPUDirect RDMA where
 // ncclTopoCheckGdr allows it at that end. A connection to itself is P2P.
-func (cl *Cluster) Conn(from, to, channel int) (Conn, error) {
+func (p *ConnPlanner) Conn(from, to, channel int) (Conn, error) {
+	cl := p.cl
 	c := Conn{From: from, To: to, Channel: channel}
 	if from < 0 || from >= cl.NRanks || to < 0 || to >= cl.NRanks {
 		return c, fmt.Errorf("connection %d->%d: rank out of range (%d ranks)", from, to, cl.NRanks)
 	}
-	na, nb := cl.NodeOfRank(from), cl.NodeOfRank(to)
+	na, nb := p.node[from], p.node[to]
 	if na < 0 || nb < 0 {
 		return c, fmt.Errorf("connection %d->%d: rank on no node of the cluster", from, to)
 	}

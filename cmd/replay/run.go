@@ -11,7 +11,6 @@ import (
 
 	"github.com/twinccl/twinccl/exec/sim"
 	"github.com/twinccl/twinccl/exec/sim/hwcmp"
-	"github.com/twinccl/twinccl/model"
 	"github.com/twinccl/twinccl/traces"
 )
 
@@ -29,8 +28,25 @@ communicator and sequence number); a collective starts when all its ranks can
 start it. A call is also issued no earlier than the trace recorded, relative to
 its rank's first call (enqueue_ns: the host's time between calls, other work on
 the GPU, a training step's compute), so that the two makespans compare;
---host-gaps=false runs every stream's calls back to back instead. Calls on
-different streams overlap without sharing links.
+--host-gaps=false runs every stream's calls back to back instead.
+
+A job has many communicators: each row names its communicator (comm) and its
+rank in it, and the trace's metadata (twinccl.comms, which "run grid --trace",
+"replay sim --ranks --trace" and the importers write) the job rank of every rank
+of each communicator; a communicator it does not list has its ranks for job
+ranks. Every communicator runs its own NCCL init over its
+members, as "replay search --ranks" does (the hosts see only their members' GPUs).
+When calls may overlap (several communicators, one not over all ranks in order,
+or a rank with several streams), all of them run in one engine on the job's
+topology: calls in flight at the same time put their slices on the same links,
+NVLink, PCIe, NICs and host memory, shared as one call's channels share them
+(max-min fair, slice by slice), so that two bandwidth-bound calls over one NIC
+take about twice as long as one; the calls of one communicator also share its
+socket proxy threads (NCCL runs one per communicator and GPU). Calls in flight
+together run step-accurate; a call that starts with none in flight and ends
+before any other starts runs by itself, as "replay sim" runs it (--mode applies,
+identical calls simulated once). Such replays also print each communicator's
+calls and makespans.
 
 The search, transports and tuner run under the NCCL_* settings the trace was
 recorded under (its metadata, which "run gpu --trace" writes, else the nccl_env
@@ -45,8 +61,8 @@ rank that started last, the shortest, which waited for no peer's launch, as
 "replay compare" times a traced call; summed): a trace of calls the host issued
 apart, as "run gpu --trace" writes them, has makespans made mostly of the time
 between them, and its kernels are what the simulator predicts.
-The trace's communicators must span all ranks of the topology (--nodes N
-replicates a single-host file).
+The job ranks must be ranks of the topology (--nodes N replicates a single-host
+file).
 
 Flags:
 `
@@ -59,6 +75,12 @@ type runCall struct {
 	call  sim.Call
 	first int64 // earliest enqueue
 	done  bool
+	idx   int // index in the trace's calls
+	// group is the call's communicator (runComms)
+	group *runComm
+	// chose is what the simulation of the call chose (algorithm, protocol,
+	// channels), set when it starts
+	chose sim.CallResult
 }
 
 // runMemo is the simulation of a distinct call, with its slices when
@@ -71,6 +93,11 @@ type runMemo struct {
 
 // runCacheSlices bounds the slices kept to replay identical calls.
 const runCacheSlices = 4 << 20
+
+// replayLone lets replay run simulate a call that nothing overlaps by
+// itself (jobReplay.runAlone); tests turn it off to check that it changes
+// nothing.
+var replayLone = true
 
 // runKey identifies a rank's stream.
 type runKey struct {
@@ -124,14 +151,25 @@ func runReplayRun(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	n := res.Cluster.NRanks
-	if err := checkRunCalls(in, calls, n); err != nil {
+	comms, err := runComms(in, calls, n, recMeta)
+	if err != nil {
 		return err
 	}
-	s, _, _, bar, err := newSimulator(res, *calibPath, mode, *progress, stderr)
+	multi := needsJob(calls, comms, n)
+	if err := checkRunCalls(in, calls, n, !multi); err != nil {
+		return err
+	}
+	s, calib, _, bar, err := newSimulator(res, *calibPath, mode, *progress, stderr)
 	if err != nil {
 		return err
 	}
 	defer bar.done()
+	lookup := func(k string) (string, bool) { v, ok := settings[k]; return v, ok }
+	if multi {
+		if err := setupComms(comms, res, s, calib, topoArgs, *nodes, lookup); err != nil {
+			return err
+		}
+	}
 	prefix := *out
 	if prefix == "" {
 		prefix = strings.TrimSuffix(in, ".parquet") + ".sim"
@@ -151,6 +189,9 @@ func runReplayRun(args []string, stdout, stderr io.Writer) error {
 	}
 	defer pair.abort() // both files appear at commit, or neither
 	cw, ew := pair.Calls, pair.Events
+	if multi {
+		return replayJob(in, calls, comms, res, s, *hostGaps, replayLone, pair, callPath, eventPath, settings, envFrom, bar, stdout)
+	}
 
 	// Per rank and stream, the calls in issue order.
 	queues := map[runKey][]*runCall{}
@@ -411,6 +452,9 @@ func readRunCalls(path string) ([]*runCall, map[string]string, error) {
 		sort.SliceStable(c.rows, func(i, j int) bool { return c.rows[i].Rank < c.rows[j].Rank })
 	}
 	sort.Slice(calls, func(i, j int) bool { return runKeyLess(calls[i], calls[j]) })
+	for i, c := range calls {
+		c.idx = i
+	}
 	return calls, r.Info().Metadata, nil
 }
 
@@ -424,8 +468,9 @@ func settingsLine(settings map[string]string) string {
 }
 
 // checkRunCalls checks the calls against a topology of n ranks and turns
-// each into a sim.Call.
-func checkRunCalls(path string, calls []*runCall, n int) error {
+// each into a sim.Call; whole says every call must be on all n ranks (one
+// communicator over the whole job), else runComms checked the ranks.
+func checkRunCalls(path string, calls []*runCall, n int, whole bool) error {
 	for _, c := range calls {
 		where := fmt.Sprintf("%s: communicator %#x call %d", path, c.comm, c.seq)
 		r0 := c.rows[0]
@@ -443,32 +488,12 @@ func checkRunCalls(path string, calls []*runCall, n int) error {
 				return fmt.Errorf("%s: ranks %d and %d disagree on the call (%s %d %s vs %s %d %s)", where, r0.Rank, r.Rank, r0.Op, r0.Count, r0.Datatype, r.Op, r.Count, r.Datatype)
 			}
 		}
-		if int(r0.NRanks) != n || len(c.rows) != n {
+		if whole && (int(r0.NRanks) != n || len(c.rows) != n) {
 			return fmt.Errorf("%s: the call has %d of %d rank(s) but the topology %d: only communicators over all ranks are simulated", where, len(c.rows), r0.NRanks, n)
 		}
-		coll, err := model.ParseCollective(r0.Op)
+		sc, err := toSimCall(where, r0)
 		if err != nil {
-			return fmt.Errorf("%s: %v", where, err)
-		}
-		dt, err := model.ParseDtype(r0.Datatype)
-		if err != nil {
-			return fmt.Errorf("%s: %v", where, err)
-		}
-		sc := sim.Call{Coll: coll, Count: r0.Count, Dtype: dt, Op: model.RedSum, Root: max(int(r0.Root), 0), Algo: -1, Proto: -1}
-		if r0.RedOp != "" {
-			if sc.Op, err = model.ParseRedOp(r0.RedOp); err != nil {
-				return fmt.Errorf("%s: %v", where, err)
-			}
-		}
-		if r0.Algorithm != "" && !coll.IsP2P() {
-			if sc.Algo, err = model.ParseAlgorithm(r0.Algorithm); err != nil {
-				return fmt.Errorf("%s: %v", where, err)
-			}
-		}
-		if r0.Protocol != "" {
-			if sc.Proto, err = model.ParseProtocol(r0.Protocol); err != nil {
-				return fmt.Errorf("%s: %v", where, err)
-			}
+			return err
 		}
 		c.call = sc
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/twinccl/twinccl/search"
 )
 
-const searchHelp = `Usage: replay search [FILE.xml] [--nodes N] [--json OUT] [--graph-out G.xml] [--all-ranks]
+const searchHelp = `Usage: replay search [FILE.xml] [--nodes N] [--ranks LIST] [--json OUT] [--graph-out G.xml] [--all-ranks]
 
 Runs NCCL 2.28.9's init-time decisions on a topology: the channel search of every
 node (ring, tree, CollNet, NVLS graphs), their alignment across ranks, the ring and
@@ -23,6 +23,7 @@ a per-channel ring/tree summary and the latency/bandwidth table.
 Without FILE the embedded default topology is used (%s).
 A single-host file stands for --nodes N identical hosts, ranks node-major.
 
+` + ranksHelp + `
 Environment (as in NCCL): NCCL_NVLS_ENABLE (default 0 here: NVLS is reported
 empty, as in our reference runs), NCCL_COLLNET_ENABLE, NCCL_ALGO, NCCL_PROTO,
 NCCL_MIN_NCHANNELS, NCCL_MAX_NCHANNELS, NCCL_CROSS_NIC, NCCL_NTHREADS,
@@ -39,6 +40,8 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 	jsonOut := fs.String("json", "", "also write the complete JSON document (graphs, aligned graphs, channels, tuning) to `OUT` (- for stdout)")
 	graphOut := fs.String("graph-out", "", "also write node 0's graphs in NCCL_GRAPH_DUMP_FILE form to `G.xml` (- for stdout)")
 	allRanks := fs.Bool("all-ranks", false, "print the channel layout lines of every rank, not only rank 0")
+	ranks := &ranksFlag{}
+	fs.Var(ranks, "ranks", ranksFlagHelp)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, searchHelp, twinccl.DefaultTopology)
 		fs.PrintDefaults()
@@ -47,7 +50,7 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	res, err := searchTopology(pos, *nodes)
+	res, err := searchTopologyRanks(pos, *nodes, ranks.ranks, nil)
 	if err != nil {
 		return err
 	}
@@ -89,6 +92,12 @@ func searchTopology(pos []string, nodes int) (*search.Result, error) {
 // searchTopologyWith is searchTopology with the NCCL_* settings lookup
 // gives (nil: the environment's).
 func searchTopologyWith(pos []string, nodes int, lookup func(string) (string, bool)) (*search.Result, error) {
+	return searchTopologyRanks(pos, nodes, nil, lookup)
+}
+
+// searchTopologyRanks is searchTopologyWith for the communicator of the
+// job's ranks (nil: every rank).
+func searchTopologyRanks(pos []string, nodes int, ranks []int, lookup func(string) (string, bool)) (*search.Result, error) {
 	if len(pos) > 1 {
 		return nil, fmt.Errorf("%w: expected at most one topology file, got %d: %s", errUsage, len(pos), strings.Join(pos, " "))
 	}
@@ -103,7 +112,7 @@ func searchTopologyWith(pos []string, nodes int, lookup func(string) (string, bo
 	if err != nil {
 		return nil, err
 	}
-	cl, err := loadCluster(pos, nodes, params)
+	cl, err := loadClusterRanks(pos, nodes, ranks, params)
 	if err != nil {
 		return nil, err
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/twinccl/twinccl/search"
 )
 
-const simHelp = `Usage: replay sim [--topo FILE.xml] [--nodes N] [--op OPS] [-b|--minbytes B] [-e|--maxbytes B]
+const simHelp = `Usage: replay sim [--topo FILE.xml] [--nodes N] [--ranks LIST] [--op OPS] [-b|--minbytes B] [-e|--maxbytes B]
                   [-f|--factor F] [--algo A] [--proto P] [--nchannels C] [--dtype T] [--root R]
                   [--inplace] [--calib FILE.json] [--json OUT] [--trace PREFIX]
                   [--timeline OUT.json] [--profile OUT.pb.gz]
@@ -43,6 +43,7 @@ Sizes take K, M, G suffixes (powers of 1024). Without --topo (or a FILE argument
 the embedded default topology is used (%s). Without --calib the embedded
 calibration (%s, fitted on the H200 pair) is used.
 
+` + ranksHelp + `
 The time is what nccl-tests measures: --loop N (default %d) runs N calls back to
 back on every rank after an aligning call, each rank starting its next call as soon
 as its own previous one ended (and the launch passed), with the connections' step
@@ -60,7 +61,9 @@ time_us, algbw_GBps, busbw_GBps, tuner_us, events (- for stdout).
 --trace PREFIX writes the predicted traces (package traces' parquet schema, source
 "sim"): PREFIX.calls.parquet (one row per call and rank) and PREFIX.events.parquet
 (one row per slice of every rank and channel: primitive, peers, bytes, start, end).
-The calls of the sweep run back to back in virtual time. --timeline writes them as
+The calls of the sweep run back to back in virtual time. With --ranks, the call trace's
+metadata records the job rank of each rank (twinccl.comms): "replay run" replays
+the trace as that communicator of the job. --timeline writes them as
 a Chrome/Perfetto JSON timeline and --profile as a pprof profile of where simulated
 time went (rank, channel, link, primitive); "replay trace" reads the parquet files.
 
@@ -207,6 +210,8 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	topo := fs.String("topo", "", "topology XML `FILE` (default: the embedded one)")
 	nodes := fs.Int("nodes", 1, "number of identical hosts the file stands for (single-host files)")
+	ranks := &ranksFlag{}
+	fs.Var(ranks, "ranks", ranksFlagHelp)
 	ops := fs.String("op", "all", "collectives to simulate (comma-separated, or all)")
 	minBytes := fs.String("minbytes", "8", "smallest size")
 	maxBytes := fs.String("maxbytes", "1G", "largest size")
@@ -285,7 +290,7 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("%w: --proto: %v", errUsage, err)
 		}
 	}
-	res, err := searchTopology(pos, *nodes)
+	res, err := searchTopologyRanks(pos, *nodes, ranks.ranks, nil)
 	if err != nil {
 		return err
 	}
@@ -303,7 +308,7 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 	if *jsonOut == "-" && (*timelineOut == "-" || *profileOut == "-") || *timelineOut == "-" && *profileOut == "-" {
 		return fmt.Errorf("%w: only one of --json, --timeline and --profile may write to stdout", errUsage)
 	}
-	tr, err := newSimTracer(fmt.Sprintf("replay sim %s", res.Cluster.File), *traceOut, *timelineOut, *profileOut, n)
+	tr, err := newSimTracer(fmt.Sprintf("replay sim %s", res.Cluster.File), *traceOut, *timelineOut, *profileOut, n, ranks.ranks)
 	if err != nil {
 		return err
 	}

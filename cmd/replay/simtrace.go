@@ -42,7 +42,9 @@ func simTracePaths(prefix string) (calls, events string) {
 
 // newSimTracer opens the trace files; trace (a prefix), timeline and
 // profile may each be empty. It returns nil when none is asked for.
-func newSimTracer(job, trace, timeline, profile string, nranks int) (*simTracer, error) {
+// members, when set (--ranks), are the job ranks of the communicator's
+// ranks, which the call trace's metadata records (traces.MetaComms).
+func newSimTracer(job, trace, timeline, profile string, nranks int, members []int) (*simTracer, error) {
 	if trace == "" && timeline == "" && profile == "" {
 		return nil, nil
 	}
@@ -58,6 +60,18 @@ func newSimTracer(job, trace, timeline, profile string, nranks int) (*simTracer,
 		t.callPath, t.eventPath = filepath.Join(dir, "calls.parquet"), filepath.Join(dir, "events.parquet")
 	}
 	meta := map[string]string{"twinccl.sim.job": job}
+	if members != nil {
+		c := traces.CommInfo{}
+		for _, g := range members {
+			c.Ranks = append(c.Ranks, int32(g))
+		}
+		s, err := traces.EncodeComms([]traces.CommInfo{c})
+		if err != nil {
+			t.cleanup()
+			return nil, err
+		}
+		meta[traces.MetaComms] = s
+	}
 	var err error
 	if t.pair, err = createTracePair(t.callPath, t.eventPath, traces.WriterOptions{Metadata: meta}); err != nil {
 		t.cleanup()

@@ -12,7 +12,7 @@ import (
 	"github.com/twinccl/twinccl/model"
 )
 
-const topoHelp = `Usage: replay topo [FILE.xml] [--nodes N] [--json OUT]
+const topoHelp = `Usage: replay topo [FILE.xml] [--nodes N] [--ranks LIST] [--json OUT]
 
 Reads an NCCL topology XML (the format of NCCL_TOPO_FILE / NCCL_TOPO_DUMP_FILE),
 builds the system graph and computes every GPU and NET path exactly as NCCL 2.28.9
@@ -25,6 +25,7 @@ recorded on our GPU machine).
 A file with one host (one host_hash, or none) stands for --nodes N identical hosts,
 ranks node-major. A file with several host_hash values describes several hosts.
 
+` + ranksHelp + `
 Flags:
 `
 
@@ -33,6 +34,8 @@ func runTopo(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	nodes := fs.Int("nodes", 1, "number of identical hosts the file stands for (single-host files)")
 	jsonOut := fs.String("json", "", "also write the JSON document (nRanks, nNodes, nodes[].system) to `OUT` (- for stdout)")
+	ranks := &ranksFlag{}
+	fs.Var(ranks, "ranks", ranksFlagHelp)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, topoHelp, twinccl.DefaultTopology)
 		fs.PrintDefaults()
@@ -51,7 +54,7 @@ func runTopo(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cl, err := loadCluster(pos, *nodes, params)
+	cl, err := loadClusterRanks(pos, *nodes, ranks.ranks, params)
 	if err != nil {
 		return err
 	}
@@ -69,6 +72,12 @@ func runTopo(args []string, stdout, stderr io.Writer) error {
 
 // loadCluster reads the topology named by pos (or the embedded default).
 func loadCluster(pos []string, nodes int, params model.Params) (*model.Cluster, error) {
+	return loadClusterRanks(pos, nodes, nil, params)
+}
+
+// loadClusterRanks is loadCluster for the communicator of the job's ranks
+// (nil: every rank).
+func loadClusterRanks(pos []string, nodes int, ranks []int, params model.Params) (*model.Cluster, error) {
 	var (
 		root  *model.Element
 		warns []model.Warning
@@ -90,7 +99,7 @@ func loadCluster(pos []string, nodes int, params model.Params) (*model.Cluster, 
 		return nil, err
 	}
 	logWarnings(warns)
-	return model.LoadCluster(root, name, model.LoadOptions{Nodes: nodes, Params: params})
+	return model.LoadCluster(root, name, model.LoadOptions{Nodes: nodes, Params: params, Ranks: ranks})
 }
 
 // maxLoggedWarnings bounds how many parser warnings are printed one by one.

@@ -11,7 +11,7 @@ import (
 	"github.com/twinccl/twinccl/search"
 )
 
-const tuneHelp = `Usage: replay tune [FILE.xml] --op OP --bytes SIZE [--dtype T] [--nodes N]
+const tuneHelp = `Usage: replay tune [FILE.xml] --op OP --bytes SIZE [--dtype T] [--nodes N] [--ranks LIST]
 
 Predicts what NCCL 2.28.9 does for one collective call on a topology: it runs the
 same search, wiring and tuning model as "replay search", then NCCL's per-call choice
@@ -27,6 +27,7 @@ uint64, float16, bfloat16, float32, float64, fp8e4m3, fp8e5m2 (default float32).
 Without FILE the embedded default topology is used (%s). NCCL_ALGO, NCCL_PROTO and
 the other settings listed by "replay search -h" apply.
 
+` + ranksHelp + `
 Flags:
 `
 
@@ -48,6 +49,8 @@ func runTune(args []string, stdout, stderr io.Writer) error {
 	op := fs.String("op", "", "collective: broadcast, reduce, allgather, reducescatter or allreduce (required)")
 	size := fs.String("bytes", "", "buffer size in bytes, nccl-tests style, with optional K/M/G suffix (required)")
 	dtype := fs.String("dtype", "float32", "datatype")
+	ranks := &ranksFlag{}
+	fs.Var(ranks, "ranks", ranksFlagHelp)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, tuneHelp, twinccl.DefaultTopology)
 		fs.PrintDefaults()
@@ -87,7 +90,7 @@ func runTune(args []string, stdout, stderr io.Writer) error {
 		}
 		return fmt.Errorf("%w: --dtype %q: want one of %s", errUsage, *dtype, strings.Join(names, ", "))
 	}
-	res, err := searchTopology(pos, *nodes)
+	res, err := searchTopologyRanks(pos, *nodes, ranks.ranks, nil)
 	if err != nil {
 		return err
 	}

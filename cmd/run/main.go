@@ -48,6 +48,7 @@ var commands = []command{
 	{name: "bench", summary: "an nccl-tests sweep on the host device (CPU processes over shm and the net plugin, sockets or ib); the default command", run: runBench},
 	{name: "netprobe", summary: "measure this host's loopback TCP sockets (latency, one-way and two-way throughput) as a socket proxy sees them", run: runNetProbe},
 	{name: "gpu", summary: "an nccl-tests sweep on GPUs, one process per GPU, optionally side by side with NCCL", run: runGPU},
+	{name: "grid", summary: "a job of split communicators on the host device (tensor- and data-parallel groups running at once), data-checked, traced for replay run", run: runGrid},
 }
 
 // env is what a command gets from main: output streams and a logger.

@@ -62,6 +62,9 @@ type traceSink struct {
 	// env are the NCCL_* settings of the run (traces.MetaNCCLEnv), nil
 	// for none
 	env map[string]string
+	// comms, when set, are the job's communicators (traces.MetaComms), for
+	// the call trace's metadata
+	comms string
 }
 
 // ncclDtype is NCCL's datatype name without its prefix.
@@ -128,6 +131,12 @@ func (t *traceSink) write(callPath, eventPath string) error {
 			return fmt.Errorf("call trace %s: %w", callPath, err)
 		}
 		opt.Metadata = map[string]string{traces.MetaNCCLEnv: string(b)}
+	}
+	if t.comms != "" {
+		if opt.Metadata == nil {
+			opt.Metadata = map[string]string{}
+		}
+		opt.Metadata[traces.MetaComms] = t.comms
 	}
 	if err := atomicfile.Write(callPath, func(w io.Writer) error {
 		cw, err := traces.NewCallWriter(w, opt)

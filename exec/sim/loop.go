@@ -126,7 +126,7 @@ func (x *runner) laneEnded(ai int32) {
 		}
 		a.rep, a.reps, a.sl = 0, 0, 0
 		a.phase = phOpStart
-		x.q.push(at, evWake, li, 0)
+		x.push(at, evWake, li, 0)
 	}
 }
 

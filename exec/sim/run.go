@@ -269,12 +269,18 @@ type Result struct {
 
 // runner is the state of one simulated Program.
 type runner struct {
-	m      *Machine
-	p      *model.Program
-	c      *Calib
-	pc     *ProtoCalib
-	q      queue
-	fab    fabric
+	m   *Machine
+	p   *model.Program
+	c   *Calib
+	pc  *ProtoCalib
+	q   *queue
+	fab *fabric
+	// base is added to the actor and connection ids of the events and
+	// flows this runner schedules: runners of concurrent calls share one
+	// queue and fabric (Job), each with its own range of ids; 0 alone
+	base int32
+	// left is the number of lanes not done
+	left   int
 	actors []actor
 	cold   []actorCold
 	// rc and sc are the two ends of every connection, rt its route
@@ -471,9 +477,19 @@ func (m *Machine) run(p *model.Program, routes []*route, rec func(*SliceEvent)) 
 // that large jobs run in bounded memory. The result is the same as
 // RunRecord(g.Program(), rec).
 func (m *Machine) RunGen(g *model.ProgGen, rec func(*SliceEvent)) (*Result, error) {
+	h, st, err := m.streamOf(g)
+	if err != nil {
+		return nil, err
+	}
+	return m.exec(h, nil, rec, st)
+}
+
+// streamOf is the Program of a generator with its lanes' calls left out,
+// and the first window of every lane (see streamed).
+func (m *Machine) streamOf(g *model.ProgGen) (*model.Program, *streamed, error) {
 	h := g.Header()
 	if err := h.Validate(); err != nil {
-		return nil, fmt.Errorf("sim: %w", err)
+		return nil, nil, fmt.Errorf("sim: %w", err)
 	}
 	per, window := uint32(h.OpSteps()), m.streamWindow()
 	st := &streamed{gen: g}
@@ -487,7 +503,7 @@ func (m *Machine) RunGen(g *model.ProgGen, rec func(*SliceEvent)) (*Result, erro
 				for _, cs := range [2][]int32{l.Recv, l.Send} {
 					for _, c := range cs {
 						if c < 0 || int(c) >= len(h.Conns) {
-							return nil, fmt.Errorf("sim: lane of rank %d channel %d uses connection %d outside %d", r, ch, c, len(h.Conns))
+							return nil, nil, fmt.Errorf("sim: lane of rank %d channel %d uses connection %d outside %d", r, ch, c, len(h.Conns))
 						}
 					}
 				}
@@ -503,7 +519,7 @@ func (m *Machine) RunGen(g *model.ProgGen, rec func(*SliceEvent)) (*Result, erro
 			}
 		}
 	}
-	return m.exec(h, nil, rec, st)
+	return h, st, nil
 }
 
 // streamed is a Program whose lanes a generator streams: nops gives the
@@ -535,6 +551,31 @@ func (m *Machine) streamWindow() int {
 // exec runs a checked Program (its lanes streamed when st is set), as
 // one call or as a back-to-back loop of them (Machine.LoopCalls).
 func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent), st *streamed) (*Result, error) {
+	x, err := m.newRunner(p, routes, rec, st, &queue{}, nil)
+	if err != nil {
+		return nil, err
+	}
+	x.begin()
+	x.run()
+	var end Time
+	for i := range x.actors {
+		if x.actors[i].phase != phDone {
+			return nil, x.deadlock()
+		}
+		end = max(end, x.cold[i].finish)
+	}
+	r := x.result(end)
+	if x.loop != nil {
+		x.loop.finish(r, x.c.launchUs(x.p.NChannels))
+	}
+	return r, nil
+}
+
+// newRunner prepares a checked Program (its lanes streamed when st is
+// set) to run on queue q and fabric fab: a fabric of its own, with the
+// machine's resources, when fab is nil; shared with the runners of
+// concurrent calls otherwise (Job).
+func (m *Machine) newRunner(p *model.Program, routes []*route, rec func(*SliceEvent), st *streamed, q *queue, fab *fabric) (*runner, error) {
 	var gen *model.ProgGen
 	if st != nil {
 		gen = st.gen
@@ -542,7 +583,7 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 	if p.NRanks != m.Cluster.NRanks {
 		return nil, fmt.Errorf("sim: program has %d ranks, the machine %d", p.NRanks, m.Cluster.NRanks)
 	}
-	x := &runner{m: m, p: p, c: m.calib, esize: int64(p.Dtype.Size()), credits: uint64(p.Credits), rec: rec, gen: gen, proto: p.Proto}
+	x := &runner{m: m, p: p, c: m.calib, esize: int64(p.Dtype.Size()), credits: uint64(p.Credits), rec: rec, gen: gen, proto: p.Proto, q: q}
 	if rec != nil {
 		x.steps = make([]int64, p.NRanks*max(p.NChannels, 1))
 	}
@@ -588,11 +629,14 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 		x.emptyOv = usToPs(x.pc.EmptySliceUs)
 	}
 	x.read = p.Proto == model.ProtoSimple && x.c.p2pRead(p.Coll)
-	x.fab.res = make([]resource, len(m.res))
-	copy(x.fab.res, m.res)
-	for i := range x.fab.res {
-		x.fab.res[i].flows = nil
+	if fab == nil {
+		fab = &fabric{res: make([]resource, len(m.res))}
+		copy(fab.res, m.res)
+		for i := range fab.res {
+			fab.res[i].flows = nil
+		}
 	}
+	x.fab = fab
 	x.rc = make([]recvConn, len(p.Conns))
 	x.sc = make([]sendConn, len(p.Conns))
 	x.lineEff = make([]float64, len(p.Conns))
@@ -778,15 +822,6 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 		}
 		x.loop = lp
 	}
-	if start := usToPs(x.pc.StartUs); start > 0 {
-		for i := range x.actors {
-			x.q.push(start, evWake, int32(i), 0)
-		}
-	} else {
-		for i := range x.actors {
-			x.advance(int32(i))
-		}
-	}
 	if m.Progress != nil {
 		for i := range x.cold {
 			x.total += int64(x.cold[i].nOps) * x.spc
@@ -795,19 +830,26 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 			x.total *= int64(x.loop.calls)
 		}
 	}
-	x.run()
-	var end Time
-	for i := range x.actors {
-		if x.actors[i].phase != phDone {
-			return nil, x.deadlock()
+	x.left = len(x.actors)
+	return x, nil
+}
+
+// begin starts every lane now (after the calibration's StartUs).
+func (x *runner) begin() {
+	if start := usToPs(x.pc.StartUs); start > 0 {
+		for i := range x.actors {
+			x.push(x.now+start, evWake, int32(i), 0)
 		}
-		end = max(end, x.cold[i].finish)
+	} else {
+		for i := range x.actors {
+			x.advance(int32(i))
+		}
 	}
-	r := x.result(end)
-	if x.loop != nil {
-		x.loop.finish(r, x.c.launchUs(x.p.NChannels))
-	}
-	return r, nil
+}
+
+// push schedules an event of this runner's actor or connection id.
+func (x *runner) push(t Time, kind uint8, id int32, val uint64) {
+	x.q.push(t, kind, id+x.base, val)
 }
 
 // sliceElems is the size in elements of the slices a primitive call of
@@ -873,7 +915,7 @@ func (x *runner) run() {
 	for {
 		if len(x.fab.pending) > 0 && (x.q.empty() || x.q.nextTime() != x.now) {
 			// Every event of this time has run: settle the sharing.
-			x.fab.flush(&x.q, x.now)
+			x.fab.flush(x.q, x.now)
 		}
 		if x.q.empty() {
 			break
@@ -884,40 +926,46 @@ func (x *runner) run() {
 		if progress != nil && x.events&0xffff == 0 {
 			progress(x.slices, x.total)
 		}
-		switch ev.kind {
-		case evWake:
-			x.advance(ev.id)
-		case evFlow:
-			if !x.fab.current(ev.id, ev.val) {
-				continue
-			}
-			owner := x.fab.flows[ev.id].owner
-			x.fab.finish(&x.q, x.now, ev.id)
-			a := &x.actors[owner]
-			a.pending--
-			if a.pending == 0 {
-				x.advance(owner)
-			}
-		case evTail:
-			c := &x.rc[ev.id]
-			c.tail = max(c.tail, ev.val)
-			c.started = max(c.started, ev.val) // posted data is visible
-			x.resume(&c.blocked, c.recver)
-		case evProxyRecv:
-			if x.proxyDone != nil && (len(x.proxyParked[ev.id]) > 0 || x.proxyDone[ev.id] < x.callBase(ev.id, ev.val)) {
-				x.proxyParked[ev.id] = append(x.proxyParked[ev.id], ev.val)
-				break
-			}
-			x.proxyTake(ev.id, ev.val, x.recvPost)
-		case evStarted:
-			c := &x.rc[ev.id]
-			c.started = max(c.started, ev.val)
-			x.resume(&c.blocked, c.recver)
-		case evHead:
-			c := &x.sc[ev.id]
-			c.head = max(c.head, ev.val)
-			x.resume(&c.blocked, c.sender)
+		x.handle(ev)
+	}
+}
+
+// handle runs one event of this runner: ev.id is the runner's own actor or
+// connection id, or (evFlow) the fabric's flow id.
+func (x *runner) handle(ev event) {
+	switch ev.kind {
+	case evWake:
+		x.advance(ev.id)
+	case evFlow:
+		if !x.fab.current(ev.id, ev.val) {
+			return
 		}
+		owner := x.fab.flows[ev.id].owner - x.base
+		x.fab.finish(x.q, x.now, ev.id)
+		a := &x.actors[owner]
+		a.pending--
+		if a.pending == 0 {
+			x.advance(owner)
+		}
+	case evTail:
+		c := &x.rc[ev.id]
+		c.tail = max(c.tail, ev.val)
+		c.started = max(c.started, ev.val) // posted data is visible
+		x.resume(&c.blocked, c.recver)
+	case evProxyRecv:
+		if x.proxyDone != nil && (len(x.proxyParked[ev.id]) > 0 || x.proxyDone[ev.id] < x.callBase(ev.id, ev.val)) {
+			x.proxyParked[ev.id] = append(x.proxyParked[ev.id], ev.val)
+			return
+		}
+		x.proxyTake(ev.id, ev.val, x.recvPost)
+	case evStarted:
+		c := &x.rc[ev.id]
+		c.started = max(c.started, ev.val)
+		x.resume(&c.blocked, c.recver)
+	case evHead:
+		c := &x.sc[ev.id]
+		c.head = max(c.head, ev.val)
+		x.resume(&c.blocked, c.sender)
 	}
 }
 
@@ -1071,6 +1119,7 @@ func (x *runner) advance(ai int32) {
 			if a.rep == a.reps && !x.loadRun(ai, a) {
 				a.phase = phDone
 				x.cold[ai].finish = x.now
+				x.left--
 				if x.loop != nil {
 					x.laneEnded(ai)
 				}
@@ -1106,10 +1155,10 @@ func (x *runner) advance(ai int32) {
 					if x.rec != nil {
 						ac.data = x.now + ov
 					}
-					x.q.push(x.now+ov+x.sliceDelay(ai, a), evWake, ai, 0)
+					x.push(x.now+ov+x.sliceDelay(ai, a), evWake, ai, 0)
 					return
 				}
-				x.q.push(x.now+ov, evWake, ai, 0)
+				x.push(x.now+ov, evWake, ai, 0)
 				return
 			}
 		case phWait:
@@ -1121,7 +1170,7 @@ func (x *runner) advance(ai int32) {
 				x.cold[ai].data = x.now
 			}
 			if d := x.sliceDelay(ai, a); d > 0 {
-				x.q.push(x.now+d, evWake, ai, 0)
+				x.push(x.now+d, evWake, ai, 0)
 				return
 			}
 		case phData:
@@ -1145,7 +1194,7 @@ func (x *runner) advance(ai int32) {
 				// the fence waits for the slice's stores into the peers
 				// or into host memory
 				a.fenced = true
-				x.q.push(x.now+f, evWake, ai, 0)
+				x.push(x.now+f, evWake, ai, 0)
 				return
 			}
 			a.fenced = false
@@ -1308,7 +1357,7 @@ func (x *runner) startSlice(ai int32, a *actor) {
 		for _, c := range x.cids[a.sb:a.se] {
 			if cs := &x.sc[c]; cs.proxyFrom < 0 { // a proxy hands over whole slices
 				cs.seenStart = x.visible(a, cs, cs.seenStart)
-				x.q.push(cs.seenStart, evStarted, c, st)
+				x.push(cs.seenStart, evStarted, c, st)
 			}
 		}
 	}
@@ -1331,7 +1380,7 @@ func (x *runner) startSlice(ai int32, a *actor) {
 			}
 			res := x.resIDs[rs.res : rs.res+rs.nres : rs.res+rs.nres]
 			eff := x.lineEff[c]
-			x.fab.start(&x.q, x.now, res, float64(wire)/eff, float64(wire), capW/eff, rs.w, ai)
+			x.fab.start(x.q, x.now, res, float64(wire)/eff, float64(wire), capW/eff, rs.w, ai+x.base)
 			a.pending++
 		}
 	}
@@ -1349,13 +1398,13 @@ func (x *runner) startSlice(ai int32, a *actor) {
 			// the links longer; the links still account the true bytes.
 			res := x.resIDs[cs.res : cs.res+cs.nres : cs.res+cs.nres]
 			eff := x.lineEff[c]
-			x.fab.start(&x.q, x.now, res, float64(wire)/eff, float64(wire), capW/eff, cs.w, ai)
+			x.fab.start(x.q, x.now, res, float64(wire)/eff, float64(wire), capW/eff, cs.w, ai+x.base)
 			a.pending++
 		}
 		return
 	}
 	if a.pending == 0 {
-		x.fab.start(&x.q, x.now, nil, float64(data), float64(data), rate, 1, ai)
+		x.fab.start(x.q, x.now, nil, float64(data), float64(data), rate, 1, ai+x.base)
 		a.pending++
 	}
 }
@@ -1379,13 +1428,13 @@ func (x *runner) post(a *actor, st uint32) {
 				continue
 			}
 			cs.seenTail = x.visible(a, cs, cs.seenTail)
-			x.q.push(cs.seenTail, evTail, c, tail)
+			x.push(cs.seenTail, evTail, c, tail)
 		}
 	}
 	if a.recvs {
 		head := uint64(a.opR+st) + need
 		for _, c := range x.cids[a.rb:a.sb] {
-			x.q.push(x.now+x.rc[c].lat, evHead, c, head)
+			x.push(x.now+x.rc[c].lat, evHead, c, head)
 			if x.proxyDone != nil && x.sc[c].proxyFrom >= 0 {
 				x.proxyConsumed(c, head)
 			}
@@ -1443,7 +1492,7 @@ func (x *runner) proxySend(c int32, cs *sendConn, tail uint64, data int64) {
 	}
 	send := x.proxySendOp + op + sendOp + x.rt[c].proxyCopies*wire*sendPs + wire*x.flagPs
 	x.proxyRecv[c] = append(x.proxyRecv[c], x.proxyRecvOp+op+wire*recvPs)
-	x.q.push(x.proxyServe(from, send)+cs.lat, evProxyRecv, c, tail)
+	x.push(x.proxyServe(from, send)+cs.lat, evProxyRecv, c, tail)
 }
 
 // proxyTake serves the receive operation of the slice of connection c
@@ -1461,7 +1510,7 @@ func (x *runner) proxyTake(c int32, tail uint64, early float64) {
 	end := max(start+Time(pend[0]+0.5), x.now) // past proxyFree[r], as start is
 	x.proxyFree[r] = max(end-Time(x.recvConn+0.5), start)
 	x.recvReady[c] = end
-	x.q.push(end+x.proxySimple, evTail, c, tail)
+	x.push(end+x.proxySimple, evTail, c, tail)
 }
 
 // callBase is the first step of the call of a loop that the slice of

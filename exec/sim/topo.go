@@ -111,6 +111,8 @@ type Machine struct {
 	// streamRuns is the number of runs of calls a streamed lane keeps in
 	// memory (0: streamWindow); tests lower it to move the windows often.
 	streamRuns int
+	// planner decides each route's connection (model.Cluster.Conn).
+	planner *model.ConnPlanner
 	// unbatched recomputes the sharing at every flow start and end instead
 	// of once per time (fabric.batch); tests compare the two.
 	unbatched bool
@@ -312,7 +314,10 @@ func (m *Machine) buildRoute(from, to, channel int) (*route, error) {
 	if from < 0 || from >= len(m.rankNode) || to < 0 || to >= len(m.rankNode) {
 		return nil, fmt.Errorf("rank out of range")
 	}
-	c, err := m.Cluster.Conn(from, to, channel)
+	if m.planner == nil {
+		m.planner = m.Cluster.Planner()
+	}
+	c, err := m.planner.Conn(from, to, channel)
 	if err != nil {
 		return nil, err
 	}

@@ -109,10 +109,14 @@ func override(l Link) Link {
 // (model.Cluster.Conn, the decision the simulator routes by), as this
 // device's Link.
 func LinkFor(cl *model.Cluster, a, b int) (Link, error) {
+	return linkFor(cl.Planner(), a, b)
+}
+
+func linkFor(p *model.ConnPlanner, a, b int) (Link, error) {
 	if a == b {
 		return LinkSelf, nil
 	}
-	c, err := cl.Conn(a, b, 0)
+	c, err := p.Conn(a, b, 0)
 	if err != nil {
 		return 0, err
 	}
@@ -137,9 +141,10 @@ func (d *Device) SetCluster(cl *model.Cluster) error {
 		return fmt.Errorf("gpudev: the topology plans %d ranks, the job has %d", cl.NRanks, n)
 	}
 	links := make([]Link, n*n)
+	planner := cl.Planner()
 	for a := 0; a < n; a++ {
 		for b := 0; b < n; b++ {
-			l, err := LinkFor(cl, a, b)
+			l, err := linkFor(planner, a, b)
 			if err != nil {
 				return fmt.Errorf("gpudev: %w", err)
 			}

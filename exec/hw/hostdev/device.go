@@ -43,6 +43,9 @@ type Device struct {
 	// when 0; 1 keeps it on the device goroutine).
 	Workers int
 	work    workers
+	// view, when set, makes the device a communicator's over a subset of
+	// the job's ranks (Split): Programs use its ranks.
+	view *commView
 }
 
 // New returns the host device of the rank that comm and set belong to.
@@ -100,12 +103,15 @@ type run struct {
 // Run executes this rank's lanes of p: in holds p.InCount elements, out
 // p.OutCount. Every rank of the job must run the same Program.
 func (d *Device) Run(p *model.Program, in, out []byte) (Stats, error) {
-	me := d.comm.Rank()
+	me, nranks := d.comm.Rank(), d.comm.NRanks()
+	if d.view != nil {
+		me, nranks = d.view.rank, len(d.view.members)
+	}
 	if err := p.Validate(); err != nil {
 		return Stats{}, fmt.Errorf("hostdev rank %d: %w", me, err)
 	}
-	if p.NRanks != d.comm.NRanks() {
-		return Stats{}, fmt.Errorf("hostdev rank %d: program for %d ranks in a job of %d", me, p.NRanks, d.comm.NRanks())
+	if p.NRanks != nranks {
+		return Stats{}, fmt.Errorf("hostdev rank %d: program for %d ranks in a communicator of %d", me, p.NRanks, nranks)
 	}
 	es := int64(p.Dtype.Size())
 	if int64(len(in)) != p.InCount*es || int64(len(out)) != p.OutCount*es {
@@ -114,7 +120,7 @@ func (d *Device) Run(p *model.Program, in, out []byte) (Stats, error) {
 	if p.StepBytes > transport.SlotStride(p.Proto) {
 		return Stats{}, fmt.Errorf("hostdev rank %d: step of %d bytes exceeds the %s slot of %d", me, p.StepBytes, p.Proto, transport.SlotStride(p.Proto))
 	}
-	conns, err := d.set.Connect(transport.ProgramKeys(p))
+	conns, err := d.set.Connect(d.keys(p))
 	if err != nil {
 		return Stats{}, err
 	}

@@ -21,6 +21,11 @@ type Rank struct {
 	Device *Device
 	// Hosts is every rank's host id (RankConfig.HostID).
 	Hosts []string
+	// comms is the number of communicators split from the job so far
+	// (Split); the job itself is communicator 0.
+	comms int
+	// split are those communicators, every member's view alike
+	split []SplitComm
 }
 
 // RankConfig describes how a rank joins its job.
