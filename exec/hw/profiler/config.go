@@ -139,7 +139,7 @@ func checkDir(dir string) error {
 // BaseName is the name of the process's files without extension:
 // "rank<R>-<host>-<pid>" where the launcher gives the rank, else
 // "<host>-<pid>".
-func (c *Config) BaseName() string {
+func (c Config) BaseName() string {
 	host := strings.Map(func(r rune) rune {
 		if r == '/' || r == 0 {
 			return '_'
@@ -154,16 +154,16 @@ func (c *Config) BaseName() string {
 
 // CallPath is the call trace of the process. Its name ends in a digit
 // (the pid), so that DIR/*[0-9].parquet names the call traces only.
-func (c *Config) CallPath() string { return filepath.Join(c.Dir, c.BaseName()+".parquet") }
+func (c Config) CallPath() string { return filepath.Join(c.Dir, c.BaseName()+".parquet") }
 
 // EventPath is the proxy-step event trace of the process (Proxy only),
 // beside the call trace as "replay trace merge" looks for it.
-func (c *Config) EventPath() string { return filepath.Join(c.Dir, c.BaseName()+".events.parquet") }
+func (c Config) EventPath() string { return filepath.Join(c.Dir, c.BaseName()+".events.parquet") }
 
 // Mask is the activation mask the plugin gives NCCL: the calls (and their
 // API events, which carry the stream and the enqueue time), kernel channels
 // unless disabled, proxy operations and steps when asked.
-func (c *Config) Mask() int {
+func (c Config) Mask() int {
 	m := TypeColl | TypeP2p | TypeCollApi | TypeP2pApi
 	if c.Kernel {
 		m |= TypeKernelCh
