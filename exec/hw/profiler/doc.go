@@ -13,7 +13,10 @@
 //
 //   - one call row per collective and per send or receive: communicator
 //     hash, rank and size of the communicator (from NCCL's init; the ABI
-//     versions 1 to 3 give no size), collective, count, datatype, root
+//     versions 1 to 3 give no size), collective, count and datatype as
+//     the application passed them (version 5, from the API event; older
+//     versions give NCCL's task's, which counts AllGather and Broadcast in
+//     bytes of int8: the same bytes), root
 //     (-1 for rootless collectives; the peer of a send or receive), the
 //     algorithm, protocol and channels NCCL chose (model's names), the
 //     stream (version 5: the API event's stream), and the times:
@@ -28,6 +31,9 @@
 //     events (TWINCCL_PROFILER_KERNEL=0, or ABI versions 1 to 3) the times
 //     are the host's: the task's launch to the end of its last proxy
 //     operation, else to its launch's return.
+//   - NCCL runs a single-rank communicator's collectives as a copy,
+//     without a task: the profiler API reports none of them, so such a
+//     communicator is listed in the metadata with no calls.
 //   - Collectives are numbered 0, 1, 2, ... per communicator in launch
 //     order (as every rank launches them); sends and receives as
 //     [P2PCall], so that a send and its receive share a number. The global

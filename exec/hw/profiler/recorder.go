@@ -209,7 +209,8 @@ func (r *Recorder) Start(cx Context, ev *Event) Handle {
 	}
 	switch ev.Type {
 	case TypeCollApi, TypeP2pApi:
-		return r.add(record{typ: ev.Type, ctx: ci, parent: -1, start: ev.HostNs, stream: ev.Stream})
+		return r.add(record{typ: ev.Type, ctx: ci, parent: -1, start: ev.HostNs, stream: ev.Stream,
+			count: int64(ev.Count), dtype: r.intern(datatypeName(ev.Datatype))})
 	case TypeColl, TypeP2p:
 		return r.startCall(c, ci, ev)
 	case TypeKernelCh:
@@ -275,6 +276,11 @@ func (r *Recorder) startCall(c *commCtx, ci int32, ev *Event) Handle {
 		root: -1, nch: ev.NChannels}
 	if p, pi := r.rec(ev.Parent); p != nil && (p.typ == TypeCollApi || p.typ == TypeP2pApi) {
 		rec.parent, rec.stream, rec.enqueue = pi, p.stream, p.start
+		// The count and datatype the application passed: NCCL's task
+		// counts AllGather and Broadcast in bytes (ncclInt8).
+		if p.dtype != 0 {
+			rec.count, rec.dtype = p.count, p.dtype
+		}
 	}
 	if ev.Type == TypeColl {
 		if rooted(op) {

@@ -122,9 +122,26 @@ static void record(void* h, int state, uint64_t value) {
 
 // startCall starts the call's task event (Coll or P2p) in the version's
 // descriptor; parent is the API event (version 5).
-static void* startCall(comm_t* cm, const call_t* k, int peer, void* parent) {
+// byteTask reports whether NCCL's task counts the call in bytes of
+// ncclInt8 (AllGather, Broadcast), as its collTaskAppend does.
+static int byteTask(const call_t* k) { return strcmp(k->func, "AllGather") == 0 || strcmp(k->func, "Broadcast") == 0; }
+static size_t dtypeSize(const char* d) {
+  if (strstr(d, "64")) return 8;
+  if (strstr(d, "32")) return 4;
+  if (strstr(d, "16")) return 2;
+  return 1;
+}
+
+static void* startCall(comm_t* cm, const call_t* k0, int peer, void* parent) {
   void* h = NULL;
-  int p2p = k->algo == NULL;
+  int p2p = k0->algo == NULL;
+  call_t task = *k0;
+  const call_t* k = &task;
+  if (byteTask(k0)) {
+    task.count = k0->count * dtypeSize(k0->dtype);
+    task.dtype = "ncclInt8";
+    task.dnum = 0;
+  }
   if (api == 5) {
     twp_descr_v5 d;
     memset(&d, 0, sizeof d);
@@ -324,8 +341,11 @@ int main(int argc, char** argv) {
     comm_t* cm = &comms[c];
     for (int i = 0; i < cm->n; i++) {
       const call_t* k = &cm->calls[i];
+      // Version 5 gives the application's count and datatype (the API
+      // event's); older ones only the task's.
+      int bytes = api < 5 && byteTask(k);
       printf("CALL %d %d %#llx %d %d %s %zu %s %d %s %s %d %#llx %lld %lld %lld\n", c, cm->kept[i], (unsigned long long)cm->hash, cm->rank,
-             api >= 4 ? cm->nranks : 0, k->wantOp, k->count, k->wantDtype, cm->root[i], k->wantAlgo[0] ? k->wantAlgo : "-",
+             api >= 4 ? cm->nranks : 0, k->wantOp, bytes ? k->count * dtypeSize(k->dtype) : k->count, bytes ? "int8" : k->wantDtype, cm->root[i], k->wantAlgo[0] ? k->wantAlgo : "-",
              k->wantProto[0] ? k->wantProto : "-", (k->algo == NULL && api < 4) ? 0 : k->nch,
              (unsigned long long)(api == 5 ? k->stream : 0), (long long)cm->t0[i], (long long)cm->t1[i], (long long)cm->gdur[i]);
     }
