@@ -18,9 +18,9 @@ const (
 	EnvJob       = "TWINCCL_PROFILER_JOB"        // job name written in every row
 )
 
-// DefaultMaxEvents is the default cap on events kept: about 100 bytes
-// each, so about 100 MiB at most; a collective costs two (its API call and
-// its task), a proxy step one more.
+// DefaultMaxEvents is the default cap on events kept: 152 bytes each, so
+// about 160 MB at most; a collective costs two (its API call and its
+// task), a proxy operation or step one more.
 const DefaultMaxEvents = 1 << 20
 
 // globalRankVars name the process's rank in its job, in the order they are

@@ -48,7 +48,7 @@
 // The traces are written atomically (internal/atomicfile) each time a
 // communicator is finalized, whole (all communicators of the process), and
 // at process exit if anything changed since. Memory is bounded: at most
-// TWINCCL_PROFILER_MAX_EVENTS events are kept (about 100 bytes each); past
+// TWINCCL_PROFILER_MAX_EVENTS events are kept (152 bytes each); past
 // it calls are dropped, with one warning through NCCL's logger, and the
 // trace counts them ([MetaDropped]). A missing or unusable
 // TWINCCL_PROFILER_DIR, or a bad setting, makes init fail with a warning

@@ -466,3 +466,28 @@ func TestPluginEventCap(t *testing.T) {
 	assert.Equal(t, "15", info.Metadata[profiler.MetaDropped])
 	assert.LessOrEqual(t, len(rows), 2)
 }
+
+// BenchmarkPluginPerCall measures the plugin's cost per collective as NCCL
+// 2.28 reports one (API event, task, two kernel channels: 8 calls into the
+// library), through the built library from C, and the final write.
+func BenchmarkPluginPerCall(b *testing.B) {
+	t := &testing.T{}
+	plugin, driver := built(t)
+	if t.Failed() || t.Skipped() {
+		b.Skip("plugin not built")
+	}
+	n := max(b.N, 1000)
+	cmd := exec.Command(driver, plugin, "0", "--bench", strconv.Itoa(n))
+	cmd.Env = append(os.Environ(), "TWINCCL_PROFILER_DIR="+b.TempDir())
+	out, err := cmd.CombinedOutput()
+	require.NoError(b, err, "%s", out)
+	for _, line := range strings.Split(string(out), "\n") {
+		if v, ok := strings.CutPrefix(line, "BENCH "); ok {
+			ns, err := strconv.ParseFloat(v, 64)
+			require.NoError(b, err)
+			b.ReportMetric(ns, "ns/call")
+			return
+		}
+	}
+	b.Fatalf("no BENCH line in %s", out)
+}

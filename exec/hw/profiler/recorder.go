@@ -2,6 +2,7 @@ package profiler
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 )
 
@@ -20,9 +21,20 @@ type Logger func(level int, msg string)
 // the recorder's (a parent of another process) is ignored, never followed.
 type Handle uint64
 
-// kernelFlag marks the handle of a kernel channel event: the handle of its
-// call with this bit set. Channels fold into their call's record.
-const kernelFlag Handle = 1 << 62
+// Flags of a handle, which the plugin's C side reads to save NCCL's
+// threads a call into Go where the recorder has nothing to do.
+const (
+	// KernelFlag marks the handle of a kernel channel event: its call's
+	// handle with this bit set (channels fold into their call's record).
+	// Its stop needs no call when the channel's end came with a GPU time
+	// (ABI versions 4 and 5).
+	KernelFlag Handle = 1 << 62
+	// NoStopFlag marks a handle whose stop the recorder ignores (API
+	// events: their start is the call's enqueue time).
+	NoStopFlag  Handle = 1 << 61
+	kernelFlag         = KernelFlag
+	handleFlags        = KernelFlag | NoStopFlag
+)
 
 // Context is one communicator's profiler context (its number plus one).
 type Context uint64
@@ -35,7 +47,7 @@ type Event struct {
 	Parent    Handle
 	CommHash  uint64 // versions 1-3 only
 	SeqNumber uint64
-	Func      string // NCCL's names: "AllReduce", "ncclFloat32", "RING", "SIMPLE"
+	Func      string // NCCL's names: "AllReduce", "ncclFloat32", "RING", "SIMPLE" (may alias C memory: not kept)
 	Datatype  string
 	Algo      string
 	Proto     string
@@ -71,36 +83,36 @@ type commCtx struct {
 }
 
 // record is one recorded event: a call (coll or p2p), an API event, a
-// proxy operation or a proxy step.
+// proxy operation or a proxy step. Fields are ordered by size (152 bytes).
 type record struct {
-	typ      uint32
-	ctx      int32
-	parent   int32 // record number, -1 if none
 	start    int64
 	stop     int64 // 0 until stopped
 	comm     uint64
-	rank     int32
 	call     int64
-	op       uint16 // interned names
-	dtype    uint16
-	algo     uint16
-	proto    uint16
-	redop    uint16
 	count    int64
-	root     int32
-	nch      int32
 	stream   uint64
 	enqueue  int64
 	gpuStart uint64 // kernel channels: earliest start, latest end (GPU clock)
 	gpuStop  uint64
 	kStart   int64 // kernel channels as the host saw them
 	kStop    int64
+	bytes    int64
+	dataNs   int64
+	typ      uint32
+	ctx      int32
+	parent   int32 // record number, -1 if none
+	rank     int32
+	root     int32
+	nch      int32
 	channel  int32
 	peer     int32
 	step     int32
+	op       uint16 // interned names
+	dtype    uint16
+	algo     uint16
+	proto    uint16
+	redop    uint16
 	isSend   bool
-	bytes    int64
-	dataNs   int64
 }
 
 // Recorder keeps the events of every communicator of the process and
@@ -116,6 +128,7 @@ type Recorder struct {
 	recs     []record
 	names    []string
 	nameIdx  map[string]uint16
+	rawNames [numNameKinds]map[string]uint16 // NCCL's names, by kind, to interned trace names
 	dropped  int64
 	warned   bool
 	dirty    bool // records since the last write
@@ -163,10 +176,42 @@ func (r *Recorder) ctx(c Context) (*commCtx, int32) {
 
 // rec returns the record behind handle h (a plain record handle), or nil.
 func (r *Recorder) rec(h Handle) (*record, int32) {
+	h &^= NoStopFlag
 	if h == 0 || h&kernelFlag != 0 || uint64(h) > uint64(len(r.recs)) {
 		return nil, -1
 	}
 	return &r.recs[h-1], int32(h - 1)
+}
+
+// Kinds of NCCL names, each converted to the trace's by its own rule.
+const (
+	nameOp = iota
+	nameDatatype
+	nameAlgo
+	nameProto
+	nameRedOp
+	numNameKinds
+)
+
+var nameConv = [numNameKinds]func(string) string{
+	nameOp: opName, nameDatatype: datatypeName, nameAlgo: algoName, nameProto: protoName,
+	nameRedOp: func(s string) string { return s },
+}
+
+// name returns the interned trace name of NCCL's name raw, converting each
+// distinct raw name once. raw may alias C memory: it is only looked up,
+// and copied where kept.
+func (r *Recorder) name(kind int, raw string) uint16 {
+	if id, ok := r.rawNames[kind][raw]; ok {
+		return id
+	}
+	own := strings.Clone(raw)
+	id := r.intern(nameConv[kind](own))
+	if r.rawNames[kind] == nil {
+		r.rawNames[kind] = map[string]uint16{}
+	}
+	r.rawNames[kind][own] = id
+	return id
 }
 
 func (r *Recorder) intern(s string) uint16 {
@@ -209,8 +254,12 @@ func (r *Recorder) Start(cx Context, ev *Event) Handle {
 	}
 	switch ev.Type {
 	case TypeCollApi, TypeP2pApi:
-		return r.add(record{typ: ev.Type, ctx: ci, parent: -1, start: ev.HostNs, stream: ev.Stream,
-			count: int64(ev.Count), dtype: r.intern(datatypeName(ev.Datatype))})
+		h := r.add(record{typ: ev.Type, ctx: ci, parent: -1, start: ev.HostNs, stream: ev.Stream,
+			count: int64(ev.Count), dtype: r.name(nameDatatype, ev.Datatype)})
+		if h != 0 {
+			h |= NoStopFlag
+		}
+		return h
 	case TypeColl, TypeP2p:
 		return r.startCall(c, ci, ev)
 	case TypeKernelCh:
@@ -265,14 +314,15 @@ func (r *Recorder) startCall(c *commCtx, ci int32, ev *Event) Handle {
 	if c.version < 4 && ev.Rank >= 0 {
 		c.rank = ev.Rank
 	}
-	op := opName(ev.Func)
-	redop := ev.RedOp
+	opID := r.name(nameOp, ev.Func)
+	op := r.names[opID]
+	redop := r.name(nameRedOp, ev.RedOp)
 	if op != "AllReduce" && op != "Reduce" && op != "ReduceScatter" {
-		redop = "" // version 1 gives an operation (sum, 0) to every call
+		redop = 0 // version 1 gives an operation (sum, 0) to every call
 	}
 	rec := record{typ: ev.Type, ctx: ci, parent: -1, start: ev.HostNs, enqueue: ev.HostNs, comm: c.hash, rank: c.rank,
-		op: r.intern(op), dtype: r.intern(datatypeName(ev.Datatype)), algo: r.intern(algoName(ev.Algo)),
-		proto: r.intern(protoName(ev.Proto)), redop: r.intern(redop), count: int64(ev.Count),
+		op: opID, dtype: r.name(nameDatatype, ev.Datatype), algo: r.name(nameAlgo, ev.Algo),
+		proto: r.name(nameProto, ev.Proto), redop: redop, count: int64(ev.Count),
 		root: -1, nch: ev.NChannels}
 	if p, pi := r.rec(ev.Parent); p != nil && (p.typ == TypeCollApi || p.typ == TypeP2pApi) {
 		rec.parent, rec.stream, rec.enqueue = pi, p.stream, p.start
@@ -316,6 +366,9 @@ func (r *Recorder) Stop(h Handle, now int64) {
 			p.kStop = now
 			r.dirty = true
 		}
+		return
+	}
+	if h&NoStopFlag != 0 {
 		return
 	}
 	if p, _ := r.rec(h); p != nil {

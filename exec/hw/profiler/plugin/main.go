@@ -86,11 +86,19 @@ func twpGoInit(version C.int, comm C.uint64_t, name *C.char, nNodes, nRanks, ran
 	return 0
 }
 
-func goString(s *C.char) string {
+// cView is the C string s as a Go string without copying it: valid only
+// while NCCL's call lasts (the recorder copies the few distinct names it
+// keeps), so that an event costs no allocation.
+func cView(s *C.char) string {
 	if s == nil {
 		return ""
 	}
-	return C.GoString(s)
+	p := unsafe.Pointer(s)
+	n := 0
+	for *(*byte)(unsafe.Add(p, n)) != 0 {
+		n++
+	}
+	return unsafe.String((*byte)(p), n)
 }
 
 //export twpGoStart
@@ -100,8 +108,8 @@ func twpGoStart(ctx C.uint64_t, e *C.twp_event) C.uint64_t {
 	}
 	ev := profiler.Event{
 		HostNs: int64(e.hostNs), Type: uint32(e._type), Rank: int32(e.rank), Parent: profiler.Handle(e.parent),
-		CommHash: uint64(e.commHash), SeqNumber: uint64(e.seqNumber), Func: goString(e._func),
-		Datatype: goString(e.datatype), Algo: goString(e.algo), Proto: goString(e.proto), RedOp: goString(e.redop),
+		CommHash: uint64(e.commHash), SeqNumber: uint64(e.seqNumber), Func: cView(e._func),
+		Datatype: cView(e.datatype), Algo: cView(e.algo), Proto: cView(e.proto), RedOp: cView(e.redop),
 		Count: uint64(e.count), Root: int32(e.root), Peer: int32(e.peer), NChannels: int32(e.nChannels),
 		Stream: uint64(e.stream), Channel: int32(e.channel), PTimer: uint64(e.pTimer), IsSend: e.isSend != 0,
 		NSteps: int32(e.nSteps), ChunkSize: int32(e.chunkSize), Step: int32(e.step), Foreign: e.foreign != 0,

@@ -63,8 +63,20 @@ static twp_result initCommon(int version, void** context, int* mask, uint64_t co
   return rc;
 }
 
+// Handle flags (package profiler's KernelFlag and NoStopFlag): stops the
+// recorder has no use for are answered here.
+#define TWP_KERNEL_FLAG (1ULL << 62)
+#define TWP_NOSTOP_FLAG (1ULL << 61)
+
 static twp_result stopEvent(void* h) {
-  if (h) twpGoStop(toU64(h), nowNs());
+  if (h && !(toU64(h) & TWP_NOSTOP_FLAG)) twpGoStop(toU64(h), nowNs());
+  return twpSuccess;
+}
+
+// Versions 4 and 5 end a kernel channel with its GPU time (recordEventState)
+// before they stop it: the stop itself tells the recorder nothing.
+static twp_result stopEvent45(void* h) {
+  if (h && !(toU64(h) & (TWP_NOSTOP_FLAG | TWP_KERNEL_FLAG))) twpGoStop(toU64(h), nowNs());
   return twpSuccess;
 }
 
@@ -139,7 +151,7 @@ static twp_result record5(void* h, int state, twp_state_args_v5* a) {
   return twpSuccess;
 }
 
-twp_profiler_v5 ncclProfiler_v5 = {"twinccl", init5, start5, stopEvent, record5, finalize};
+twp_profiler_v5 ncclProfiler_v5 = {"twinccl", init5, start5, stopEvent45, record5, finalize};
 
 // ---- version 4 ----
 static twp_result init4(void** ctx, int* mask, const char* name, uint64_t commHash, int nNodes, int nranks, int rank, twp_logger logfn) {
@@ -170,7 +182,7 @@ static twp_result start4(void* ctx, void** h, twp_descr_v4* d) {
   return startGo(ctx, h, &ev);
 }
 
-twp_profiler_v4 ncclProfiler_v4 = {"twinccl", init4, start4, stopEvent, record5, finalize};
+twp_profiler_v4 ncclProfiler_v4 = {"twinccl", init4, start4, stopEvent45, record5, finalize};
 
 // ---- versions 1 to 3: the communicator and rank come with each call ----
 static twp_result initOld(void** ctx, int* mask, int version) {

@@ -7,7 +7,11 @@
 // must hold), the plugin's log (LOG lines) and the init results, for the
 // Go test to check the trace against.
 //
-// usage: fakenccl PLUGIN.so RANK [--api vN] [--remove-dir] [--no-finalize]
+// usage: fakenccl PLUGIN.so RANK [--api vN] [--remove-dir] [--no-finalize] [--bench N]
+//
+// --bench N issues N AllReduce calls on the first communicator, as NCCL
+// 2.28 reports each (API event, task, two kernel channels), and prints the
+// plugin's time per call: "BENCH ns/call".
 
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -301,11 +305,12 @@ static void* run(void* arg) {
 int main(int argc, char** argv) {
   if (argc < 3) { fprintf(stderr, "usage: fakenccl PLUGIN.so RANK [--api vN] [--remove-dir] [--no-finalize]\n"); return 2; }
   rank_ = atoi(argv[2]);
-  int want = 0, removeDir = 0, finalize = 1;
+  int want = 0, removeDir = 0, finalize = 1, bench = 0;
   for (int i = 3; i < argc; i++) {
     if (strcmp(argv[i], "--api") == 0 && i + 1 < argc) want = atoi(argv[++i] + 1);
     else if (strcmp(argv[i], "--remove-dir") == 0) removeDir = 1;
     else if (strcmp(argv[i], "--no-finalize") == 0) finalize = 0;
+    else if (strcmp(argv[i], "--bench") == 0 && i + 1 < argc) bench = atoi(argv[++i]);
   }
   setvbuf(stdout, NULL, _IOLBF, 0);
   void* lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
@@ -332,12 +337,41 @@ int main(int argc, char** argv) {
     printf("INIT %d rc=%d mask=%d ctx=%d\n", c, rc, mask[c], ctxs[c] != NULL);
   }
   if (ctxs[0] == NULL || ctxs[1] == NULL) return 0;  // NCCL goes on without a profiler
+  if (bench > 0) {
+    if (api != 5) { fprintf(stderr, "--bench needs the v5 table\n"); return 2; }
+    twp_profiler_v5* p = table;
+    int64_t t0 = nowNs();
+    for (int i = 0; i < bench; i++) {
+      twp_descr_v5 d;
+      void *a = NULL, *h = NULL;
+      memset(&d, 0, sizeof d);
+      d.type = twpCollApi; d.collApi.func = "AllReduce"; d.collApi.count = 1024; d.collApi.datatype = "ncclFloat32";
+      p->startEvent(ctxs[0], &a, &d);
+      p->stopEvent(a);
+      memset(&d, 0, sizeof d);
+      d.type = twpColl; d.parentObj = a; d.coll.func = "AllReduce"; d.coll.count = 1024; d.coll.datatype = "ncclFloat32";
+      d.coll.algo = "RING"; d.coll.proto = "LL"; d.coll.nChannels = 2;
+      p->startEvent(ctxs[0], &h, &d);
+      p->stopEvent(h);
+      for (int c = 0; c < 2; c++) {
+        void* k = NULL;
+        memset(&d, 0, sizeof d);
+        d.type = twpKernelCh; d.parentObj = h; d.kernelCh.channelId = c; d.kernelCh.pTimer = GPU_OFFSET + (uint64_t)i * 1000;
+        p->startEvent(ctxs[0], &k, &d);
+        twp_state_args_v5 st = {.kernelCh = {GPU_OFFSET + (uint64_t)i * 1000 + 500}};
+        p->recordEventState(k, twpStateKernelChStop, &st);
+        p->stopEvent(k);
+      }
+    }
+    int64_t t1 = nowNs();
+    printf("BENCH %.1f\n", (double)(t1 - t0) / bench);
+  }
 
   pthread_t th[2];
-  for (int c = 0; c < 2; c++) pthread_create(&th[c], NULL, run, &comms[c]);
-  for (int c = 0; c < 2; c++) pthread_join(th[c], NULL);
+  for (int c = 0; c < 2 && bench == 0; c++) pthread_create(&th[c], NULL, run, &comms[c]);
+  for (int c = 0; c < 2 && bench == 0; c++) pthread_join(th[c], NULL);
 
-  for (int c = 0; c < 2; c++) {
+  for (int c = 0; c < 2 && bench == 0; c++) {
     comm_t* cm = &comms[c];
     for (int i = 0; i < cm->n; i++) {
       const call_t* k = &cm->calls[i];
