@@ -26,6 +26,7 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/twinccl/twinccl/exec/hw/profiler"
@@ -37,7 +38,7 @@ const ncclInvalidUsage = 5
 
 var (
 	setup    sync.Once
-	recorder *profiler.Recorder
+	recorder atomic.Pointer[profiler.Recorder] // nil until set up, and when disabled
 	setupErr error
 )
 
@@ -70,7 +71,7 @@ func twpGoInit(version C.int, comm C.uint64_t, name *C.char, nNodes, nRanks, ran
 			setupErr = err
 			return
 		}
-		recorder = profiler.New(cfg, logMsg)
+		recorder.Store(profiler.New(cfg, logMsg))
 	})
 	if setupErr != nil {
 		level := profiler.LogInfo
@@ -80,8 +81,9 @@ func twpGoInit(version C.int, comm C.uint64_t, name *C.char, nNodes, nRanks, ran
 		logMsg(level, fmt.Sprintf("twinccl profiler: disabled: %v", setupErr))
 		return ncclInvalidUsage
 	}
-	c := recorder.Init(int(version), uint64(comm), C.GoString(name), int32(nNodes), int32(nRanks), int32(rank))
-	cfg := recorder.Config()
+	rec := recorder.Load()
+	c := rec.Init(int(version), uint64(comm), C.GoString(name), int32(nNodes), int32(nRanks), int32(rank))
+	cfg := rec.Config()
 	*ctx, *mask = C.uint64_t(c), C.int(cfg.Mask())
 	return 0
 }
@@ -103,7 +105,8 @@ func cView(s *C.char) string {
 
 //export twpGoStart
 func twpGoStart(ctx C.uint64_t, e *C.twp_event) C.uint64_t {
-	if recorder == nil {
+	rec := recorder.Load()
+	if rec == nil {
 		return 0
 	}
 	ev := profiler.Event{
@@ -114,29 +117,30 @@ func twpGoStart(ctx C.uint64_t, e *C.twp_event) C.uint64_t {
 		Stream: uint64(e.stream), Channel: int32(e.channel), PTimer: uint64(e.pTimer), IsSend: e.isSend != 0,
 		NSteps: int32(e.nSteps), ChunkSize: int32(e.chunkSize), Step: int32(e.step), Foreign: e.foreign != 0,
 	}
-	return C.uint64_t(recorder.Start(profiler.Context(ctx), &ev))
+	return C.uint64_t(rec.Start(profiler.Context(ctx), &ev))
 }
 
 //export twpGoStop
 func twpGoStop(h C.uint64_t, now C.int64_t) {
-	if recorder != nil {
-		recorder.Stop(profiler.Handle(h), int64(now))
+	if rec := recorder.Load(); rec != nil {
+		rec.Stop(profiler.Handle(h), int64(now))
 	}
 }
 
 //export twpGoRecord
 func twpGoRecord(h C.uint64_t, state C.int, transSize, pTimer C.uint64_t, now C.int64_t) {
-	if recorder != nil {
-		recorder.Record(profiler.Handle(h), int32(state), uint64(transSize), uint64(pTimer), int64(now))
+	if rec := recorder.Load(); rec != nil {
+		rec.Record(profiler.Handle(h), int32(state), uint64(transSize), uint64(pTimer), int64(now))
 	}
 }
 
 //export twpGoFinalize
 func twpGoFinalize(ctx C.uint64_t) C.int {
-	if recorder == nil {
+	rec := recorder.Load()
+	if rec == nil {
 		return 0
 	}
-	if err := recorder.Finalize(profiler.Context(ctx)); err != nil {
+	if err := rec.Finalize(profiler.Context(ctx)); err != nil {
 		logMsg(profiler.LogWarn, err.Error())
 		return 2 // ncclSystemError
 	}
@@ -145,10 +149,11 @@ func twpGoFinalize(ctx C.uint64_t) C.int {
 
 //export twpGoAtExit
 func twpGoAtExit() {
-	if recorder == nil {
+	rec := recorder.Load()
+	if rec == nil {
 		return
 	}
-	if err := recorder.Flush(); err != nil {
+	if err := rec.Flush(); err != nil {
 		logMsg(profiler.LogWarn, err.Error())
 	}
 }
