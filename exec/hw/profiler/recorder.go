@@ -15,57 +15,6 @@ const (
 // Logger receives the recorder's messages (NCCL's logger in the plugin).
 type Logger func(level int, msg string)
 
-// Handle is what the plugin returns NCCL for an event it records; 0 means
-// no event (NCCL then makes no further call about it). Handles are record
-// numbers plus one, checked on every use, so that a handle that is not
-// the recorder's (a parent of another process) is ignored, never followed.
-type Handle uint64
-
-// Flags of a handle, which the plugin's C side reads to save NCCL's
-// threads a call into Go where the recorder has nothing to do.
-const (
-	// KernelFlag marks the handle of a kernel channel event: its call's
-	// handle with this bit set (channels fold into their call's record).
-	// Its stop needs no call when the channel's end came with a GPU time
-	// (ABI versions 4 and 5).
-	KernelFlag Handle = 1 << 62
-	// NoStopFlag marks a handle whose stop the recorder ignores (API
-	// events: their start is the call's enqueue time).
-	NoStopFlag  Handle = 1 << 61
-	kernelFlag         = KernelFlag
-	handleFlags        = KernelFlag | NoStopFlag
-)
-
-// Context is one communicator's profiler context (its number plus one).
-type Context uint64
-
-// Event is one startEvent descriptor, whatever ABI version it came in.
-type Event struct {
-	HostNs    int64 // CLOCK_MONOTONIC when NCCL called the plugin
-	Type      uint32
-	Rank      int32
-	Parent    Handle
-	CommHash  uint64 // versions 1-3 only
-	SeqNumber uint64
-	Func      string // NCCL's names: "AllReduce", "ncclFloat32", "RING", "SIMPLE" (may alias C memory: not kept)
-	Datatype  string
-	Algo      string
-	Proto     string
-	RedOp     string
-	Count     uint64
-	Root      int32
-	Peer      int32
-	NChannels int32
-	Stream    uint64
-	Channel   int32
-	PTimer    uint64 // GPU %globaltimer of a kernel channel's start
-	IsSend    bool
-	NSteps    int32
-	ChunkSize int32
-	Step      int32
-	Foreign   bool // a proxy operation of another process
-}
-
 // commCtx is one communicator as NCCL's init described it.
 type commCtx struct {
 	hash      uint64
@@ -177,7 +126,7 @@ func (r *Recorder) ctx(c Context) (*commCtx, int32) {
 // rec returns the record behind handle h (a plain record handle), or nil.
 func (r *Recorder) rec(h Handle) (*record, int32) {
 	h &^= NoStopFlag
-	if h == 0 || h&kernelFlag != 0 || uint64(h) > uint64(len(r.recs)) {
+	if h == 0 || h&KernelFlag != 0 || uint64(h) > uint64(len(r.recs)) {
 		return nil, -1
 	}
 	return &r.recs[h-1], int32(h - 1)
@@ -277,7 +226,7 @@ func (r *Recorder) Start(cx Context, ev *Event) Handle {
 			p.kStart = ev.HostNs
 		}
 		r.dirty = true
-		return kernelFlag | Handle(pi+1)
+		return KernelFlag | Handle(pi+1)
 	case TypeProxyOp:
 		parent := int32(-1)
 		if !ev.Foreign {
@@ -361,8 +310,8 @@ func (r *Recorder) startCall(c *commCtx, ci int32, ev *Event) Handle {
 func (r *Recorder) Stop(h Handle, now int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if h&kernelFlag != 0 {
-		if p, _ := r.rec(h &^ kernelFlag); p != nil && now > p.kStop {
+	if h&KernelFlag != 0 {
+		if p, _ := r.rec(h &^ KernelFlag); p != nil && now > p.kStop {
 			p.kStop = now
 			r.dirty = true
 		}
@@ -382,8 +331,8 @@ func (r *Recorder) Stop(h Handle, now int64) {
 func (r *Recorder) Record(h Handle, state int32, transSize uint64, pTimer uint64, now int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if h&kernelFlag != 0 {
-		p, _ := r.rec(h &^ kernelFlag)
+	if h&KernelFlag != 0 {
+		p, _ := r.rec(h &^ KernelFlag)
 		if p == nil || state != StateKernelChStop || pTimer == 0 {
 			return
 		}

@@ -178,9 +178,9 @@ func TestRecorderIgnoresHandlesItDidNotGive(t *testing.T) {
 	r.Stop(step, 9)
 	r.Stop(op, 10)
 	r.Stop(Handle(1<<40), 11)
-	r.Stop(kernelFlag|Handle(1<<40), 11)
+	r.Stop(KernelFlag|Handle(1<<40), 11)
 	r.Record(Handle(1<<40), StateProxyStepSendWait, 1, 0, 12)
-	r.Record(kernelFlag|Handle(1<<40), StateKernelChStop, 0, 1, 12)
+	r.Record(KernelFlag|Handle(1<<40), StateKernelChStop, 0, 1, 12)
 	r.Stop(call, 8)
 	require.NoError(t, r.Finalize(cx))
 
