@@ -308,6 +308,20 @@ func TestPluginRecordsTwoRanksOfTwoCommunicators(t *testing.T) {
 	require.Len(t, parts, 2)
 	var merged bytes.Buffer
 	require.NoError(t, traces.MergeCallFiles(&merged, parts))
+	// The job's communicators, from the parts' metadata (the merged file
+	// keeps the first part's only).
+	var metas []map[string]string
+	for _, p := range parts {
+		_, info := readCalls(t, p)
+		metas = append(metas, info.Metadata)
+	}
+	jobComms, err := profiler.JobComms(parts, metas)
+	require.NoError(t, err)
+	assert.Equal(t, []profiler.JobComm{
+		{Comm: 0xa0000000a1, Name: "world", Ranks: []int32{0, 1}},
+		{Comm: 0xb0000000b0, Name: "solo", Ranks: []int32{0}},
+		{Comm: 0xb0000000b1, Name: "solo", Ranks: []int32{1}},
+	}, jobComms)
 	out := filepath.Join(t.TempDir(), "job.parquet")
 	require.NoError(t, os.WriteFile(out, merged.Bytes(), 0o644))
 	rows, _ := readCalls(t, out)
