@@ -39,7 +39,8 @@
 //     [P2PCall], so that a send and its receive share a number. The global
 //     rank of the process (RANK, OMPI_COMM_WORLD_RANK, PMIX_RANK or
 //     SLURM_PROCID) names the file and is in its metadata with each
-//     communicator's rank ([MetaComms]).
+//     communicator's rank ([MetaComms]); [JobComms] gathers the job's
+//     communicators from the metadata of all its processes' files.
 //   - With TWINCCL_PROFILER_PROXY=1, proxy steps (network sends and
 //     receives of the proxy thread) go to an event trace beside the call
 //     trace: primitive "proxySend" or "proxyRecv", the step, its bytes,
