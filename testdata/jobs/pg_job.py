@@ -163,8 +163,11 @@ def main():
     torch.cuda.set_device(local)
     device = torch.device("cuda", local)
     # device_id makes the world communicator eager, so that split_group can
-    # split it (ncclCommSplit).
-    dist.init_process_group("nccl", init_method="env://", rank=rank, world_size=world, device_id=device)
+    # split it (ncclCommSplit); PyTorch before 2.3 has no device_id.
+    try:
+        dist.init_process_group("nccl", init_method="env://", rank=rank, world_size=world, device_id=device)
+    except TypeError:
+        dist.init_process_group("nccl", init_method="env://", rank=rank, world_size=world)
     try:
         if args.topo_only:
             x = torch.ones(1, device=device)
