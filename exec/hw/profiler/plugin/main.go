@@ -13,7 +13,7 @@ package main
 
 /*
 #cgo CFLAGS: -O2 -Wall
-#cgo LDFLAGS: -ldl
+#cgo LDFLAGS: -ldl -lpthread
 #include <stdint.h>
 #include <stdlib.h>
 #include "event.h"

@@ -6,6 +6,7 @@
 
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,9 +16,10 @@
 #include "abi.h"
 #include "_cgo_export.h"
 
-static twp_logger ncclLogger;   // NCCL's logger (versions 4 and 5)
+static twp_logger ncclLogger;   // NCCL's logger (versions 4 and 5), set atomically
 static pid_t initPid;           // the process that initialised the plugin
-static int pinned, atExitSet;
+static int ncclDebugSet;        // NCCL_DEBUG was set at the first init
+static pthread_once_t setupOnce = PTHREAD_ONCE_INIT;
 
 static inline int64_t nowNs(void) {
   struct timespec ts;
@@ -30,8 +32,9 @@ static inline uint64_t toU64(void* p) { return (uint64_t)(uintptr_t)p; }
 // twpLogMsg reports through NCCL's logger; a warning also goes to stderr
 // when NCCL_DEBUG is not set (NCCL then prints no warning at all).
 void twpLogMsg(int level, char* msg) {
-  if (ncclLogger) ncclLogger(level, twpLogSubsysInit, __FILE__, __LINE__, "%s", msg);
-  if (level == twpLogWarn && (ncclLogger == NULL || getenv("NCCL_DEBUG") == NULL)) fprintf(stderr, "%s\n", msg);
+  twp_logger log = __atomic_load_n(&ncclLogger, __ATOMIC_ACQUIRE);
+  if (log) log(level, twpLogSubsysInit, __FILE__, __LINE__, "%s", msg);
+  if (level == twpLogWarn && (log == NULL || !ncclDebugSet)) fprintf(stderr, "%s\n", msg);
 }
 
 // pinSelf keeps the library mapped for the life of the process: NCCL
@@ -39,8 +42,7 @@ void twpLogMsg(int level, char* msg) {
 // runtime cannot be unloaded (its threads would run unmapped code).
 static void pinSelf(void) {
   Dl_info info;
-  if (pinned || !dladdr((void*)pinSelf, &info) || info.dli_fname == NULL) return;
-  if (dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE) != NULL) pinned = 1;
+  if (dladdr((void*)pinSelf, &info) && info.dli_fname != NULL) dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
 }
 
 // atExit writes what communicators never finalized recorded; a forked
@@ -49,12 +51,20 @@ static void atExit(void) {
   if (getpid() == initPid) twpGoAtExit();
 }
 
+// setup runs once, at the first init (NCCL may initialise communicators
+// from several threads at once). The environment is read here only:
+// getenv races with an application's setenv.
+static void setup(void) {
+  initPid = getpid();
+  ncclDebugSet = getenv("NCCL_DEBUG") != NULL;
+  pinSelf();
+  atexit(atExit);
+}
+
 static twp_result initCommon(int version, void** context, int* mask, uint64_t comm, const char* name,
                              int nNodes, int nranks, int rank, twp_logger logfn) {
-  if (logfn) ncclLogger = logfn;
-  if (initPid == 0) initPid = getpid();
-  pinSelf();
-  if (!atExitSet) atExitSet = (atexit(atExit) == 0);
+  if (logfn) __atomic_store_n(&ncclLogger, logfn, __ATOMIC_RELEASE);
+  pthread_once(&setupOnce, setup);
   uint64_t ctx = 0;
   int m = 0;
   int rc = twpGoInit(version, comm, (char*)(name ? name : ""), nNodes, nranks, rank, &ctx, &m);
