@@ -46,9 +46,10 @@
 //     trace: primitive "proxySend" or "proxyRecv", the step, its bytes,
 //     its start, when its data was there (data_ns) and its end.
 //
-// The traces are written atomically (internal/atomicfile) each time a
-// communicator is finalized, whole (all communicators of the process), and
-// at process exit if anything changed since. Memory is bounded: at most
+// The traces are written atomically (internal/atomicfile), whole (all
+// communicators of the process), when a communicator is finalized and
+// something was recorded since the last write, at the last communicator's
+// finalize, and at process exit if anything changed since. Memory is bounded: at most
 // TWINCCL_PROFILER_MAX_EVENTS events are kept (152 bytes each); past
 // it calls are dropped, with one warning through NCCL's logger, and the
 // trace counts them ([MetaDropped]). A missing or unusable

@@ -363,7 +363,10 @@ func (r *Recorder) Record(h Handle, state int32, transSize uint64, pTimer uint64
 
 // Finalize closes a communicator's context and writes the process's
 // traces with everything recorded so far (every communicator's calls: the
-// file is the process's, rewritten whole at each finalize).
+// file is the process's, rewritten whole). It writes when something was
+// recorded since the last write, and at the last communicator's finalize:
+// a job tearing down many communicators at once writes twice, not once
+// per communicator.
 func (r *Recorder) Finalize(cx Context) error {
 	r.mu.Lock()
 	c, _ := r.ctx(cx)
@@ -372,7 +375,17 @@ func (r *Recorder) Finalize(cx Context) error {
 		return fmt.Errorf("twinccl profiler: finalize of an unknown context %d", cx)
 	}
 	c.finalized = true
+	write := r.dirty
+	if !write {
+		write = true
+		for _, o := range r.ctxs {
+			write = write && o.finalized
+		}
+	}
 	r.mu.Unlock()
+	if !write {
+		return nil
+	}
 	return r.Write()
 }
 

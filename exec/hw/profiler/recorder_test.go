@@ -270,3 +270,28 @@ func TestRecorderCapKeepsNumbering(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, fi.ModTime(), fi2.ModTime())
 }
+
+// A teardown of many communicators writes when there is something new and
+// at the last finalize, not once per communicator.
+func TestRecorderFinalizeWritesOnlyWhatChanged(t *testing.T) {
+	r, _ := newTestRecorder(t)
+	var cxs []Context
+	for c := range 3 {
+		cx := r.Init(5, uint64(0x40+c), "", 1, 1, 0)
+		h := r.Start(cx, &Event{Type: TypeColl, Func: "AllReduce", HostNs: 10})
+		r.Stop(h, 20)
+		cxs = append(cxs, cx)
+	}
+	path := r.Config().CallPath()
+	require.NoError(t, r.Finalize(cxs[0]))
+	_, info := readRows(t, path)
+	assert.Contains(t, info.Metadata[MetaComms], `"comm":"0x41","rank":0,"nranks":1,"nnodes":1,"global_rank":-1,"finalized":false`)
+	require.NoError(t, os.Remove(path))
+	require.NoError(t, r.Finalize(cxs[1]))
+	_, err := os.Stat(path)
+	assert.True(t, os.IsNotExist(err), "nothing new, not the last: no write")
+	require.NoError(t, r.Finalize(cxs[2]))
+	rows, info := readRows(t, path)
+	assert.Len(t, rows, 3)
+	assert.NotContains(t, info.Metadata[MetaComms], `"finalized":false`, "the last finalize writes every communicator finalized")
+}
