@@ -64,6 +64,27 @@ type record struct {
 	isSend   bool
 }
 
+// recordSlab holds the records in fixed blocks: growing it copies nothing
+// (a slice would move every record at each doubling, and hold two copies
+// for a while), and a record stays where it is.
+type recordSlab struct {
+	blocks [][]record
+	n      int
+}
+
+const slabBlock = 4096 // records per block
+
+func (s *recordSlab) at(i int32) *record { return &s.blocks[i/slabBlock][i%slabBlock] }
+
+// grow adds a zero record and returns it.
+func (s *recordSlab) grow() *record {
+	if s.n%slabBlock == 0 {
+		s.blocks = append(s.blocks, make([]record, slabBlock))
+	}
+	s.n++
+	return s.at(int32(s.n - 1))
+}
+
 // Recorder keeps the events of every communicator of the process and
 // writes them as one call trace (and, with proxy steps, one event trace).
 // It is safe for concurrent use: NCCL calls from application threads and
@@ -74,7 +95,7 @@ type Recorder struct {
 
 	mu       sync.Mutex
 	ctxs     []*commCtx
-	recs     []record
+	recs     recordSlab
 	names    []string
 	nameIdx  map[string]uint16
 	rawNames [numNameKinds]map[string]uint16 // NCCL's names, by kind, to interned trace names
@@ -126,10 +147,10 @@ func (r *Recorder) ctx(c Context) (*commCtx, int32) {
 // rec returns the record behind handle h (a plain record handle), or nil.
 func (r *Recorder) rec(h Handle) (*record, int32) {
 	h &^= NoStopFlag
-	if h == 0 || h&KernelFlag != 0 || uint64(h) > uint64(len(r.recs)) {
+	if h == 0 || h&KernelFlag != 0 || uint64(h) > uint64(r.recs.n) {
 		return nil, -1
 	}
-	return &r.recs[h-1], int32(h - 1)
+	return r.recs.at(int32(h - 1)), int32(h - 1)
 }
 
 // Kinds of NCCL names, each converted to the trace's by its own rule.
@@ -178,7 +199,7 @@ func (r *Recorder) intern(s string) uint16 {
 
 // add appends a record unless the cap is reached, warning once.
 func (r *Recorder) add(rec record) Handle {
-	if len(r.recs) >= r.cfg.MaxEvents {
+	if r.recs.n >= r.cfg.MaxEvents {
 		r.dropped++
 		if !r.warned {
 			r.warned = true
@@ -187,9 +208,9 @@ func (r *Recorder) add(rec record) Handle {
 		}
 		return 0
 	}
-	r.recs = append(r.recs, rec)
+	*r.recs.grow() = rec
 	r.dirty = true
-	return Handle(len(r.recs))
+	return Handle(r.recs.n)
 }
 
 // Start records the start of an event and returns its handle (0 for an

@@ -35,14 +35,14 @@ func (r *Recorder) snapshotLocked() snapshot {
 	// Latest end among each call's proxy operations, for calls without
 	// kernel channel times.
 	childEnd := map[int32]int64{}
-	for i := range r.recs {
-		p := &r.recs[i]
+	for i := range r.recs.n {
+		p := r.recs.at(int32(i))
 		if p.typ == TypeProxyOp && p.parent >= 0 && p.stop > childEnd[p.parent] {
 			childEnd[p.parent] = p.stop
 		}
 	}
-	for i := range r.recs {
-		p := &r.recs[i]
+	for i := range r.recs.n {
+		p := r.recs.at(int32(i))
 		switch p.typ {
 		case TypeColl, TypeP2p:
 			row, ok := r.callRow(int32(i), p, childEnd)
@@ -94,14 +94,14 @@ func (r *Recorder) callRow(i int32, p *record, childEnd map[int32]int64) (traces
 // stepRow is a proxy step as an event row: a network send or receive of
 // one step on a channel, "proxySend" or "proxyRecv".
 func (r *Recorder) stepRow(p *record) (traces.EventRow, bool) {
-	op := &r.recs[p.parent]
+	op := r.recs.at(p.parent)
 	if p.stop == 0 || p.stop < p.start {
 		return traces.EventRow{}, false
 	}
 	row := traces.EventRow{Channel: op.channel, SendPeer: -1, RecvPeer: -1, Step: int64(p.step), Bytes: p.bytes,
 		StartNs: p.start, EndNs: p.stop, Source: traces.SourceHW, Rank: op.rank, Comm: r.ctxs[op.ctx].hash, Call: -1}
 	if op.parent >= 0 {
-		call := &r.recs[op.parent]
+		call := r.recs.at(op.parent)
 		row.Comm, row.Call, row.Rank, row.Protocol = call.comm, call.call, call.rank, r.names[call.proto]
 	}
 	if op.isSend {
