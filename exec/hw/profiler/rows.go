@@ -4,13 +4,16 @@ import (
 	"github.com/twinccl/twinccl/traces"
 )
 
-// snapshot is what one write of the traces holds.
+// snapshot is what one write of the traces takes under the lock at once:
+// how many records it covers, and what its metadata says. Rows are then
+// made a batch at a time (writeBatch), so that a write never holds every
+// row in memory.
 type snapshot struct {
-	calls      []traces.CallRow
-	events     []traces.EventRow
+	n          int                // records covered
+	childEnd   map[int32]int64    // latest end of each call's proxy operations
+	unfinished map[int32]struct{} // calls without an end: left out, counted
 	comms      []CommMeta
 	dropped    int64
-	incomplete int64
 	apiLevel   int
 }
 
@@ -25,35 +28,25 @@ type CommMeta struct {
 	Finalized  bool   `json:"finalized"`
 }
 
-// snapshotLocked turns the records into rows. Calls take their times from
+// snapshotLocked fixes what a write covers. Calls take their times from
 // their kernel channels where NCCL reported them (the GPU's clock moved to
 // the host's by the communicator's offset), else from the host's view of
 // the kernel channels, else from the host events of the call and of its
-// proxy operations. A call that never ended is left out and counted.
+// proxy operations. A call that has not ended is left out and counted.
 func (r *Recorder) snapshotLocked() snapshot {
-	s := snapshot{dropped: r.dropped, apiLevel: r.apiLevel}
-	// Latest end among each call's proxy operations, for calls without
-	// kernel channel times.
-	childEnd := map[int32]int64{}
-	for i := range r.recs.n {
+	s := snapshot{n: r.recs.n, childEnd: map[int32]int64{}, unfinished: map[int32]struct{}{},
+		dropped: r.dropped, apiLevel: r.apiLevel}
+	for i := range s.n {
 		p := r.recs.at(int32(i))
-		if p.typ == TypeProxyOp && p.parent >= 0 && p.stop > childEnd[p.parent] {
-			childEnd[p.parent] = p.stop
+		if p.typ == TypeProxyOp && p.parent >= 0 && p.stop > s.childEnd[p.parent] {
+			s.childEnd[p.parent] = p.stop
 		}
 	}
-	for i := range r.recs.n {
+	for i := range s.n {
 		p := r.recs.at(int32(i))
-		switch p.typ {
-		case TypeColl, TypeP2p:
-			row, ok := r.callRow(int32(i), p, childEnd)
-			if !ok {
-				s.incomplete++
-				continue
-			}
-			s.calls = append(s.calls, row)
-		case TypeProxyStep:
-			if row, ok := r.stepRow(p); ok {
-				s.events = append(s.events, row)
+		if p.typ == TypeColl || p.typ == TypeP2p {
+			if _, ok := r.callRow(int32(i), p, s.childEnd); !ok {
+				s.unfinished[int32(i)] = struct{}{}
 			}
 		}
 	}
@@ -62,6 +55,39 @@ func (r *Recorder) snapshotLocked() snapshot {
 			NNodes: c.nNodes, GlobalRank: r.cfg.GlobalRank, Finalized: c.finalized})
 	}
 	return s
+}
+
+// callRows appends the call rows of records lo..hi-1 of s to rows.
+func (r *Recorder) callRows(s *snapshot, lo, hi int, rows []traces.CallRow) []traces.CallRow {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := lo; i < hi; i++ {
+		p := r.recs.at(int32(i))
+		if p.typ != TypeColl && p.typ != TypeP2p {
+			continue
+		}
+		if _, skip := s.unfinished[int32(i)]; skip {
+			continue
+		}
+		if row, ok := r.callRow(int32(i), p, s.childEnd); ok {
+			rows = append(rows, row)
+		}
+	}
+	return rows
+}
+
+// stepRows appends the proxy steps of records lo..hi-1 to rows.
+func (r *Recorder) stepRows(lo, hi int, rows []traces.EventRow) []traces.EventRow {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := lo; i < hi; i++ {
+		if p := r.recs.at(int32(i)); p.typ == TypeProxyStep {
+			if row, ok := r.stepRow(p); ok {
+				rows = append(rows, row)
+			}
+		}
+	}
+	return rows
 }
 
 func (r *Recorder) callRow(i int32, p *record, childEnd map[int32]int64) (traces.CallRow, bool) {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"runtime/debug"
 	"slices"
 	"strconv"
 
@@ -27,6 +28,11 @@ const (
 // ClockNote is MetaClock's value: what the times of the trace are.
 const ClockNote = "CLOCK_MONOTONIC ns of the host (plugin's clock); kernel times are the GPU's %globaltimer moved to it by the smallest host-minus-GPU time the plugin saw on each communicator"
 
+// writeBatch is the number of records turned into rows at a time, and the
+// rows of a row group: it bounds a write's buffers inside the
+// application's process (traces' default row group is 128K rows).
+const writeBatch = 16 << 10
+
 func hex(v uint64) string { return "0x" + strconv.FormatUint(v, 16) }
 
 // Write writes the process's traces with everything recorded so far,
@@ -43,15 +49,20 @@ func (r *Recorder) Write() error {
 	if err != nil {
 		return err
 	}
-	opt := traces.WriterOptions{Metadata: meta}
+	opt := traces.WriterOptions{Metadata: meta, RowGroupRows: writeBatch}
+	defer debug.FreeOSMemory() // a write's buffers are garbage after it: give them back
 	if err := atomicfile.Write(r.cfg.CallPath(), func(w io.Writer) error {
 		cw, err := traces.NewCallWriter(w, opt)
 		if err != nil {
 			return err
 		}
-		if err := cw.Append(s.calls...); err != nil {
-			cw.Close()
-			return err
+		var rows []traces.CallRow
+		for lo := 0; lo < s.n; lo += writeBatch {
+			rows = r.callRows(&s, lo, min(lo+writeBatch, s.n), rows[:0])
+			if err := cw.Append(rows...); err != nil {
+				cw.Close()
+				return err
+			}
 		}
 		return cw.Close()
 	}); err != nil {
@@ -66,9 +77,13 @@ func (r *Recorder) Write() error {
 		if err != nil {
 			return err
 		}
-		if err := ew.Append(s.events...); err != nil {
-			ew.Close()
-			return err
+		var rows []traces.EventRow
+		for lo := 0; lo < s.n; lo += writeBatch {
+			rows = r.stepRows(lo, min(lo+writeBatch, s.n), rows[:0])
+			if err := ew.Append(rows...); err != nil {
+				ew.Close()
+				return err
+			}
 		}
 		return ew.Close()
 	}); err != nil {
@@ -103,7 +118,7 @@ func (r *Recorder) metadata(s *snapshot) (map[string]string, error) {
 	m := map[string]string{
 		MetaClock: ClockNote, MetaComms: string(cj), MetaHost: r.cfg.Host, MetaPID: strconv.Itoa(r.cfg.PID),
 		MetaAPI: fmt.Sprintf("v%d", s.apiLevel), MetaDropped: strconv.FormatInt(s.dropped, 10),
-		MetaIncomplete: strconv.FormatInt(s.incomplete, 10), traces.MetaNCCLEnv: string(env),
+		MetaIncomplete: strconv.Itoa(len(s.unfinished)), traces.MetaNCCLEnv: string(env),
 	}
 	if r.cfg.GlobalRank >= 0 {
 		m[MetaGlobalRank] = strconv.Itoa(int(r.cfg.GlobalRank))
