@@ -46,6 +46,9 @@ func TestPluginUnderNCCL(t *testing.T) {
 	plugin, _ := built(t)
 	real := filepath.Join(filepath.Dir(plugin), "realnccl")
 	realOnce.Do(func() {
+		if os.Getenv(envTestBin) != "" {
+			return // built beforehand
+		}
 		if out, err := exec.Command("cc", "-O2", "-Wall", "-o", real, "testdata/realnccl.c", "-ldl").CombinedOutput(); err != nil {
 			realErr = &exec.Error{Name: "cc", Err: err}
 			t.Logf("%s", out)

@@ -36,10 +36,22 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// EnvTestBin names a directory holding the plugin, fakenccl and realnccl
+// built beforehand (on a machine without Go or a C compiler, e.g. a GPU
+// machine: the test binary from "go test -c" then uses them):
+//
+//	make plugins
+//	cc -O2 -Iexec/hw/profiler/plugin -o bin/fakenccl exec/hw/profiler/testdata/fakenccl.c -ldl -lpthread
+//	cc -O2 -o bin/realnccl exec/hw/profiler/testdata/realnccl.c -ldl
+const envTestBin = "TWINCCL_PROFILER_TESTBIN"
+
 // built returns the plugin and fakenccl, building them the first time;
 // the test is skipped where there is no C compiler (the plugin is C ABI).
 func built(t testing.TB) (plugin, driver string) {
 	t.Helper()
+	if dir := os.Getenv(envTestBin); dir != "" {
+		return filepath.Join(dir, "libnccl-profiler-twinccl.so"), filepath.Join(dir, "fakenccl")
+	}
 	for _, tool := range []string{"go", "cc"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Skipf("not supported: no %s to build the plugin and its NCCL stand-in", tool)
