@@ -16,13 +16,23 @@ LAZY      := -ldflags='-extldflags=-Wl,-z,lazy -X main.revision=$(REVISION)'
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 PURE_PKGS := ./model/... ./search/... ./exec/sim/... ./traces/... ./cmd/replay/...
 
-.PHONY: all build demo test unit lint bench fuzz clean accuracy
+.PHONY: all build plugins demo test unit lint bench fuzz clean accuracy
 
 all: build
 
 build:
 	CGO_ENABLED=0 $(GO) build -ldflags='-X main.revision=$(REVISION)' -o $(BIN)/replay ./cmd/replay
 	$(GO) build $(LAZY) -o $(BIN)/run ./cmd/run
+
+# NCCL plugins built from this repository: the profiler plugin, loaded by
+# NCCL 2.23+ through NCCL_PROFILER_PLUGIN=$(BIN)/libnccl-profiler-twinccl.so
+# (docs/guide/profiler.md). -z nodelete: NCCL dlcloses its profiler, and a
+# Go runtime cannot be unloaded. go build also writes a C header beside the
+# library, which nothing uses.
+plugins:
+	CGO_ENABLED=1 $(GO) build -buildmode=c-shared -ldflags='-s -w -extldflags=-Wl,-z,nodelete' \
+		-o $(BIN)/libnccl-profiler-twinccl.so ./exec/hw/profiler/plugin
+	rm -f $(BIN)/libnccl-profiler-twinccl.h
 
 # The main job on the embedded default topology (our 2x H200 machine): the
 # predicted AllReduce sweep and NCCL's choice (algorithm, protocol, channels)
