@@ -76,7 +76,7 @@ bench:
 FUZZ_TARGETS := ./model:FuzzParseTopology:40000 ./model:FuzzDecodeProgram:60000 \
 	./model:FuzzParseProgramText:50000 ./traces:FuzzParseNCCLLog:50000 \
 	./traces:FuzzOpenEventTrace:10000 ./traces:FuzzImportChakra:20000 \
-	./traces:FuzzImportKineto:10000 ./traces:FuzzImportNCCLLog:6000
+	./traces:FuzzImportKineto:10000 ./traces:FuzzImportNCCLLog:6000 ./model:FuzzParseRanks:20000
 # Issue 51: every wire protocol (bootstrap, proxy, socket headers, IB control
 # and FIFO frames, software verbs) and every input file (call traces,
 # calibrations, run gpu --json), a few seconds each.

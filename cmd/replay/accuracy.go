@@ -282,11 +282,9 @@ func openEntry(root string, e manifest.Entry) (*accInput, error) {
 		return nil, err
 	}
 	in.Path = e.Path
-	a := &accInput{entry: e, in: in, topo: e.ReportOption("topo"), nodes: 1, settings: map[string]string{}}
-	if v := e.ReportOption("nodes"); v != "" {
-		if a.nodes, err = strconv.Atoi(v); err != nil || a.nodes < 1 {
-			return nil, fmt.Errorf("report option nodes=%s", v)
-		}
+	a := &accInput{entry: e, in: in, topo: e.ReportOption("topo"), settings: map[string]string{}}
+	if a.nodes, err = reportNodes(e); err != nil {
+		return nil, err
 	}
 	for k, v := range in.NCCLEnv {
 		if k != "NCCL_VERSION" {
@@ -440,13 +438,27 @@ func parallel(n int, do func(i int)) {
 // table) as its report options say: replay calibrate's table options, on
 // topo= (embedded: the default topology), with calib= (default: the
 // embedded h200.json, the default calibration of sm90).
+// reportNodes is an entry's nodes= option: the hosts of one topology a
+// table or recording ran on (1 without it).
+func reportNodes(e manifest.Entry) (int, error) {
+	v := e.ReportOption("nodes")
+	if v == "" {
+		return 1, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > model.MaxClusterNodes {
+		return 0, fmt.Errorf("report option nodes=%s: want a number of hosts from 1 to %d", v, model.MaxClusterNodes)
+	}
+	return n, nil
+}
+
 func compareTable(root string, e manifest.Entry) (accTable, error) {
 	fail := func(err error) (accTable, error) {
 		return accTable{}, fmt.Errorf("%s (%s:%d): %w", e.Path, manifest.Path, e.Line, err)
 	}
 	spec := []string{filepath.Join(root, filepath.FromSlash(e.Path))}
 	for _, kv := range e.ReportOptions() {
-		if k, _, _ := strings.Cut(kv, "="); k != "topo" && k != "calib" {
+		if k, _, _ := strings.Cut(kv, "="); k != "topo" && k != "calib" && k != "nodes" {
 			spec = append(spec, kv)
 		}
 	}
@@ -458,7 +470,11 @@ func compareTable(root string, e manifest.Entry) (accTable, error) {
 	if err != nil {
 		return fail(err)
 	}
-	res, err := sim.SearchTable(el, topo, 1, tb)
+	nodes, err := reportNodes(e)
+	if err != nil {
+		return fail(err)
+	}
+	res, err := sim.SearchTable(el, topo, nodes, tb)
 	if err != nil {
 		return fail(err)
 	}

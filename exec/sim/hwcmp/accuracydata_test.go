@@ -550,13 +550,19 @@ func measureTable(root string, e manifest.Entry, acc *accAccumulator, cc *accCal
 		opts = strings.Split(o, ",")
 	}
 	spec := []string{filepath.Join(root, filepath.FromSlash(e.Path))}
-	topo, calib := "", sim.DefaultCalibName
+	topo, calib, nodes := "", sim.DefaultCalibName, 1
 	for _, kv := range opts {
 		switch k, v, _ := strings.Cut(kv, "="); k {
 		case "topo":
 			topo = v
 		case "calib":
 			calib = v
+		case "nodes":
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 {
+				return fmt.Errorf("report option nodes=%s", v)
+			}
+			nodes = n
 		default:
 			spec = append(spec, kv)
 		}
@@ -573,7 +579,7 @@ func measureTable(root string, e manifest.Entry, acc *accAccumulator, cc *accCal
 	if err != nil {
 		return err
 	}
-	return addTable(el, name, 1, tb, c, e, acc)
+	return addTable(el, name, nodes, tb, c, e, acc)
 }
 
 // addTable simulates table tb on the topology el (named name) of nodes
