@@ -131,7 +131,8 @@ func (s *Simulator) Generator(c Call) (*model.ProgGen, CallResult, error) {
 	if int(c.Coll) >= model.NumTunedCollectives || c.Coll < 0 {
 		return nil, cr, fmt.Errorf("sim: %s is not simulated (collectives: broadcast, reduce, allgather, reducescatter, allreduce, alltoall, sendrecv)", c.Coll)
 	}
-	ch, err := s.Search.Tuning.Choose(c.Coll, c.Count, c.Dtype.Size())
+	ch, err := s.Search.Tuning.ChooseCall(search.Call{Coll: c.Coll, Count: c.Count, TypeSize: c.Dtype.Size(),
+		ScaledReduce: c.Op == model.RedAvg, NVLSUnsupported: !model.NVLSSupported(c.Op, c.Dtype)})
 	if err != nil {
 		return nil, cr, fmt.Errorf("sim: %w", err)
 	}
@@ -140,6 +141,9 @@ func (s *Simulator) Generator(c Call) (*model.ProgGen, CallResult, error) {
 	if c.Algo >= 0 || c.Proto >= 0 {
 		if c.Algo >= 0 {
 			algo = c.Algo
+			if c.Proto < 0 {
+				proto = bestProto(ch, algo, proto)
+			}
 		}
 		if c.Proto >= 0 {
 			proto = c.Proto
@@ -150,6 +154,9 @@ func (s *Simulator) Generator(c Call) (*model.ProgGen, CallResult, error) {
 				cr.TunerUs = float64(v)
 			}
 			nch = s.Search.Plan.NChannels
+			if (algo == model.AlgoNVLS || algo == model.AlgoNVLSTree) && s.Search.Plan.NVLSChannels > 0 {
+				nch = s.Search.Plan.NVLSChannels // topoGetAlgoInfo's nvlsChannels
+			}
 		}
 	}
 	if c.NChannels > 0 {
@@ -167,7 +174,7 @@ func (s *Simulator) Generator(c Call) (*model.ProgGen, CallResult, error) {
 		genAlgo = model.AlgoRing
 	}
 	if !model.CollAllowed(c.Coll, genAlgo, proto) {
-		return nil, cr, fmt.Errorf("sim: %s with %s/%s has no Program (ring for every collective, tree for AllReduce)", c.Coll, algo, proto)
+		return nil, cr, fmt.Errorf("sim: %s with %s/%s has no Program (%s)", c.Coll, algo, proto, ProgramAlgorithms)
 	}
 	nch = max(nch, 1)
 	// NCCL's block size for what runs: the tuner's size on the channels used
@@ -180,6 +187,21 @@ func (s *Simulator) Generator(c Call) (*model.ProgGen, CallResult, error) {
 	cr.Algo, cr.Proto = algo, proto
 	cr.NChannels = len(g.Channels())
 	return g, cr, nil
+}
+
+// ProgramAlgorithms says which algorithms have Programs, for messages.
+const ProgramAlgorithms = "Ring for every collective; Tree, NVLS and NVLSTree for AllReduce; NVLS and PAT (two ranks) for AllGather and ReduceScatter; all with Simple, Ring and Tree with LL and LL128 too"
+
+// bestProto is the protocol the tuner's costs rate best for algo (NCCL
+// with NCCL_ALGO alone set): the cheapest costed one, else def.
+func bestProto(ch search.Choice, algo model.Algorithm, def model.Protocol) model.Protocol {
+	best, bestCost := def, float32(-1)
+	for p := model.Protocol(0); p < model.NumProtocols; p++ {
+		if v := ch.Costs[algo][p]; v >= 0 && (bestCost < 0 || v < bestCost) {
+			best, bestCost = p, v
+		}
+	}
+	return best
 }
 
 // p2pProgram generates the Program of an AlltoAll (Count elements per
@@ -284,7 +306,9 @@ func (s *Simulator) RunRecord(c Call, rec func(*SliceEvent)) (CallResult, error)
 		return cr, err
 	}
 	var r *Result
-	if s.wantFast(func() int64 { return estimateSlices(g) }) {
+	// NVLS Programs run step-accurate: the fast mode's folding maps
+	// point-to-point routes only, not the NVSwitch's (nvls.go).
+	if nvls := cr.Algo == model.AlgoNVLS || cr.Algo == model.AlgoNVLSTree; !nvls && s.wantFast(func() int64 { return estimateSlices(g) }) {
 		f, why := s.Machine.fold(g)
 		switch {
 		case f != nil:

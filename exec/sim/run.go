@@ -271,6 +271,7 @@ type Result struct {
 type runner struct {
 	m      *Machine
 	p      *model.Program
+	nvls   bool // p is an NVLS or NVLS tree Program (nvls.go)
 	c      *Calib
 	pc     *ProtoCalib
 	q      queue
@@ -542,7 +543,8 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 	if p.NRanks != m.Cluster.NRanks {
 		return nil, fmt.Errorf("sim: program has %d ranks, the machine %d", p.NRanks, m.Cluster.NRanks)
 	}
-	x := &runner{m: m, p: p, c: m.calib, esize: int64(p.Dtype.Size()), credits: uint64(p.Credits), rec: rec, gen: gen, proto: p.Proto}
+	x := &runner{m: m, p: p, c: m.calib, esize: int64(p.Dtype.Size()), credits: uint64(p.Credits), rec: rec, gen: gen, proto: p.Proto,
+		nvls: p.Algo == model.AlgoNVLS || p.Algo == model.AlgoNVLSTree}
 	if rec != nil {
 		x.steps = make([]int64, p.NRanks*max(p.NChannels, 1))
 	}
@@ -604,7 +606,7 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 			rt = routes[i]
 		} else {
 			var err error
-			if rt, err = m.route(int(cn.From), int(cn.To), int(cn.Channel)); err != nil {
+			if rt, err = m.connRoute(cn); err != nil {
 				return nil, err
 			}
 		}
@@ -689,6 +691,7 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 		perBlock[rc{p.Lanes[i].Rank, p.Lanes[i].Channel}]++
 	}
 	seen := map[rc]int{}
+	nvlsFrac := nvlsFracs(p)
 	for i := range p.Lanes {
 		l := &p.Lanes[i]
 		a, ac := &x.actors[i], &x.cold[i]
@@ -716,7 +719,9 @@ func (m *Machine) exec(p *model.Program, routes []*route, rec func(*SliceEvent),
 		if gen != nil {
 			ac.li = seen[k]
 		}
-		if n := perBlock[k]; n == 2 && p.Algo == model.AlgoTree { // reduce-up and broadcast-down groups (frac: sizeBlock)
+		if nvlsFrac != nil && nvlsFrac[i] > 0 { // NVLS groups (nvls.go)
+			ac.frac = nvlsFrac[i]
+		} else if n := perBlock[k]; n == 2 && p.Algo == model.AlgoTree { // reduce-up and broadcast-down groups (frac: sizeBlock)
 			ac.treeGroup = treeDown
 			if seen[k] == 0 {
 				ac.treeGroup = treeUp
@@ -995,6 +1000,9 @@ func (x *runner) wireBytes(n int64) int64 {
 // units is the memory traffic per data byte of a primitive call: its
 // loads and stores, plus the reduction's extra cost per extra source.
 func (x *runner) units(a *actor, ac *actorCold, k model.PrimKind, flags uint8) float64 {
+	if x.nvls {
+		return x.nvlsUnits(a, k)
+	}
 	srcs, dsts := 0, 0
 	recvSrcs, hostSrcs, remoteSrcs := 0, 0, 0
 	if k.Receives() {

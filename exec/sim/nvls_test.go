@@ -1,0 +1,106 @@
+package sim
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/twinccl/twinccl/model"
+	"github.com/twinccl/twinccl/search"
+)
+
+// topoFile is a topology of ../shared/topologies.
+func topoFile(name string) string {
+	return filepath.Join(repoRoot(), "..", "shared", "topologies", name)
+}
+
+// nvlsSearch runs the search with NVLS on (NCCL_NVLS_ENABLE=1).
+func nvlsSearch(t *testing.T, file string, nodes int) *search.Result {
+	t.Helper()
+	root, _, err := model.ReadTopologyFile(file)
+	if err != nil {
+		t.Skipf("topology not available: %v", err)
+	}
+	params, err := model.ParamsFromEnv(func(string) (string, bool) { return "", false })
+	require.NoError(t, err)
+	cl, err := model.LoadCluster(root, file, model.LoadOptions{Nodes: nodes, Params: params})
+	require.NoError(t, err)
+	opts := search.DefaultOptions()
+	opts.Search.NVLSEnable = true
+	res, err := search.Run(cl, opts)
+	require.NoError(t, err)
+	return res
+}
+
+// TestNVLSResourcesCarryTheSwitchTraffic runs an NVLS AllReduce on the 8x
+// H100 NVSwitch host and checks the switch's accounting: its reduction
+// carries every member's whole buffer once (8 x S), its multicast every
+// member's copy of the result (8 x S), each GPU's link into the switch
+// its contribution plus its one multicast store (S + S/8), each link out
+// of the switch the result share it reduced plus the copies it receives
+// (S/8 + S); and the call takes no less than the switch's reduction at
+// NCCL's nvlsEfficiency allows.
+func TestNVLSResourcesCarryTheSwitchTraffic(t *testing.T) {
+	res := nvlsSearch(t, topoFile("oci-bm-gpu-h100.8-h100x8-nvswitch-16x200g.xml"), 1)
+	require.True(t, res.Plan.NVLSSupport)
+	s := newSim(t, res, nil)
+	s.Loop = 0
+	const count = 16 << 20 // fp32 elements: 64 MiB
+	S := float64(count * 4)
+	cr, err := s.Run(Call{Coll: model.CollAllReduce, Count: count, Dtype: model.DtypeFP32, Op: model.RedSum, Algo: model.AlgoNVLS, Proto: -1})
+	require.NoError(t, err)
+	require.Equal(t, model.AlgoNVLS, cr.Algo)
+	require.Equal(t, model.ProtoSimple, cr.Proto)
+	bytes := cr.LinkBytesByName()
+	require.InDelta(t, 8*S, bytes["h0:NVLS-reduce"], 1)
+	require.InDelta(t, 8*S, bytes["h0:NVLS-multicast"], 1)
+	sys := s.Machine.Cluster.Nodes[0].System
+	var linkBW float64
+	for _, g := range sys.Nodes[model.GPU] {
+		up, down := 0.0, 0.0
+		for name, b := range bytes {
+			if name == "h0:"+g.Name()+"->"+sys.Nodes[model.NVS][0].Name() {
+				up = b
+			}
+			if name == "h0:"+sys.Nodes[model.NVS][0].Name()+"->"+g.Name() {
+				down = b
+			}
+		}
+		require.InDelta(t, S+S/8, up, S*1e-6, g.Name())
+		require.InDelta(t, S/8+S, down, S*1e-6, g.Name())
+		for _, l := range g.Links {
+			if l.Remote.Type == model.NVS {
+				linkBW += float64(l.BW)
+			}
+		}
+	}
+	eff := search.NVLSEfficiency(90)
+	require.InDelta(t, 0.85, eff, 1e-6)
+	floorUs := 8 * S / (eff * linkBW * 1e3) // the reduction's bytes at its bandwidth
+	require.Greater(t, cr.TimeUs, floorUs)
+}
+
+// TestNVLSNeedsHopperSwitch: only hosts with an NVSwitch and GPUs of
+// compute capability 9.0 or more get the switch's NVLS resources, and an
+// NVLS connection elsewhere is an error naming the host.
+func TestNVLSNeedsHopperSwitch(t *testing.T) {
+	for _, tc := range []struct {
+		file string
+		want bool
+	}{
+		{"oci-bm-gpu-h100.8-h100x8-nvswitch-16x200g.xml", true},
+		{"oci-bm-gpu4.8-a100-40g-x8-nvswitch-16x100g.xml", false}, // sm80
+		{"pcie-rtx4090x2-cx4-2x100g.xml", false},                  // no NVSwitch
+	} {
+		res := nvlsSearch(t, topoFile(tc.file), 1)
+		s := newSim(t, res, nil)
+		require.Len(t, s.Machine.nvlsRes, 1)
+		require.Equal(t, tc.want, s.Machine.nvlsRes[0].reduce >= 0, tc.file)
+		require.Equal(t, tc.want, res.Plan.NVLSSupport, tc.file)
+		if !tc.want {
+			_, err := s.Machine.connRoute(model.ProgConn{From: 0, To: 1, Kind: model.ConnNVLSReduce})
+			require.ErrorContains(t, err, "host 0 has no NVSwitch with NVLS")
+		}
+	}
+}
