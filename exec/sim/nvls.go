@@ -104,14 +104,13 @@ func (m *Machine) nvlsRoute(from, to int, kind model.ConnKind) (*route, error) {
 	if from < 0 || from >= len(m.rankNode) || to < 0 || to >= len(m.rankNode) {
 		return nil, fmt.Errorf("rank out of range")
 	}
+	// The sender's host's System holds both GPUs when they share its
+	// NVLink fabric (one host, or an MNNVL domain whose Systems are fused).
 	hi := m.rankNode[from]
-	if m.rankNode[to] != hi {
-		return nil, fmt.Errorf("ranks on different hosts (%d and %d): a multicast group stays within an NVSwitch", hi, m.rankNode[to])
-	}
 	s := m.Cluster.Nodes[hi].System
 	ga, gb := s.GPUByRank(from), s.GPUByRank(to)
 	if ga == nil || gb == nil {
-		return nil, fmt.Errorf("rank has no GPU on host %d", hi)
+		return nil, fmt.Errorf("ranks not in one NVLink domain (host %d sees only its own): a multicast group stays within an NVSwitch fabric", hi)
 	}
 	res := m.nvlsRes[hi]
 	if res.reduce < 0 {
