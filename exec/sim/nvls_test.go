@@ -1,7 +1,9 @@
 package sim
 
 import (
+	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -103,4 +105,41 @@ func TestNVLSNeedsHopperSwitch(t *testing.T) {
 			require.ErrorContains(t, err, "host 0 has no NVSwitch with NVLS")
 		}
 	}
+}
+
+// TestNVLSTreeCrossesTheNetworkOnce runs NVLSTree across two DGX H100
+// and checks where the bytes go: each host's switch reduces and
+// multicasts every member's whole buffer (8 x S each), and the tree
+// between the two hosts' heads carries the reduced buffer once each way
+// (S up to the root host, S back), through the NICs, as NCCL's NVLS tree
+// moves it; the links report the NVLS resources as kind NVLS.
+func TestNVLSTreeCrossesTheNetworkOnce(t *testing.T) {
+	res := nvlsSearch(t, filepath.Join(repoRoot(), "testdata", "xml", "dgx-h100-8x400g.xml"), 2)
+	require.True(t, res.Plan.NVLSSupport)
+	s := newSim(t, res, nil)
+	s.Loop = 0
+	const count = 4 << 20 // fp32 elements: 16 MiB
+	S := float64(count * 4)
+	cr, err := s.Run(Call{Coll: model.CollAllReduce, Count: count, Dtype: model.DtypeFP32, Op: model.RedSum, Algo: model.AlgoNVLSTree, Proto: -1})
+	require.NoError(t, err)
+	require.Equal(t, model.AlgoNVLSTree, cr.Algo)
+	var netOut, nvls float64
+	for _, l := range cr.Links {
+		switch {
+		case l.Type == "NVLS":
+			nvls += l.Bytes
+		case l.Type == model.LinkNET.String() && strings.HasPrefix(l.Name, "h0:NET"):
+			netOut += l.Bytes // links out of host 0's NET nodes
+		}
+	}
+	bytes := cr.LinkBytesByName()
+	for h := 0; h < 2; h++ {
+		require.InDelta(t, 8*S, bytes[fmt.Sprintf("h%d:NVLS-reduce", h)], 1, "host %d", h)
+		require.InDelta(t, 8*S, bytes[fmt.Sprintf("h%d:NVLS-multicast", h)], 1, "host %d", h)
+	}
+	require.InDelta(t, 32*S, nvls, 4)
+	// host 0's NET nodes carry one direction of its traffic: the tree of
+	// half the channels has host 0 as root, half host 1, so S/2 of the
+	// reduced buffer goes up and S/2 of the result comes down each way
+	require.InDelta(t, S, netOut, S*1e-6)
 }
