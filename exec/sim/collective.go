@@ -189,6 +189,13 @@ func (s *Simulator) Generator(c Call) (*model.ProgGen, CallResult, error) {
 	return g, cr, nil
 }
 
+// nvlsNotFolded is why NVLS and NVLSTree calls run step-accurate in the
+// fast mode: its folding maps point-to-point routes only, not the
+// NVSwitch's (nvls.go).
+const nvlsNotFolded = "NVLS: the fast mode folds point-to-point routes, not the NVSwitch's"
+
+func nvlsAlgo(a model.Algorithm) bool { return a == model.AlgoNVLS || a == model.AlgoNVLSTree }
+
 // ProgramAlgorithms says which algorithms have Programs, for messages.
 const ProgramAlgorithms = "Ring for every collective; Tree, NVLS and NVLSTree for AllReduce; NVLS and PAT (two ranks) for AllGather and ReduceScatter; all with Simple, Ring and Tree with LL and LL128 too"
 
@@ -306,9 +313,18 @@ func (s *Simulator) RunRecord(c Call, rec func(*SliceEvent)) (CallResult, error)
 		return cr, err
 	}
 	var r *Result
-	// NVLS Programs run step-accurate: the fast mode's folding maps
-	// point-to-point routes only, not the NVSwitch's (nvls.go).
-	if nvls := cr.Algo == model.AlgoNVLS || cr.Algo == model.AlgoNVLSTree; !nvls && s.wantFast(func() int64 { return estimateSlices(g) }) {
+	if nvlsAlgo(cr.Algo) && s.Mode != ModeAccurate {
+		r, err = s.Machine.RunGen(g, rec)
+		if err != nil {
+			return cr, fmt.Errorf("%s %s/%s count %d: %w", c.Coll, cr.Algo, cr.Proto, c.Count, err)
+		}
+		if s.wantFast(func() int64 { return estimateSlices(g) }) {
+			r.Fast = "step-accurate: " + nvlsNotFolded
+		}
+		cr.Result = r
+		return cr, nil
+	}
+	if s.wantFast(func() int64 { return estimateSlices(g) }) {
 		f, why := s.Machine.fold(g)
 		switch {
 		case f != nil:
@@ -396,9 +412,12 @@ func (s *Simulator) Fold(c Call) (bool, string, error) {
 		}
 		return true, a.describe(), nil
 	}
-	g, _, err := s.Generator(c)
+	g, cr, err := s.Generator(c)
 	if err != nil {
 		return false, "", err
+	}
+	if nvlsAlgo(cr.Algo) {
+		return false, nvlsNotFolded, nil
 	}
 	if f, _ := s.Machine.fold(g); f != nil {
 		return true, "ring fold", nil

@@ -143,3 +143,25 @@ func TestNVLSTreeCrossesTheNetworkOnce(t *testing.T) {
 	// reduced buffer goes up and S/2 of the result comes down each way
 	require.InDelta(t, S, netOut, S*1e-6)
 }
+
+// TestNVLSRunsStepAccurateInFastMode: the fast mode does not fold NVLS
+// (its folding maps point-to-point routes), says so, and gives the
+// step-accurate time.
+func TestNVLSRunsStepAccurateInFastMode(t *testing.T) {
+	res := nvlsSearch(t, topoFile("oci-bm-gpu-h100.8-h100x8-nvswitch-16x200g.xml"), 1)
+	call := Call{Coll: model.CollAllReduce, Count: 1 << 22, Dtype: model.DtypeFP32, Op: model.RedSum, Algo: model.AlgoNVLS, Proto: -1}
+	acc := newSim(t, res, nil)
+	acc.Mode = ModeAccurate
+	want, err := acc.Run(call)
+	require.NoError(t, err)
+	fast := newSim(t, res, nil)
+	fast.Mode = ModeFast
+	got, err := fast.Run(call)
+	require.NoError(t, err)
+	require.Equal(t, want.TimeUs, got.TimeUs)
+	require.Contains(t, got.Fast, "step-accurate: NVLS")
+	ok, why, err := fast.Fold(call)
+	require.NoError(t, err)
+	require.False(t, ok)
+	require.Contains(t, why, "NVLS")
+}
