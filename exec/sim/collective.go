@@ -142,7 +142,7 @@ func (s *Simulator) Generator(c Call) (*model.ProgGen, CallResult, error) {
 		if c.Algo >= 0 {
 			algo = c.Algo
 			if c.Proto < 0 {
-				proto = bestProto(ch, algo, proto)
+				proto = bestProto(ch, c.Coll, algo, proto)
 			}
 		}
 		if c.Proto >= 0 {
@@ -200,15 +200,28 @@ func nvlsAlgo(a model.Algorithm) bool { return a == model.AlgoNVLS || a == model
 const ProgramAlgorithms = "Ring for every collective; Tree, NVLS and NVLSTree for AllReduce; NVLS and PAT (two ranks) for AllGather and ReduceScatter; all with Simple, Ring and Tree with LL and LL128 too"
 
 // bestProto is the protocol the tuner's costs rate best for algo (NCCL
-// with NCCL_ALGO alone set): the cheapest costed one, else def.
-func bestProto(ch search.Choice, algo model.Algorithm, def model.Protocol) model.Protocol {
-	best, bestCost := def, float32(-1)
+// with NCCL_ALGO alone set): the cheapest costed one; when the tuner
+// costs none (the algorithm is not available here), the first one algo
+// has a Program with for coll, so that the generator says why; else def.
+func bestProto(ch search.Choice, coll model.Collective, algo model.Algorithm, def model.Protocol) model.Protocol {
+	best, bestCost := model.Protocol(-1), float32(-1)
 	for p := model.Protocol(0); p < model.NumProtocols; p++ {
 		if v := ch.Costs[algo][p]; v >= 0 && (bestCost < 0 || v < bestCost) {
 			best, bestCost = p, v
 		}
 	}
-	return best
+	if best >= 0 {
+		return best
+	}
+	if model.CollAllowed(coll, algo, def) {
+		return def
+	}
+	for p := model.Protocol(0); p < model.NumProtocols; p++ {
+		if model.CollAllowed(coll, algo, p) {
+			return p
+		}
+	}
+	return def
 }
 
 // p2pProgram generates the Program of an AlltoAll (Count elements per

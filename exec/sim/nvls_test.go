@@ -165,3 +165,20 @@ func TestNVLSRunsStepAccurateInFastMode(t *testing.T) {
 	require.False(t, ok)
 	require.Contains(t, why, "NVLS")
 }
+
+// TestForcedNVLSErrors: forcing NVLS where NCCL would not run it fails
+// with the reason.
+func TestForcedNVLSErrors(t *testing.T) {
+	a100 := newSim(t, nvlsSearch(t, topoFile("oci-bm-gpu4.8-a100-40g-x8-nvswitch-16x100g.xml"), 1), nil)
+	_, err := a100.Run(Call{Coll: model.CollAllReduce, Count: 1 << 20, Dtype: model.DtypeFP32, Algo: model.AlgoNVLS, Proto: -1})
+	require.ErrorContains(t, err, "NVLS needs NVSwitches and compute capability 9.0")
+	h100 := newSim(t, nvlsSearch(t, topoFile("oci-bm-gpu-h100.8-h100x8-nvswitch-16x200g.xml"), 1), nil)
+	_, err = h100.Run(Call{Coll: model.CollAllReduce, Count: 1 << 20, Dtype: model.DtypeInt8, Algo: model.AlgoNVLS, Proto: -1})
+	require.ErrorContains(t, err, "cannot reduce int8 with sum")
+	_, err = h100.Run(Call{Coll: model.CollBroadcast, Count: 1 << 20, Dtype: model.DtypeFP32, Algo: model.AlgoNVLS, Proto: -1})
+	require.ErrorContains(t, err, "has no Program")
+	// unforced, an int8 AllReduce is not NVLS: the tuner knows ncclNvlsSupported
+	cr, err := h100.Run(Call{Coll: model.CollAllReduce, Count: 256 << 20, Dtype: model.DtypeInt8, Algo: -1, Proto: -1})
+	require.NoError(t, err)
+	require.NotEqual(t, model.AlgoNVLS, cr.Algo)
+}
