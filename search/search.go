@@ -125,6 +125,9 @@ func (r *Result) Document() (Document, error) {
 		NCCL: NCCLVersion, Input: c.File, NRanks: c.NRanks, NNodes: r.Plan.NNodes, MNNVL: c.MNNVL,
 		Assumptions: Assumptions{NVLSEnableEnv: "0"},
 	}
+	if r.Plan.NVLSSupport {
+		d.Assumptions.NVLSSupport = 1
+	}
 	switch {
 	case r.Options.Search.NVLSForce:
 		d.Assumptions.NVLSEnableEnv = "1"
