@@ -1,6 +1,7 @@
 package model
 
 import (
+	"errors"
 	"fmt"
 )
 
@@ -410,6 +411,30 @@ func (p *Program) Validate() error {
 		if s, r := p.LaneSteps(int(senders[i]), true), p.LaneSteps(int(receivers[i]), false); s != r {
 			return fmt.Errorf("program: connection %d (channel %d, %d->%d): its sender lane %d ends at step %d, its receiver lane %d at step %d",
 				i, p.Conns[i].Channel, p.Conns[i].From, p.Conns[i].To, senders[i], s, receivers[i], r)
+		}
+	}
+	return nil
+}
+
+// ErrNeedsMulticast marks a Program that an executor without NVLS
+// multicast objects cannot run (twinccl's GPU interpreter: our GPU
+// machines must not create them).
+var ErrNeedsMulticast = errors.New("needs NVLS multicast objects")
+
+// PointToPoint reports, as an error wrapping ErrNeedsMulticast that names
+// the first one, whether p uses an NVLS connection or a switch reduction:
+// nil when every connection is point to point.
+func (p *Program) PointToPoint() error {
+	for i, c := range p.Conns {
+		if c.Kind.NVLS() {
+			return fmt.Errorf("program: connection %d (channel %d, %d->%d) is an NVLS %s buffer: %w", i, c.Channel, c.From, c.To, c.Kind, ErrNeedsMulticast)
+		}
+	}
+	for li := range p.Lanes {
+		for oi, op := range p.Lanes[li].Ops {
+			if op.Kind.Multimem() {
+				return fmt.Errorf("program: lane %d op %d is a %s: %w", li, oi, op.Kind, ErrNeedsMulticast)
+			}
 		}
 	}
 	return nil

@@ -59,10 +59,8 @@ func (p *Program) MarshalBinary() ([]byte, error) {
 	// The binary form feeds the GPU interpreter (kernels/interp.cu),
 	// whose connections are point to point: an NVLS group needs multicast
 	// objects and multimem instructions it does not have.
-	for i, c := range p.Conns {
-		if c.Kind != ConnP2P {
-			return nil, fmt.Errorf("encode program: connection %d (channel %d, %d->%d) is an NVLS %s buffer: binary Programs carry point-to-point connections only", i, c.Channel, c.From, c.To, c.Kind)
-		}
+	if err := p.PointToPoint(); err != nil {
+		return nil, fmt.Errorf("encode program: binary Programs carry point-to-point connections only: %w", err)
 	}
 	le := binary.LittleEndian
 	b := make([]byte, 0, p.EncodedSize())

@@ -78,6 +78,7 @@ func TestNVLSProgramEncoding(t *testing.T) {
 	require.Equal(t, p.Lanes, q.Lanes)
 	_, err = p.MarshalBinary()
 	require.ErrorContains(t, err, "point-to-point connections only")
+	require.ErrorIs(t, err, model.ErrNeedsMulticast)
 	_, err = model.ParseProgramText(strings.NewReader(strings.Replace(b.String(), "kind=nvlsReduce", "kind=multicast", 1)))
 	require.ErrorContains(t, err, `kind="multicast"`)
 }
