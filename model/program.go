@@ -1,6 +1,7 @@
 package model
 
 import (
+	"errors"
 	"fmt"
 )
 
@@ -22,11 +23,26 @@ const (
 	PrimRecvCopySend                       // recv peer -> output and send peers
 	PrimCopySend                           // input -> output and send peers
 	PrimCopy                               // input -> output, no peers (one rank, send to self)
+	// PrimRecvSend forwards what the receive peer sent to the send peers
+	// without storing it (NCCL's directRecvDirectSend on a lane whose
+	// output another lane writes: an NVLS tree's broadcast from the
+	// network into the node).
+	PrimRecvSend
+	// PrimMultimemReduceSend is NVLS's reduction by the NVSwitch: one
+	// multimem.ld_reduce makes the switch load the slot of every receive
+	// peer (the unicast buffers of a multicast group, and an NVLS tree's
+	// children) and return their reduction, without the own input; the
+	// result goes to every send peer (a multimem.st the switch copies to
+	// every member of the multicast group, or a tree parent).
+	PrimMultimemReduceSend
+	// PrimMultimemReduceCopy is the same switch reduction of every receive
+	// peer stored into the own output (NVLS ReduceScatter).
+	PrimMultimemReduceCopy
 	NumPrimKinds
 )
 
 var primNames = [NumPrimKinds]string{"nop", "send", "recv", "recvReduceSend", "recvReduceCopy",
-	"recvReduceCopySend", "recvCopySend", "copySend", "copy"}
+	"recvReduceCopySend", "recvCopySend", "copySend", "copy", "recvSend", "multimemReduceSend", "multimemReduceCopy"}
 
 func (k PrimKind) String() string {
 	if k < NumPrimKinds {
@@ -46,16 +62,22 @@ func ParsePrimKind(s string) (PrimKind, error) {
 // Receives reports whether the primitive consumes steps from receive peers.
 func (k PrimKind) Receives() bool {
 	switch k {
-	case PrimRecv, PrimRecvReduceSend, PrimRecvReduceCopy, PrimRecvReduceCopySend, PrimRecvCopySend:
+	case PrimRecv, PrimRecvReduceSend, PrimRecvReduceCopy, PrimRecvReduceCopySend, PrimRecvCopySend,
+		PrimRecvSend, PrimMultimemReduceSend, PrimMultimemReduceCopy:
 		return true
 	}
 	return false
 }
 
+// Multimem reports whether the primitive reduces its receive peers in the
+// NVSwitch (multimem.ld_reduce) rather than on the GPU.
+func (k PrimKind) Multimem() bool { return k == PrimMultimemReduceSend || k == PrimMultimemReduceCopy }
+
 // Sends reports whether the primitive produces steps for send peers.
 func (k PrimKind) Sends() bool {
 	switch k {
-	case PrimSend, PrimRecvReduceSend, PrimRecvReduceCopySend, PrimRecvCopySend, PrimCopySend:
+	case PrimSend, PrimRecvReduceSend, PrimRecvReduceCopySend, PrimRecvCopySend, PrimCopySend,
+		PrimRecvSend, PrimMultimemReduceSend:
 		return true
 	}
 	return false
@@ -73,7 +95,8 @@ func (k PrimKind) ReadsInput() bool {
 // WritesOutput reports whether the primitive stores into the own output.
 func (k PrimKind) WritesOutput() bool {
 	switch k {
-	case PrimRecv, PrimRecvReduceCopy, PrimRecvReduceCopySend, PrimRecvCopySend, PrimCopySend, PrimCopy:
+	case PrimRecv, PrimRecvReduceCopy, PrimRecvReduceCopySend, PrimRecvCopySend, PrimCopySend, PrimCopy,
+		PrimMultimemReduceCopy:
 		return true
 	}
 	return false
@@ -110,10 +133,44 @@ type ProgOp struct {
 	OutOff   int64
 }
 
+// ConnKind says how a connection's data moves between its two ranks.
+type ConnKind uint8
+
+// Connection kinds.
+const (
+	// ConnP2P is a point-to-point connection: NCCL's transport choice
+	// (P2P, SHM or NET) for the pair carries it.
+	ConnP2P ConnKind = iota
+	// ConnNVLSReduce is one member's unicast buffer of an NVLS multicast
+	// group (NCCL's nvls "Reduce UC -> MC" connection): From stores its
+	// data locally, To's multimem.ld_reduce pulls it through the NVSwitch
+	// together with every other member's (PrimMultimemReduce*).
+	ConnNVLSReduce
+	// ConnNVLSBcast is one member's unicast buffer of an NVLS multicast
+	// group written by From's multimem.st ("Broadcast MC -> UC"): the
+	// NVSwitch copies From's one store to every member, To among them.
+	ConnNVLSBcast
+	NumConnKinds
+)
+
+var connKindNames = [NumConnKinds]string{"p2p", "nvlsReduce", "nvlsBcast"}
+
+func (k ConnKind) String() string {
+	if k < NumConnKinds {
+		return connKindNames[k]
+	}
+	return fmt.Sprintf("ConnKind(%d)", int(k))
+}
+
+// NVLS reports whether the connection is a buffer of an NVLS multicast
+// group (the NVSwitch moves its data).
+func (k ConnKind) NVLS() bool { return k == ConnNVLSReduce || k == ConnNVLSBcast }
+
 // ProgConn is a one-way connection on a channel, with its own slot ring.
 type ProgConn struct {
 	Channel  int32
 	From, To int32
+	Kind     ConnKind
 }
 
 // ProgLane is a group of threads of one rank on one channel running one
@@ -256,6 +313,9 @@ func (p *Program) Validate() error {
 		if c.Channel < 0 || int(c.Channel) >= p.NChannels || c.From < 0 || int(c.From) >= p.NRanks || c.To < 0 || int(c.To) >= p.NRanks {
 			return fmt.Errorf("program: connection %d (channel %d, %d->%d) out of range", i, c.Channel, c.From, c.To)
 		}
+		if c.Kind >= NumConnKinds {
+			return fmt.Errorf("program: connection %d (channel %d, %d->%d) has unknown kind %d", i, c.Channel, c.From, c.To, c.Kind)
+		}
 	}
 	senders := make([]int32, len(p.Conns))
 	receivers := make([]int32, len(p.Conns))
@@ -351,6 +411,30 @@ func (p *Program) Validate() error {
 		if s, r := p.LaneSteps(int(senders[i]), true), p.LaneSteps(int(receivers[i]), false); s != r {
 			return fmt.Errorf("program: connection %d (channel %d, %d->%d): its sender lane %d ends at step %d, its receiver lane %d at step %d",
 				i, p.Conns[i].Channel, p.Conns[i].From, p.Conns[i].To, senders[i], s, receivers[i], r)
+		}
+	}
+	return nil
+}
+
+// ErrNeedsMulticast marks a Program that an executor without NVLS
+// multicast objects cannot run (twinccl's GPU interpreter: our GPU
+// machines must not create them).
+var ErrNeedsMulticast = errors.New("needs NVLS multicast objects")
+
+// PointToPoint reports, as an error wrapping ErrNeedsMulticast that names
+// the first one, whether p uses an NVLS connection or a switch reduction:
+// nil when every connection is point to point.
+func (p *Program) PointToPoint() error {
+	for i, c := range p.Conns {
+		if c.Kind.NVLS() {
+			return fmt.Errorf("program: connection %d (channel %d, %d->%d) is an NVLS %s buffer: %w", i, c.Channel, c.From, c.To, c.Kind, ErrNeedsMulticast)
+		}
+	}
+	for li := range p.Lanes {
+		for oi, op := range p.Lanes[li].Ops {
+			if op.Kind.Multimem() {
+				return fmt.Errorf("program: lane %d op %d is a %s: %w", li, oi, op.Kind, ErrNeedsMulticast)
+			}
 		}
 	}
 	return nil

@@ -56,6 +56,12 @@ func (p *Program) MarshalBinary() ([]byte, error) {
 			return nil, fmt.Errorf("encode program: lane %d has too many peers", i)
 		}
 	}
+	// The binary form feeds the GPU interpreter (kernels/interp.cu),
+	// whose connections are point to point: an NVLS group needs multicast
+	// objects and multimem instructions it does not have.
+	if err := p.PointToPoint(); err != nil {
+		return nil, fmt.Errorf("encode program: binary Programs carry point-to-point connections only: %w", err)
+	}
 	le := binary.LittleEndian
 	b := make([]byte, 0, p.EncodedSize())
 	b = append(b, progMagic...)
@@ -214,7 +220,7 @@ func DecodeProgram(b []byte) (*Program, error) {
 // order; a "lane" line starts a lane whose ops follow it:
 //
 //	program coll=AllReduce algo=Ring proto=Simple dtype=fp32 op=sum root=0 ranks=2 channels=1 count=8 in=8 out=8 [stepbytes=524288 credits=8 slices=2 steps=2 threads=544]
-//	conn ch=0 from=0 to=1
+//	conn ch=0 from=0 to=1 [kind=p2p|nvlsReduce|nvlsBcast]
 //	conn ch=0 from=1 to=0
 //	lane rank=0 ch=0 recv=1 send=0
 //	send n=4 in=4 out=4 [rs=0 ss=0] [flags=post|direct|fromout]
@@ -240,7 +246,11 @@ func (p *Program) WriteText(w io.Writer) error {
 	}
 	bw.WriteByte('\n')
 	for _, c := range p.Conns {
-		fmt.Fprintf(bw, "conn ch=%d from=%d to=%d\n", c.Channel, c.From, c.To)
+		fmt.Fprintf(bw, "conn ch=%d from=%d to=%d", c.Channel, c.From, c.To)
+		if c.Kind != ConnP2P {
+			fmt.Fprintf(bw, " kind=%s", c.Kind)
+		}
+		bw.WriteByte('\n')
 	}
 	list := func(cs []int32) string {
 		s := make([]string, len(cs))
@@ -375,7 +385,16 @@ func ParseProgramText(r io.Reader) (*Program, error) {
 			if len(p.Conns) >= 1<<24 {
 				return nil, fail("too many connections")
 			}
-			p.Conns = append(p.Conns, ProgConn{Channel: int32(v[0]), From: int32(v[1]), To: int32(v[2])})
+			kind := ConnP2P
+			if k, ok := kv["kind"]; ok {
+				delete(kv, "kind")
+				i := lookupName(connKindNames[:], k)
+				if i < 0 {
+					return nil, fail("kind=%q is not a connection kind (%s)", k, strings.Join(connKindNames[:], ", "))
+				}
+				kind = ConnKind(i)
+			}
+			p.Conns = append(p.Conns, ProgConn{Channel: int32(v[0]), From: int32(v[1]), To: int32(v[2]), Kind: kind})
 		case "lane":
 			if p == nil {
 				return nil, fail("lane before the program header")

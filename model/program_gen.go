@@ -53,6 +53,10 @@ type ProgGen struct {
 	laneAt [][]int32
 	// inPlace is ProgOptions.InPlace
 	inPlace bool
+	// nv lays out NVLS and NVLS tree Programs (program_nvls.go); nil
+	// otherwise. simpleStep is the Simple step size they chunk by.
+	nv         *nvlsGen
+	simpleStep int
 }
 
 // GenerateProgram builds the Program NCCL 2.28.9 runs for one collective:
@@ -107,9 +111,13 @@ func NewProgGen(plan *Plan, c Collective, a Algorithm, p Protocol, count int64, 
 	if (c == CollBroadcast || c == CollReduce) && (opts.Root < 0 || opts.Root >= n) {
 		return nil, fmt.Errorf("generate %s: root %d outside %d ranks", c, opts.Root, n)
 	}
+	nvls := a == AlgoNVLS || a == AlgoNVLSTree
 	nch := opts.NChannels
 	if nch == 0 {
 		nch = plan.NChannels
+		if nvls && plan.NVLSChannels > 0 {
+			nch = plan.NVLSChannels
+		}
 	}
 	if nch < 1 {
 		return nil, fmt.Errorf("generate %s: no channels", c)
@@ -147,6 +155,15 @@ func NewProgGen(plan *Plan, c Collective, a Algorithm, p Protocol, count int64, 
 	if n == 1 {
 		// NCCL runs a one-rank collective as a local copy (with the post op).
 		g.parts = []CollPart{{Channel: 0, Offset: 0, Count: count}}
+		return g, nil
+	}
+	if nvls {
+		// NVLS connections step by NCCL_NVLS_CHUNKSIZE; chunks follow the
+		// Simple step (nvlsChunkBytes).
+		g.simpleStep, g.hdr.StepBytes = stepBytes, NVLSChunkBytes
+		if err := g.initNVLS(nch); err != nil {
+			return nil, fmt.Errorf("generate %s/%s: %w", c, a, err)
+		}
 		return g, nil
 	}
 	if !ProgramCovers(c, a, p, n) {
@@ -362,6 +379,9 @@ func (g *ProgGen) NumLanes(r, ch int) int {
 	if k < 0 || k >= len(g.parts) || r < 0 || r >= g.hdr.NRanks {
 		return 0
 	}
+	if g.nv != nil {
+		return len(g.nv.roles(g.hdr.Coll, r, ch))
+	}
 	if g.hdr.NRanks > 1 && g.hdr.Algo == AlgoTree && g.plan.Ranks[r].Tree[ch].Up != -1 {
 		return 2 // reduce-up and broadcast-down thread groups
 	}
@@ -390,6 +410,9 @@ func (g *ProgGen) Lane(r, ch, i int, ops []ProgOp) ProgLane {
 	if g.hdr.NRanks == 1 {
 		l.Ops = g.copyOps(part, ops[:0])
 		return l
+	}
+	if g.nv != nil {
+		return g.nvlsLane(l, part, k, i, ops[:0])
 	}
 	if g.hdr.Algo == AlgoTree {
 		return g.treeLane(l, part, k, i, ops[:0])

@@ -216,11 +216,16 @@ func ProgramCovers(c Collective, a Algorithm, p Protocol, nRanks int) bool {
 // protocol p, among the combinations Programs cover: ring for every
 // collective, tree for AllReduce, each with LL, LL128 and Simple; PAT
 // for AllGather and ReduceScatter with Simple (on two ranks only, see
-// NewProgGen); and the p2p path (SendRecv, AlltoAll: NCCL's ring
-// function) with LL and Simple.
+// NewProgGen); NVLS (Simple) for AllReduce, AllGather and ReduceScatter
+// and NVLSTree (Simple) for AllReduce; and the p2p path (SendRecv,
+// AlltoAll: NCCL's ring function) with LL and Simple.
 func CollAllowed(c Collective, a Algorithm, p Protocol) bool {
 	if p < 0 || p >= NumProtocols {
 		return false
+	}
+	if a == AlgoNVLS || a == AlgoNVLSTree {
+		// NVLS kernels exist for Simple only; NVLS_TREE for AllReduce only.
+		return p == ProtoSimple && (c == CollAllReduce || (a == AlgoNVLS && (c == CollAllGather || c == CollReduceScatter)))
 	}
 	switch c {
 	case CollSendRecv, CollAlltoAll:
@@ -405,6 +410,15 @@ func CollParts(c Collective, a Algorithm, p Protocol, d Dtype, count int64, nCha
 
 // collParts is CollParts with steps of stepBytes.
 func collParts(c Collective, a Algorithm, p Protocol, d Dtype, count int64, nChannels, nNodes, nRanks, stepBytes int) []CollPart {
+	return collPartsChunked(c, p, d, count, nChannels, nRanks, func(nBytes int64) int64 {
+		return collChunkBytes(c, a, p, nBytes, nNodes, nRanks, stepBytes)
+	})
+}
+
+// collPartsChunked spreads count elements over nChannels channels as
+// SplitChannels does, each share chunked by chunkBytes (calcCollChunking
+// on one channel, given the share's global bytes).
+func collPartsChunked(c Collective, p Protocol, d Dtype, count int64, nChannels, nRanks int, chunkBytes func(nBytes int64) int64) []CollPart {
 	if count <= 0 || nChannels <= 0 {
 		return nil
 	}
@@ -418,7 +432,7 @@ func collParts(c Collective, a Algorithm, p Protocol, d Dtype, count int64, nCha
 	}
 	g := int64(ProtoGrainSize(p))
 	chunkCount := func(n int64) int64 {
-		bytes := collChunkBytes(c, a, p, n*elem*progMaxSendRecvCount(c, nRanks), nNodes, nRanks, stepBytes)
+		bytes := chunkBytes(n * elem * progMaxSendRecvCount(c, nRanks))
 		return bytes / g * (g / elem)
 	}
 	var parts []CollPart

@@ -47,7 +47,7 @@ func ComputeGraphs(s *model.System, opts SearchOptions) ([model.NumGraphs]*model
 			return out, fmt.Errorf("collnet direct graph: %w", err)
 		}
 	}
-	if opts.NVLSEnable {
+	if opts.NVLSEnable && NVLSCapable(s, opts.NVLSForce) {
 		nvls := out[model.GraphNVLS]
 		nvls.MinChannels, nvls.MaxChannels = 1, model.MaxChannels
 		if err := c.compute(nvls); err != nil {

@@ -16,10 +16,17 @@ type SearchOptions struct {
 	// lets channels enter and leave through different NICs, 2 (the
 	// default) tries without first and lets ring channel pairs cross.
 	CrossNic int
-	// NVLSEnable computes the NVLS graph (NCCL_NVLS_ENABLE). It is off by
-	// default: the reference runs with NCCL_NVLS_ENABLE=0, and multicast
-	// support is not something a topology file records.
+	// NVLSEnable turns NVLS on (NCCL_NVLS_ENABLE other than 0). It is on
+	// by default, as NCCL_NVLS_ENABLE=2 (auto) is in NCCL: ncclNvlsInit
+	// then asks the driver whether the GPU supports multicast, which a
+	// topology file does not record; a GPU of compute capability 9.0 or
+	// more with an NVLink to an NVSwitch stands for it (NVLSCapable). The
+	// recorded ground truth ran with NCCL_NVLS_ENABLE=0: comparisons with
+	// it turn NVLS off.
 	NVLSEnable bool
+	// NVLSForce is NCCL_NVLS_ENABLE=1: NVLS without the multicast check
+	// (the NVLS graph search still needs an NVSwitch and sm90).
+	NVLSForce bool
 	// CollNetEnable computes the CollNet chain and direct graphs
 	// (NCCL_COLLNET_ENABLE=1; off by default).
 	CollNetEnable bool
@@ -28,10 +35,10 @@ type SearchOptions struct {
 	MNNVLScatterNets bool
 }
 
-// DefaultSearchOptions returns NCCL 2.28.9's defaults, with NVLS and
-// CollNet off as in the reference runs.
+// DefaultSearchOptions returns NCCL 2.28.9's defaults: NVLS where the
+// hardware offers it, CollNet off (it needs a CollNet network plugin).
 func DefaultSearchOptions() SearchOptions {
-	return SearchOptions{CrossNic: 2, MNNVLScatterNets: true}
+	return SearchOptions{CrossNic: 2, NVLSEnable: true, MNNVLScatterNets: true}
 }
 
 // SearchEnvNames lists the environment variables SearchOptionsFromEnv reads.
@@ -49,11 +56,11 @@ func SearchOptionsFromEnv(lookup func(string) (string, bool)) (SearchOptions, er
 	if o.CrossNic, err = envInt(lookup, "NCCL_CROSS_NIC", o.CrossNic, 0, 2); err != nil {
 		return o, err
 	}
-	nvls, err := envInt(lookup, "NCCL_NVLS_ENABLE", 0, 0, 2)
+	nvls, err := envInt(lookup, "NCCL_NVLS_ENABLE", 2, 0, 2)
 	if err != nil {
 		return o, err
 	}
-	o.NVLSEnable = nvls != 0
+	o.NVLSEnable, o.NVLSForce = nvls != 0, nvls == 1
 	collnet, err := envInt(lookup, "NCCL_COLLNET_ENABLE", 0, 0, 1)
 	if err != nil {
 		return o, err
@@ -78,4 +85,31 @@ func envInt(lookup func(string) (string, bool), name string, def, lo, hi int) (i
 		return def, fmt.Errorf("%s=%q: out of range %d..%d", name, v, lo, hi)
 	}
 	return int(n), nil
+}
+
+// NVLSCapable is ncclNvlsInit's check on one host's system: at least two
+// GPUs (ncclTopoGetGpuCount), and unless forced, multicast support on
+// every GPU, which needs compute capability 9.0 or more and an NVLink to
+// an NVSwitch (CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED on real hardware).
+func NVLSCapable(s *model.System, force bool) bool {
+	gpus := s.Nodes[model.GPU]
+	if len(gpus) < 2 {
+		return false
+	}
+	if force {
+		return true
+	}
+	for _, g := range gpus {
+		if g.GPU.SM < 90 {
+			return false
+		}
+		nvs := false
+		for _, l := range g.Links {
+			nvs = nvs || (l.Type == model.LinkNVL && l.Remote.Type == model.NVS)
+		}
+		if !nvs {
+			return false
+		}
+	}
+	return true
 }

@@ -18,7 +18,7 @@ func TestComputeGraphsMatchesNCCL(t *testing.T) {
 	for _, c := range loadGroundTruth(t) {
 		t.Run(c.Name, func(t *testing.T) {
 			for n, node := range c.Cluster.Nodes {
-				graphs, err := ComputeGraphs(node.System, DefaultSearchOptions())
+				graphs, err := ComputeGraphs(node.System, groundTruthOptions().Search)
 				require.NoError(t, err, "node %d", n)
 				for _, want := range c.Doc.Nodes[n].Graphs {
 					got, err := GraphDocOf(graphs[want.ID], node.System)
@@ -175,7 +175,13 @@ func TestSearchOptionsFromEnv(t *testing.T) {
 
 	o, err = SearchOptionsFromEnv(env("NCCL_CROSS_NIC", "0", "NCCL_NVLS_ENABLE", "1", "NCCL_COLLNET_ENABLE", "1", "NCCL_MNNVL_SCATTER_NETS_ENABLE", "0"))
 	require.NoError(t, err)
-	require.Equal(t, SearchOptions{CrossNic: 0, NVLSEnable: true, CollNetEnable: true}, o)
+	require.Equal(t, SearchOptions{CrossNic: 0, NVLSEnable: true, NVLSForce: true, CollNetEnable: true}, o)
+	o, err = SearchOptionsFromEnv(env("NCCL_NVLS_ENABLE", "0"))
+	require.NoError(t, err)
+	require.False(t, o.NVLSEnable)
+	o, err = SearchOptionsFromEnv(env("NCCL_NVLS_ENABLE", "2"))
+	require.NoError(t, err)
+	require.Equal(t, DefaultSearchOptions(), o)
 
 	for _, bad := range [][2]string{
 		{"NCCL_CROSS_NIC", "7"}, {"NCCL_CROSS_NIC", "two"}, {"NCCL_CROSS_NIC", "-1"},

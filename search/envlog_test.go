@@ -46,6 +46,11 @@ func readEnvLog(t *testing.T, file string) envLog {
 		k, v, _ := strings.Cut(kv, "=")
 		l.env[k] = v
 	}
+	// Every log was recorded with NCCL_NVLS_ENABLE=0 (the README; NCCL
+	// echoes it in some): our default, NCCL's, is NVLS on.
+	if _, ok := l.env["NCCL_NVLS_ENABLE"]; !ok {
+		l.env["NCCL_NVLS_ENABLE"] = "0"
+	}
 	// NCCL_THREAD_THRESHOLDS holds spaces: take it from NCCL's own echo.
 	seen := map[string]bool{}
 	for _, line := range lines[1:] {

@@ -125,8 +125,14 @@ func (r *Result) Document() (Document, error) {
 		NCCL: NCCLVersion, Input: c.File, NRanks: c.NRanks, NNodes: r.Plan.NNodes, MNNVL: c.MNNVL,
 		Assumptions: Assumptions{NVLSEnableEnv: "0"},
 	}
-	if r.Options.Search.NVLSEnable {
+	if r.Plan.NVLSSupport {
+		d.Assumptions.NVLSSupport = 1
+	}
+	switch {
+	case r.Options.Search.NVLSForce:
 		d.Assumptions.NVLSEnableEnv = "1"
+	case r.Options.Search.NVLSEnable:
+		d.Assumptions.NVLSEnableEnv = "2"
 	}
 	if r.Options.Search.CollNetEnable {
 		d.Assumptions.CollNetEnable = 1

@@ -15,7 +15,7 @@ import (
 func TestRunMatchesGroundTruth(t *testing.T) {
 	for _, c := range loadGroundTruth(t) {
 		t.Run(c.Name, func(t *testing.T) {
-			res, err := Run(c.Cluster, DefaultOptions())
+			res, err := Run(c.Cluster, groundTruthOptions())
 			require.NoError(t, err)
 			got, err := res.Document()
 			require.NoError(t, err)
@@ -51,7 +51,7 @@ func TestRunDeterministic(t *testing.T) {
 	for _, c := range loadGroundTruth(t) {
 		var outs [2][]byte
 		for i := range outs {
-			res, err := Run(c.Cluster, DefaultOptions())
+			res, err := Run(c.Cluster, groundTruthOptions())
 			require.NoError(t, err)
 			var b bytes.Buffer
 			require.NoError(t, res.WriteLog(&b, true))

@@ -27,7 +27,7 @@ func subsetDoc(t *testing.T, file string, root *model.Element, nodes int, ranks 
 	}
 	c, err := model.LoadCluster(root, file, model.LoadOptions{Nodes: nodes, Params: model.DefaultParams(), Ranks: ranks})
 	require.NoError(t, err)
-	res, err := Run(c, DefaultOptions())
+	res, err := Run(c, groundTruthOptions()) // compared with NCCL runs made with NVLS off
 	require.NoError(t, err)
 	doc, err := res.Document()
 	require.NoError(t, err)

@@ -124,6 +124,22 @@ func tuneDefaultConstants() tuneConstants {
 // row (a float table in NCCL).
 var tuneNVLSEfficiency = [4]float32{0, 0, 0.85, 0.74}
 
+// NVLSEfficiency is nvlsEfficiency for GPUs of compute capability sm: the
+// share of the NVLink bandwidth NCCL's tuner credits NVLS with (exec/sim
+// sizes the NVSwitch's reduction and multicast by it).
+func NVLSEfficiency(sm int) float64 {
+	i := tuneVoltaIdx
+	switch {
+	case sm >= 100:
+		i = tuneBlackwellIdx
+	case sm >= 90:
+		i = tuneHopperIdx
+	case sm >= 80:
+		i = tuneAmpereIdx
+	}
+	return float64(tuneNVLSEfficiency[i])
+}
+
 // tuneTreeCorrection is NCCL's empirical Tree bandwidth correction per
 // protocol, indexed by log2(nBytes/64) (64 B .. 256 MB); float in NCCL.
 var tuneTreeCorrection = [nProto][24]float32{

@@ -162,7 +162,9 @@ func TestReplayRunRecordedSettings(t *testing.T) {
 		}
 		return so.String(), summaryUs(t, so.String(), "predicted kernels")
 	}
-	shm := write("shm.parquet", map[string]string{traces.MetaNCCLEnv: `{"NCCL_P2P_DISABLE":"1"}`})
+	// NVLS off as recorded: with P2P disabled NCCL's tuner would move the
+	// AllReduce to NVLS, which SHM does not slow down.
+	shm := write("shm.parquet", map[string]string{traces.MetaNCCLEnv: `{"NCCL_NVLS_ENABLE":"0","NCCL_P2P_DISABLE":"1"}`})
 	outSHM, usSHM := run(shm)
 	r, err := traces.OpenCallFile(filepath.Join(dir, "shm.pred.calls.parquet"))
 	if err != nil {
@@ -174,7 +176,7 @@ func TestReplayRunRecordedSettings(t *testing.T) {
 	r.Close()
 	_, usNVL := run(write("nvl.parquet", nil))
 	_, usBack := run(shm, "--env", "NCCL_P2P_DISABLE=0")
-	if !strings.Contains(outSHM, "settings NCCL_P2P_DISABLE=1") {
+	if !strings.Contains(outSHM, "settings NCCL_NVLS_ENABLE=0 NCCL_P2P_DISABLE=1") {
 		t.Errorf("summary does not name the recorded setting:\n%s", outSHM)
 	}
 	if usNVL <= 0 || usSHM < 2*usNVL {

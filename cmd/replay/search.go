@@ -24,8 +24,10 @@ Without FILE the embedded default topology is used (%s).
 A single-host file stands for --nodes N identical hosts, ranks node-major.
 
 ` + ranksHelp + `
-Environment (as in NCCL): NCCL_NVLS_ENABLE (default 0 here: NVLS is reported
-empty, as in our reference runs), NCCL_COLLNET_ENABLE, NCCL_ALGO, NCCL_PROTO,
+Environment (as in NCCL): NCCL_NVLS_ENABLE (default 2, auto: NVLS is searched on
+hosts of two or more GPUs of compute capability 9.0 or more on an NVSwitch, as the
+driver's multicast support has it; 0 reports it empty, as in our reference runs;
+1 searches it anywhere), NCCL_COLLNET_ENABLE, NCCL_ALGO, NCCL_PROTO,
 NCCL_MIN_NCHANNELS, NCCL_MAX_NCHANNELS, NCCL_CROSS_NIC, NCCL_NTHREADS,
 NCCL_LL128_NTHREADS, NCCL_THREAD_THRESHOLDS, NCCL_NET_OVERHEAD, and the path
 settings listed by "replay help".

@@ -25,6 +25,9 @@ NCCL 2.28.9's search and tuner decide the algorithm, protocol and channels (unle
 forced), model.GenerateProgram gives the per-rank, per-channel primitive Program,
 and the simulator executes it slice by slice against the topology's links (max-min
 fair sharing, NCCL's flow control, protocol costs from the calibration file).
+NVLS (NVLink SHARP) is on where NCCL turns it on by default, Hopper or newer GPUs on
+an NVSwitch: NVLS and NVLSTree calls run their Programs, the NVSwitch's reduction
+and multicast as resources of their own. NCCL_NVLS_ENABLE=0 turns NVLS off.
 
 It prints an nccl-tests-like table per collective: size, count, algorithm, protocol,
 channels, time, algbw and busbw (nccl-tests' bus factors). SIZE is the buffer size as

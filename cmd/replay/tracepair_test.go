@@ -67,7 +67,8 @@ func TestAttackKilledSimKeepsPreviousTrace(t *testing.T) {
 	before := readCallRows(t, prefix+".calls.parquet")
 	self, err := os.Executable()
 	require.NoError(t, err)
-	c := exec.Command(self, "sim", "--op", "allreduce", "--nodes", "4", "--mode", "accurate", "--minbytes", "8", "--maxbytes", "4G", "--trace", prefix)
+	// 64 hosts: seconds of simulation, so the kill finds it writing.
+	c := exec.Command(self, "sim", "--op", "allreduce", "--nodes", "64", "--mode", "accurate", "--minbytes", "8", "--maxbytes", "4G", "--trace", prefix)
 	c.Env = append(os.Environ(), envTestReplay+"=1")
 	require.NoError(t, c.Start())
 	exited := make(chan error, 1)

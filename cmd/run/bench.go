@@ -388,6 +388,7 @@ func benchRank(e *env, o benchOpts) error {
 // bencher is one rank's sweep over a device backend.
 type bencher struct {
 	e       *env
+	noted   bool // hwTunerChoice's note was given
 	o       benchOpts
 	comm    *bootstrap.Comm
 	dev     benchDevice
@@ -538,9 +539,15 @@ func (b *bencher) choose(dt model.Dtype, count int64) (model.Algorithm, model.Pr
 	}
 	algo, proto, nch := model.AlgoRing, model.ProtoSimple, b.plan.NChannels
 	if b.tune != nil && (!o.algoSet || !o.protoSet) {
-		ch, err := b.tune.Tuning.Choose(o.collV, count, dt.Size())
+		ch, note, err := hwTunerChoice(b.tune.Tuning, o.collV, count, dt.Size())
 		if err != nil {
 			return 0, 0, 0, fmt.Errorf("rank %d: tuner: %w", b.comm.Rank(), err)
+		}
+		if note != "" && !b.noted && !o.algoSet {
+			b.noted = true
+			if b.comm.Rank() == 0 {
+				fmt.Fprintf(b.e.stderr, "run: %s\n", note)
+			}
 		}
 		algo, proto, nch = ch.Algo, ch.Proto, ch.NChannels
 	}

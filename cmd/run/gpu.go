@@ -428,6 +428,7 @@ func (r *gpuRow) record() gpurecord.Row {
 // gpuJob is one rank's state for the sweep.
 type gpuJob struct {
 	e       *env
+	noted   bool // hwTunerChoice's note was given
 	o       gpuOpts
 	rank, n int
 	// hosts is the number of hosts the ranks are on (plan: TWINCCL_HOSTID,
@@ -765,9 +766,15 @@ func (j *gpuJob) choose(count int64) (model.Algorithm, model.Protocol, int, erro
 		}
 		return model.AlgoRing, proto, 0, nil
 	}
-	ch, err := j.res.Tuning.Choose(j.o.coll, count, j.o.dt.Size())
+	ch, note, err := hwTunerChoice(j.res.Tuning, j.o.coll, count, j.o.dt.Size())
 	if err != nil {
 		return 0, 0, 0, err
+	}
+	if note != "" && !j.noted && !j.o.algoSet {
+		j.noted = true
+		if j.rank == 0 {
+			fmt.Fprintf(j.e.stderr, "run gpu: %s\n", note)
+		}
 	}
 	algo, proto, nch := ch.Algo, ch.Proto, ch.NChannels
 	if j.o.algoSet {
@@ -777,8 +784,7 @@ func (j *gpuJob) choose(count int64) (model.Algorithm, model.Protocol, int, erro
 		proto = j.o.protoV
 	}
 	if !model.ProgramCovers(j.o.coll, algo, proto, j.n) && !j.o.algoSet {
-		// NVLS or CollNet, which Programs do not cover, or PAT on more
-		// than two ranks: ring.
+		// PAT on more than two ranks: ring.
 		algo = model.AlgoRing
 	}
 	if !model.CollAllowed(j.o.coll, algo, proto) && !j.o.protoSet {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/twinccl/twinccl/exec/hw/transport"
 	"github.com/twinccl/twinccl/model"
+	"github.com/twinccl/twinccl/search"
 )
 
 // ntVersion is the nccl-tests release whose output format the tables
@@ -446,7 +447,7 @@ func (o *ntOpts) twincclGroup(exec string) optGroup {
 		{[]string{"np"}, "N", "Launch N local rank processes (this binary again). Without -np: t x g ranks when not inside a Slurm, Open MPI or torchrun job, else this process is one rank of that job.", intVal{&o.np}},
 		{[]string{"coll"}, "NAME", "The collective, by name (allreduce, allgather, reducescatter, broadcast, reduce, alltoall, sendrecv), when a program name or --op does not give it.", strVal{&o.coll}},
 		{[]string{"redop"}, "OP", "The reduction, by name (sum, prod, max, min, avg, all), as -o does.", strVal{&o.redop}},
-		{[]string{"algo"}, "ALGO", "Force the algorithm (ring, tree, pat) instead of NCCL's tuner's choice. Not for alltoall and sendrecv: p2p transfers have no algorithm.", strVal{&o.algo}},
+		{[]string{"algo"}, "ALGO", "Force the algorithm (ring, tree, pat) instead of NCCL's tuner's choice. Not for alltoall and sendrecv: p2p transfers have no algorithm. NVLS, NVLSTree and CollNet are refused: they need multicast objects or a SHARP network this executor does not create, so where NCCL would pick them a call runs NCCL's next choice (one line says so).", strVal{&o.algo}},
 		{[]string{"proto"}, "PROTO", "Force the protocol (ll, ll128, simple) instead of the tuner's (for alltoall and sendrecv: NCCL's per-transfer choice, LL up to the p2p LL threshold, else Simple; they take ll or simple).", strVal{&o.proto}},
 		{[]string{"channels"}, "N", "Force the number of channels (0: the tuner's). Not for alltoall and sendrecv, which use the plan's p2p channels.", intVal{&o.channels}},
 		{[]string{"trace"}, "OUT.parquet", trace, strVal{&o.trace}},
@@ -710,7 +711,9 @@ func (o *ntOpts) validate() error {
 	case o.algoSet && o.protoSet && !model.CollAllowed(c, o.algoV, o.protoV):
 		return bad("%s does not run with algorithm %s and protocol %s", c, o.algoV, o.protoV)
 	case o.algoSet && !anyProto(o.algoV):
-		return bad("--algo %s: %s has no Program with algorithm %s (ring for every collective, tree for allreduce, pat for allgather and reducescatter on two ranks)", o.algo, c, o.algoV)
+		return bad("--algo %s: %s has no Program with algorithm %s (ring for every collective, tree for allreduce, pat for allgather and reducescatter on two ranks; NVLS and NVLSTree Programs exist, for replay sim, but need multicast objects this executor does not create)", o.algo, c, o.algoV)
+	case o.algoSet && (o.algoV == model.AlgoNVLS || o.algoV == model.AlgoNVLSTree):
+		return bad("--algo %s: NVLS needs multicast objects, which twinccl's executor does not create (replay sim runs NVLS Programs); without --algo a call NCCL would run on NVLS runs NCCL's next choice", o.algo)
 	}
 	return nil
 }
@@ -1108,4 +1111,36 @@ func (o *ntOpts) programName() string {
 		return o.perf
 	}
 	return perfName(o.collV)
+}
+
+// hwTunerChoice is NCCL's choice for a call among what twinccl's hardware
+// executor runs. NVLS and NVLS trees need multicast objects and CollNet a
+// SHARP network plugin, which it does not create (nor may our GPU
+// machines): where NCCL would pick one of them, the call runs NCCL's next
+// choice, what NCCL picks when neither is available (the tuner without
+// them, channels and threads included). note says so in one line; it is
+// empty when NCCL's own choice runs.
+func hwTunerChoice(t *search.Tuning, coll model.Collective, count int64, typeSize int) (search.Choice, string, error) {
+	ch, err := t.Choose(coll, count, typeSize)
+	if err != nil {
+		return ch, "", err
+	}
+	switch ch.Algo {
+	case model.AlgoNVLS, model.AlgoNVLSTree, model.AlgoCollNetDirect, model.AlgoCollNetChain:
+	default:
+		return ch, "", nil
+	}
+	without := *t
+	without.NVLS, without.CollNet = false, false
+	next, err := without.Choose(coll, count, typeSize)
+	if err != nil {
+		return ch, "", err
+	}
+	what := "NVLS multicast objects"
+	if ch.Algo == model.AlgoCollNetDirect || ch.Algo == model.AlgoCollNetChain {
+		what = "a CollNet (SHARP) network"
+	}
+	note := fmt.Sprintf("NCCL %s would run %s of %d bytes with %s/%s, which needs %s that twinccl's executor does not create: running NCCL's next choice, %s/%s, there and wherever else it would",
+		search.NCCLVersion, coll, ch.NBytes, ch.Algo, ch.Proto, what, next.Algo, next.Proto)
+	return next, note, nil
 }

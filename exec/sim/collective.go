@@ -131,7 +131,8 @@ func (s *Simulator) Generator(c Call) (*model.ProgGen, CallResult, error) {
 	if int(c.Coll) >= model.NumTunedCollectives || c.Coll < 0 {
 		return nil, cr, fmt.Errorf("sim: %s is not simulated (collectives: broadcast, reduce, allgather, reducescatter, allreduce, alltoall, sendrecv)", c.Coll)
 	}
-	ch, err := s.Search.Tuning.Choose(c.Coll, c.Count, c.Dtype.Size())
+	ch, err := s.Search.Tuning.ChooseCall(search.Call{Coll: c.Coll, Count: c.Count, TypeSize: c.Dtype.Size(),
+		ScaledReduce: c.Op == model.RedAvg, NVLSUnsupported: !model.NVLSSupported(c.Op, c.Dtype)})
 	if err != nil {
 		return nil, cr, fmt.Errorf("sim: %w", err)
 	}
@@ -140,6 +141,9 @@ func (s *Simulator) Generator(c Call) (*model.ProgGen, CallResult, error) {
 	if c.Algo >= 0 || c.Proto >= 0 {
 		if c.Algo >= 0 {
 			algo = c.Algo
+			if c.Proto < 0 {
+				proto = bestProto(ch, c.Coll, algo, proto)
+			}
 		}
 		if c.Proto >= 0 {
 			proto = c.Proto
@@ -150,6 +154,9 @@ func (s *Simulator) Generator(c Call) (*model.ProgGen, CallResult, error) {
 				cr.TunerUs = float64(v)
 			}
 			nch = s.Search.Plan.NChannels
+			if (algo == model.AlgoNVLS || algo == model.AlgoNVLSTree) && s.Search.Plan.NVLSChannels > 0 {
+				nch = s.Search.Plan.NVLSChannels // topoGetAlgoInfo's nvlsChannels
+			}
 		}
 	}
 	if c.NChannels > 0 {
@@ -167,7 +174,7 @@ func (s *Simulator) Generator(c Call) (*model.ProgGen, CallResult, error) {
 		genAlgo = model.AlgoRing
 	}
 	if !model.CollAllowed(c.Coll, genAlgo, proto) {
-		return nil, cr, fmt.Errorf("sim: %s with %s/%s has no Program (ring for every collective, tree for AllReduce)", c.Coll, algo, proto)
+		return nil, cr, fmt.Errorf("sim: %s with %s/%s has no Program (%s)", c.Coll, algo, proto, ProgramAlgorithms)
 	}
 	nch = max(nch, 1)
 	// NCCL's block size for what runs: the tuner's size on the channels used
@@ -180,6 +187,41 @@ func (s *Simulator) Generator(c Call) (*model.ProgGen, CallResult, error) {
 	cr.Algo, cr.Proto = algo, proto
 	cr.NChannels = len(g.Channels())
 	return g, cr, nil
+}
+
+// nvlsNotFolded is why NVLS and NVLSTree calls run step-accurate in the
+// fast mode: its folding maps point-to-point routes only, not the
+// NVSwitch's (nvls.go).
+const nvlsNotFolded = "NVLS: the fast mode folds point-to-point routes, not the NVSwitch's"
+
+func nvlsAlgo(a model.Algorithm) bool { return a == model.AlgoNVLS || a == model.AlgoNVLSTree }
+
+// ProgramAlgorithms says which algorithms have Programs, for messages.
+const ProgramAlgorithms = "Ring for every collective; Tree, NVLS and NVLSTree for AllReduce; NVLS and PAT (two ranks) for AllGather and ReduceScatter; all with Simple, Ring and Tree with LL and LL128 too"
+
+// bestProto is the protocol the tuner's costs rate best for algo (NCCL
+// with NCCL_ALGO alone set): the cheapest costed one; when the tuner
+// costs none (the algorithm is not available here), the first one algo
+// has a Program with for coll, so that the generator says why; else def.
+func bestProto(ch search.Choice, coll model.Collective, algo model.Algorithm, def model.Protocol) model.Protocol {
+	best, bestCost := model.Protocol(-1), float32(-1)
+	for p := model.Protocol(0); p < model.NumProtocols; p++ {
+		if v := ch.Costs[algo][p]; v >= 0 && (bestCost < 0 || v < bestCost) {
+			best, bestCost = p, v
+		}
+	}
+	if best >= 0 {
+		return best
+	}
+	if model.CollAllowed(coll, algo, def) {
+		return def
+	}
+	for p := model.Protocol(0); p < model.NumProtocols; p++ {
+		if model.CollAllowed(coll, algo, p) {
+			return p
+		}
+	}
+	return def
 }
 
 // p2pProgram generates the Program of an AlltoAll (Count elements per
@@ -284,6 +326,17 @@ func (s *Simulator) RunRecord(c Call, rec func(*SliceEvent)) (CallResult, error)
 		return cr, err
 	}
 	var r *Result
+	if nvlsAlgo(cr.Algo) && s.Mode != ModeAccurate {
+		r, err = s.Machine.RunGen(g, rec)
+		if err != nil {
+			return cr, fmt.Errorf("%s %s/%s count %d: %w", c.Coll, cr.Algo, cr.Proto, c.Count, err)
+		}
+		if s.wantFast(func() int64 { return estimateSlices(g) }) {
+			r.Fast = "step-accurate: " + nvlsNotFolded
+		}
+		cr.Result = r
+		return cr, nil
+	}
 	if s.wantFast(func() int64 { return estimateSlices(g) }) {
 		f, why := s.Machine.fold(g)
 		switch {
@@ -372,9 +425,12 @@ func (s *Simulator) Fold(c Call) (bool, string, error) {
 		}
 		return true, a.describe(), nil
 	}
-	g, _, err := s.Generator(c)
+	g, cr, err := s.Generator(c)
 	if err != nil {
 		return false, "", err
+	}
+	if nvlsAlgo(cr.Algo) {
+		return false, nvlsNotFolded, nil
 	}
 	if f, _ := s.Machine.fold(g); f != nil {
 		return true, "ring fold", nil

@@ -269,12 +269,13 @@ type Result struct {
 
 // runner is the state of one simulated Program.
 type runner struct {
-	m   *Machine
-	p   *model.Program
-	c   *Calib
-	pc  *ProtoCalib
-	q   *queue
-	fab *fabric
+	m    *Machine
+	p    *model.Program
+	nvls bool // p is an NVLS or NVLS tree Program (nvls.go)
+	c    *Calib
+	pc   *ProtoCalib
+	q    *queue
+	fab  *fabric
 	// base is added to the actor and connection ids of the events and
 	// flows this runner schedules: runners of concurrent calls share one
 	// queue and fabric (Job), each with its own range of ids; 0 alone
@@ -583,7 +584,8 @@ func (m *Machine) newRunner(p *model.Program, routes []*route, rec func(*SliceEv
 	if p.NRanks != m.Cluster.NRanks {
 		return nil, fmt.Errorf("sim: program has %d ranks, the machine %d", p.NRanks, m.Cluster.NRanks)
 	}
-	x := &runner{m: m, p: p, c: m.calib, esize: int64(p.Dtype.Size()), credits: uint64(p.Credits), rec: rec, gen: gen, proto: p.Proto, q: q}
+	x := &runner{m: m, p: p, c: m.calib, esize: int64(p.Dtype.Size()), credits: uint64(p.Credits), rec: rec, gen: gen, proto: p.Proto, q: q,
+		nvls: p.Algo == model.AlgoNVLS || p.Algo == model.AlgoNVLSTree}
 	if rec != nil {
 		x.steps = make([]int64, p.NRanks*max(p.NChannels, 1))
 	}
@@ -648,7 +650,7 @@ func (m *Machine) newRunner(p *model.Program, routes []*route, rec func(*SliceEv
 			rt = routes[i]
 		} else {
 			var err error
-			if rt, err = m.route(int(cn.From), int(cn.To), int(cn.Channel)); err != nil {
+			if rt, err = m.connRoute(cn); err != nil {
 				return nil, err
 			}
 		}
@@ -733,6 +735,7 @@ func (m *Machine) newRunner(p *model.Program, routes []*route, rec func(*SliceEv
 		perBlock[rc{p.Lanes[i].Rank, p.Lanes[i].Channel}]++
 	}
 	seen := map[rc]int{}
+	nvlsFrac := nvlsFracs(p)
 	for i := range p.Lanes {
 		l := &p.Lanes[i]
 		a, ac := &x.actors[i], &x.cold[i]
@@ -760,7 +763,9 @@ func (m *Machine) newRunner(p *model.Program, routes []*route, rec func(*SliceEv
 		if gen != nil {
 			ac.li = seen[k]
 		}
-		if n := perBlock[k]; n == 2 && p.Algo == model.AlgoTree { // reduce-up and broadcast-down groups (frac: sizeBlock)
+		if nvlsFrac != nil && nvlsFrac[i] > 0 { // NVLS groups (nvls.go)
+			ac.frac = nvlsFrac[i]
+		} else if n := perBlock[k]; n == 2 && p.Algo == model.AlgoTree { // reduce-up and broadcast-down groups (frac: sizeBlock)
 			ac.treeGroup = treeDown
 			if seen[k] == 0 {
 				ac.treeGroup = treeUp
@@ -1043,6 +1048,9 @@ func (x *runner) wireBytes(n int64) int64 {
 // units is the memory traffic per data byte of a primitive call: its
 // loads and stores, plus the reduction's extra cost per extra source.
 func (x *runner) units(a *actor, ac *actorCold, k model.PrimKind, flags uint8) float64 {
+	if x.nvls {
+		return x.nvlsUnits(a, k)
+	}
 	srcs, dsts := 0, 0
 	recvSrcs, hostSrcs, remoteSrcs := 0, 0, 0
 	if k.Receives() {

@@ -116,6 +116,8 @@ type Machine struct {
 	// unbatched recomputes the sharing at every flow start and end instead
 	// of once per time (fabric.batch); tests compare the two.
 	unbatched bool
+	// nvlsRes[i] are the NVSwitch resources of cluster node i (nvls.go).
+	nvlsRes []nvlsHost
 }
 
 // Kinds of resources besides links.
@@ -180,8 +182,11 @@ func SettingsFromEnv(lookup func(string) (string, bool)) (Settings, error) {
 
 // resKind names the type of resource id: its link type, or MEM.
 func (m *Machine) resKind(id int32) string {
-	if m.extra[id] == extraMem {
+	switch m.extra[id] {
+	case extraMem:
 		return "MEM"
+	case extraNVLSReduce, extraNVLSMcast:
+		return "NVLS"
 	}
 	return m.resType[id].String()
 }
@@ -247,6 +252,7 @@ func NewMachine(cl *model.Cluster, plan *model.Plan, c *Calib) (*Machine, error)
 		m.resType = append(m.resType, model.LinkLOC)
 		m.extra = append(m.extra, extraMem)
 		m.memRes = append(m.memRes, int32(len(m.res)-1))
+		m.addNVLSResources(ni, s)
 	}
 	m.hostRes = append(m.hostRes, int32(len(m.res)))
 	for r, n := range m.rankNode {

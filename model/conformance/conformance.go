@@ -374,6 +374,72 @@ func Combos() [][3]int {
 	return out
 }
 
+// NVLSCombos are the collective and algorithm pairs of NVLS Programs
+// (Simple only): NVLS for AllReduce, AllGather and ReduceScatter on one
+// node, NVLSTree for AllReduce across nodes.
+func NVLSCombos() [][2]int {
+	return [][2]int{
+		{int(model.CollAllReduce), int(model.AlgoNVLS)},
+		{int(model.CollAllGather), int(model.AlgoNVLS)},
+		{int(model.CollReduceScatter), int(model.AlgoNVLS)},
+		{int(model.CollAllReduce), int(model.AlgoNVLSTree)},
+	}
+}
+
+// nvlsPairs are the (datatype, reduction) pairs NVLS runs a collective
+// with: every pair the NVSwitch reduces (model.NVLSSupported), every
+// datatype for AllGather (which reduces nothing).
+func nvlsPairs(c model.Collective) [][2]int {
+	var out [][2]int
+	for d := model.Dtype(0); d < model.NumDtypes; d++ {
+		for op := model.RedOp(0); op < model.NumRedOps; op++ {
+			if c == model.CollAllGather && op != model.RedSum {
+				continue
+			}
+			if c == model.CollAllGather || model.NVLSSupported(op, d) {
+				out = append(out, [2]int{int(d), int(op)})
+			}
+		}
+	}
+	return out
+}
+
+// nvlsSweep covers every NVLS combination over every (datatype,
+// reduction) pair NCCL allows it, rotating through counts and channels:
+// NVLS on one node of nodeRanks ranks, NVLSTree on treeRanks ranks (8 per
+// node: 12 gives a node of 4 whose heads bound the other's).
+func nvlsSweep(nodeRanks, treeRanks []int, counts []int64, channels []int) []Case {
+	var out []Case
+	k := 0
+	for _, cb := range NVLSCombos() {
+		c, a := model.Collective(cb[0]), model.Algorithm(cb[1])
+		ranks := nodeRanks
+		if a == model.AlgoNVLSTree {
+			ranks = treeRanks
+		}
+		pairs := nvlsPairs(c)
+		for _, n := range ranks {
+			for _, cnt := range counts {
+				for _, nch := range channels {
+					pr := pairs[k%len(pairs)]
+					out = append(out, Case{Coll: c, Algo: a, Proto: model.ProtoSimple, Dtype: model.Dtype(pr[0]), Op: model.RedOp(pr[1]),
+						NRanks: n, NChannels: nch, Count: cnt})
+					k++
+				}
+			}
+		}
+		// every pair once on the fewest ranks, with several loops of
+		// chunks per channel, and one large case on the most ranks
+		for _, pr := range pairs {
+			out = append(out, Case{Coll: c, Algo: a, Proto: model.ProtoSimple, Dtype: model.Dtype(pr[0]), Op: model.RedOp(pr[1]),
+				NRanks: ranks[0], NChannels: 2, Count: 30_001})
+		}
+		out = append(out, Case{Coll: c, Algo: a, Proto: model.ProtoSimple, Dtype: model.DtypeBF16, Op: model.RedSum,
+			NRanks: ranks[len(ranks)-1], NChannels: 2, Count: 100_003})
+	}
+	return out
+}
+
 // Cases is DefaultCases, or FullCases when TWINCCL_CONFORMANCE=full.
 func Cases() []Case {
 	if os.Getenv("TWINCCL_CONFORMANCE") == "full" {
@@ -484,6 +550,7 @@ func DefaultCases() []Case {
 			Dtype: model.DtypeFP32, Op: model.RedSum, NRanks: 3, NChannels: 2, Count: big, Root: 1})
 	}
 	out = append(out, p2pSweep([]int{1, 2, 3, 5, 8, 12, 16, 24}, []int64{0, 1, 7, 1021, 4099}, []int{1, 2, 3, 8})...)
+	out = append(out, nvlsSweep([]int{3, 2, 8}, []int{12, 16}, []int64{0, 1, 7, 4099, 65537}, []int{1, 3, 16})...)
 	for _, cb := range P2PCombos() {
 		for _, n := range []int{3, 12} {
 			// Several parts, several chunks per part (512 KiB Simple chunks
@@ -511,6 +578,8 @@ func FullCases() []Case {
 	all = append(all, p2pSweep([]int{1, 2, 3, 4, 5, 7, 8, 12, 13, 16, 24, 31, 32, 64},
 		[]int64{0, 1, 2, 3, 17, 97, 1021, 4099, 65537},
 		[]int{1, 2, 4, 8, 16, 32})...)
+	all = append(all, nvlsSweep([]int{3, 2, 4, 5, 7, 8, 13, 32}, []int{12, 9, 16, 24, 40},
+		[]int64{0, 1, 2, 3, 17, 97, 1021, 4099, 65537, 1<<20 + 3}, []int{1, 2, 3, 16, 32})...)
 	var out []Case
 	for _, c := range all {
 		if c.BufferBytes() <= FullCaseBytes {

@@ -4,8 +4,13 @@
 // credits, Simple tail counters and size records, LL flag lines of 8 data
 // bytes and LL128 lines of 120 data bytes with a 64-bit flag), and reports
 // protocol violations with the rank, channel, lane, op and step where they
-// happen. It is the correctness oracle for Program generators and the
-// executor the conformance suite is proven against.
+// happen. NVLS connections (model.ConnNVLSReduce, ConnNVLSBcast) are slot
+// rings like any other: a multimem reduction (model.PrimMultimemReduce*)
+// reads the slot of every receive peer and reduces them, as the NVSwitch
+// does over every member's unicast buffer, and a store to several send
+// peers is the switch's multicast. It is the correctness oracle for
+// Program generators and the executor the conformance suite is proven
+// against.
 package refexec
 
 import (

@@ -86,7 +86,9 @@ func TestConformance(t *testing.T) {
 	defer e.close(t)
 	var cases []conformance.Case
 	for _, c := range conformance.Cases() {
-		if c.NRanks <= 8 {
+		// NVLS Programs need multicast objects: Prepare refuses them
+		// (TestNVLSRefused), our GPU machines must not create them.
+		if c.NRanks <= 8 && c.Algo != model.AlgoNVLS && c.Algo != model.AlgoNVLSTree {
 			cases = append(cases, c)
 		}
 	}

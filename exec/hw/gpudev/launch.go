@@ -56,6 +56,11 @@ func (d *Device) Prepare(p *model.Program, trace bool) (*Launch, error) {
 	if p.NRanks != d.comm.NRanks() {
 		return nil, fmt.Errorf("gpudev rank %d: program for %d ranks in a job of %d", me, p.NRanks, d.comm.NRanks())
 	}
+	// The interpreter's connections are point to point: NVLS Programs
+	// need multicast objects, which it does not create.
+	if err := p.PointToPoint(); err != nil {
+		return nil, fmt.Errorf("gpudev rank %d: %w", me, err)
+	}
 	if p.StepBytes > model.ProtoStepBytes(p.Proto) {
 		return nil, fmt.Errorf("gpudev rank %d: step of %d bytes exceeds the %s slot of %d", me, p.StepBytes, p.Proto, model.ProtoStepBytes(p.Proto))
 	}
