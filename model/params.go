@@ -15,8 +15,8 @@ type Params struct {
 	// NCCL_P2P_DISABLE); -1 means NCCL's default (PXB, SYS on AMD <=2 GPUs).
 	P2PLevel PathType
 	// GDRLevel is the highest GPU->NIC path type for GPUDirect RDMA
-	// (NCCL_NET_GDR_LEVEL); -1 means the default (P2C, or PXB when
-	// NetGDRC2C is off).
+	// (NCCL_NET_GDR_LEVEL); -1 means the default, PXB. With NetGDRC2C a
+	// P2C path is compared as C2C (NCCL 2.28.9's ncclTopoCheckGdr).
 	GDRLevel   PathType
 	NetGDRRead int  // NCCL_NET_GDR_READ: -2 unset, 0 off, 1 on
 	NetGDRC2C  bool // NCCL_NET_GDR_C2C (default on)
