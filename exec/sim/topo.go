@@ -126,6 +126,9 @@ type Machine struct {
 	// unbatched recomputes the sharing at every flow start and end instead
 	// of once per time (fabric.batch); tests compare the two.
 	unbatched bool
+	// fab is the switched network above the NICs (fabric.go); nil: the
+	// NICs of all hosts meet in one non-blocking switch.
+	fab *fabricNet
 }
 
 // Kinds of resources besides links.
@@ -145,6 +148,9 @@ type Settings struct {
 	// NCCL's default, model.BuffSizeSimple): it sets the step, chunk and
 	// slice sizes of Simple collectives (model.ProgOptions.BuffSize).
 	BuffSize int
+	// CrossNicOff is NCCL_CROSS_NIC=0: a p2p send leaves through the NET
+	// of the peer's rail even where PXN would not allow it (netdev.go).
+	CrossNicOff bool
 }
 
 // unmodelled are NCCL settings that change what NCCL runs but that the
@@ -180,6 +186,13 @@ func SettingsFromEnv(lookup func(string) (string, bool)) (Settings, error) {
 			return st, err
 		}
 		st.BuffSize = int(n)
+	}
+	if v, ok := lookup("NCCL_CROSS_NIC"); ok {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n < 0 || n > 2 {
+			return st, fmt.Errorf("NCCL_CROSS_NIC=%q: want 0, 1 or 2", v)
+		}
+		st.CrossNicOff = n == 0
 	}
 	if v, ok := lookup("NCCL_SOCKET_IFNAME"); ok {
 		v = strings.TrimLeft(v, "=^")
@@ -396,11 +409,7 @@ func (m *Machine) buildRoute(from, to, channel int) (*route, error) {
 // receiver's NET port to its GPU; the proxies add their latency.
 func (m *Machine) netRoute(rt *route, sa *model.System, ga *model.Node, sb *model.System, gb *model.Node, channel int) (*route, error) {
 	rt.transport = TransportNET
-	neta, err := sa.LocalNet(ga, channel)
-	if err != nil {
-		return nil, err
-	}
-	netb, err := sb.LocalNet(gb, channel)
+	neta, netb, err := m.netDevs(sa, ga, sb, gb, channel)
 	if err != nil {
 		return nil, err
 	}
@@ -423,6 +432,11 @@ func (m *Machine) netRoute(rt *route, sa *model.System, ga *model.Node, sb *mode
 	}
 	if err := m.linksToRoute(rt, pa, ga.Name()+" to "+neta.Name()); err != nil {
 		return nil, err
+	}
+	if !loop {
+		if err := m.fabricHop(rt, m.rankNode[from], neta, m.rankNode[to], netb, channel); err != nil {
+			return nil, err
+		}
 	}
 	if !rt.gdr {
 		// Staged through host memory: the sender's GPU writes it.
