@@ -89,28 +89,44 @@ func TestBlackwellNVLSChannels(t *testing.T) {
 //	  LL128:  min(588.8*7/9, 16*55.6)                             -> 228.98
 //	  Simple:                                                     -> 294.4
 //	  lat base + 2*(7*intraLat): 6.8+8.4 = 15.2, 14+17.5 = 31.5, 8.4+56 = 64.4
+//
+// NVLS (src/graph/search.cc, ncclTopoSearchTryNvls): one channel per GPU
+// as head (min = max = 8 channels on one node); each channel takes bwIntra
+// on every GPU's NVSwitch link each way, twice on its head's, so a link
+// carries 9*bwIntra: 90 does not fit 721.8, 80 does. Pass 2 then raises
+// bwInter alone while it is below twice bwIntra: 90. The tuner's NVLS
+// AllReduce: min(80*.74*7/8*2 = 103.6, 90) * 8 channels * 8/14 = 411.43,
+// latency intraLat (NVLINK, NVLS, Simple) = 25.
+//
+// The two GB300 trays fused into one MNNVL clique (sm103) are one NCCL
+// node of 8 ranks with the same NVLink 5 bandwidth: the same graphs and
+// the same Blackwell row, so the same values.
 func TestBlackwellTuningSingleNode(t *testing.T) {
-	res := runBlackwell(t, "b200x8-nvswitch-vm-8x400g.xml", true, 1, nil)
-	tu := res.Tuning
-	ar := model.CollAllReduce
-	ring, tree := res.Plan.Graphs[model.GraphRing], res.Plan.Graphs[model.GraphTree]
-	require.Equal(t, [2]int{16, 16}, [2]int{ring.NChannels(), tree.NChannels()})
-	require.Equal(t, [2]float32{45, 40}, [2]float32{ring.BWIntra, tree.BWIntra})
-	want := []struct {
-		a       model.Algorithm
-		p       model.Protocol
-		lat, bw float64
-	}{
-		{model.AlgoRing, model.ProtoLL, 15.0, 282 * 8.0 / 14},
-		{model.AlgoRing, model.ProtoLL128, 40.6, 662.4 * 8.0 / 14},
-		{model.AlgoRing, model.ProtoSimple, 56.0, 720 * 8.0 / 14},
-		{model.AlgoTree, model.ProtoLL, 15.2, 588.8 / 3.8 * .5},
-		{model.AlgoTree, model.ProtoLL128, 31.5, 588.8 * 7 / 9 * .5},
-		{model.AlgoTree, model.ProtoSimple, 64.4, 588.8 * .5},
-	}
-	for _, w := range want {
-		require.InEpsilon(t, w.lat, tu.Latency[ar][w.a][w.p], 1e-5, "%v/%v latency", w.a, w.p)
-		require.InEpsilon(t, w.bw, tu.Bandwidth[ar][w.a][w.p], 1e-5, "%v/%v bandwidth", w.a, w.p)
+	for _, file := range []string{"b200x8-nvswitch-vm-8x400g.xml", "oci-gb300-nvl72-2trays-x8-mnnvl-8x800g.xml"} {
+		res := runBlackwell(t, file, true, 1, nil)
+		require.Equal(t, 1, res.Plan.NNodes, file)
+		tu := res.Tuning
+		ar := model.CollAllReduce
+		ring, tree, nvls := res.Plan.Graphs[model.GraphRing], res.Plan.Graphs[model.GraphTree], res.Plan.Graphs[model.GraphNVLS]
+		require.Equal(t, [3]int{16, 16, 8}, [3]int{ring.NChannels(), tree.NChannels(), nvls.NChannels()}, file)
+		require.Equal(t, [4]float32{45, 40, 80, 90}, [4]float32{ring.BWIntra, tree.BWIntra, nvls.BWIntra, nvls.BWInter}, file)
+		want := []struct {
+			a       model.Algorithm
+			p       model.Protocol
+			lat, bw float64
+		}{
+			{model.AlgoRing, model.ProtoLL, 15.0, 282 * 8.0 / 14},
+			{model.AlgoRing, model.ProtoLL128, 40.6, 662.4 * 8.0 / 14},
+			{model.AlgoRing, model.ProtoSimple, 56.0, 720 * 8.0 / 14},
+			{model.AlgoTree, model.ProtoLL, 15.2, 588.8 / 3.8 * .5},
+			{model.AlgoTree, model.ProtoLL128, 31.5, 588.8 * 7 / 9 * .5},
+			{model.AlgoTree, model.ProtoSimple, 64.4, 588.8 * .5},
+			{model.AlgoNVLS, model.ProtoSimple, 25, 90 * 8 * 8.0 / 14},
+		}
+		for _, w := range want {
+			require.InEpsilon(t, w.lat, tu.Latency[ar][w.a][w.p], 1e-5, "%s %v/%v latency", file, w.a, w.p)
+			require.InEpsilon(t, w.bw, tu.Bandwidth[ar][w.a][w.p], 1e-5, "%s %v/%v bandwidth", file, w.a, w.p)
+		}
 	}
 }
 
