@@ -10,6 +10,7 @@ import (
 	fabfile "github.com/twinccl/twinccl/model/fabric"
 
 	"github.com/twinccl/twinccl/model"
+	"github.com/twinccl/twinccl/search"
 )
 
 // dgxH100 is testdata/xml/dgx-h100-8x400g.xml: 8 GPUs, each with its own
@@ -164,4 +165,39 @@ func TestFabricErrors(t *testing.T) {
 	require.NoError(t, s.Machine.SetFabric(nil))
 	_, err = s.Run(alltoall16M)
 	require.NoError(t, err)
+}
+
+// TestFabricCrossNic: NCCL_CROSS_NIC decides, in the search, whether a
+// ring channel may enter a host through one NIC and leave through another.
+// With 0, and with the default 2 (ring channel pairs cross NICs so that
+// consecutive hosts meet on the same rail), every hop between hosts stays
+// on one rail and a rail fabric carries nothing on its spine; with 1 the
+// DGX H100's rings enter on NET i and leave on NET i+1, so each hop between
+// hosts changes rails, crosses the 8:1 spine and the AllReduce slows down.
+func TestFabricCrossNic(t *testing.T) {
+	ring := Call{Coll: model.CollAllReduce, Count: 16 << 20, Dtype: model.DtypeFP32, Algo: model.AlgoRing, Proto: model.ProtoSimple}
+	run := func(crossNic int) CallResult {
+		t.Helper()
+		cl := loadSearch(t, dgxH100(), 2).Cluster
+		o := search.DefaultOptions()
+		o.Search.CrossNic = crossNic
+		res, err := search.Run(cl, o)
+		require.NoError(t, err)
+		s := newSim(t, res, nil)
+		s.Loop = 0
+		require.NoError(t, s.Machine.SetFabric(parseFabric(t, "leaf: {kind: rail, hosts: 2, uplinks: 4, oversubscription: 8}\nspine: {}\nadaptive_routing: true\n")))
+		r, err := s.Run(ring)
+		require.NoError(t, err)
+		return r
+	}
+	for _, c := range []int{0, 2} {
+		up, down := fabricBytes(run(c))
+		require.Zero(t, up+down, "NCCL_CROSS_NIC=%d", c)
+	}
+	same := run(0)
+	crossed := run(1)
+	up, down := fabricBytes(crossed)
+	require.Positive(t, up)
+	require.InDelta(t, up, down, 1)
+	require.Greater(t, crossed.TimeUs, same.TimeUs)
 }
