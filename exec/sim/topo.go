@@ -409,7 +409,7 @@ func (m *Machine) buildRoute(from, to, channel int) (*route, error) {
 // receiver's NET port to its GPU; the proxies add their latency.
 func (m *Machine) netRoute(rt *route, sa *model.System, ga *model.Node, sb *model.System, gb *model.Node, channel int) (*route, error) {
 	rt.transport = TransportNET
-	neta, netb, err := m.netDevs(sa, ga, sb, gb, channel)
+	neta, netb, err := m.netDevs(ga, gb, channel)
 	if err != nil {
 		return nil, err
 	}
