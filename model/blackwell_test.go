@@ -191,3 +191,56 @@ func TestMNNVLCliqueP2P(t *testing.T) {
 	p2p, _, _ = s.CheckP2P(s.GPUByRank(0), s.GPUByRank(7))
 	require.True(t, p2p)
 }
+
+// TestMNNVLEnable: src/init.cc, MNNVL is used when NCCL_MNNVL_ENABLE is 1,
+// or 2 (the default) with the fabric reporting one clique, and never with
+// 0 or with P2P disabled. A fused GB300 dump splits into two 4-GPU hosts
+// joined by the network under 0; under 1 the --nodes copies of a GB200
+// tray become one NVLink domain whose GPUs of different trays are one
+// NVSwitch hop apart (NVL, 18*40.1 GB/s) and may use P2P.
+func TestMNNVLEnable(t *testing.T) {
+	p := DefaultParams()
+	p.MNNVLEnable = 0
+	cl := loadShared(t, gb300XML, p)
+	require.False(t, cl.MNNVL)
+	require.Len(t, cl.Nodes, 2)
+	for _, n := range cl.Nodes {
+		require.Len(t, n.System.Nodes[GPU], 4)
+		require.True(t, n.System.Inter, "hosts talk through the network")
+	}
+
+	p = DefaultParams()
+	p.MNNVLEnable = 1
+	cl, _ = loadRecorded(t, gb200XML, LoadOptions{Nodes: 3, Params: p})
+	require.True(t, cl.MNNVL)
+	require.Equal(t, 12, cl.NRanks)
+	require.Len(t, cl.Nodes, 3)
+	for k, n := range cl.Nodes {
+		s := n.System
+		require.Len(t, s.Nodes[GPU], 12)
+		require.Equal(t, []int{4 * k, 4*k + 1, 4*k + 2, 4*k + 3}, n.Ranks)
+		a, b := s.GPUByRank(0), s.GPUByRank(11)
+		require.Equal(t, PathNVL, a.Path(b).Type)
+		require.Equal(t, float32(18)*float32(40.1), a.Path(b).BW)
+		p2p, _, _ := s.CheckP2P(a, b)
+		require.True(t, p2p)
+	}
+	// Without NCCL_MNNVL_ENABLE=1 the copies are separate hosts.
+	cl, _ = loadRecorded(t, gb200XML, LoadOptions{Nodes: 3})
+	require.False(t, cl.MNNVL)
+	require.Len(t, cl.Nodes[0].System.Nodes[GPU], 4)
+
+	// GPUs without NVSwitch links have no fabric to share.
+	root, _, err := ReadTopologyFile(filepath.Join("..", "testdata", "xml", "edge-grace-c2c.xml"))
+	require.NoError(t, err)
+	_, err = LoadCluster(root, "edge-grace-c2c.xml", LoadOptions{Nodes: 2, Params: p})
+	require.ErrorContains(t, err, "edge-grace-c2c.xml: NCCL_MNNVL_ENABLE=1 joins the --nodes copies")
+
+	for _, v := range []string{"3", "-1", "x"} {
+		_, err := ParamsFromEnv(func(k string) (string, bool) { return v, k == "NCCL_MNNVL_ENABLE" })
+		require.ErrorContains(t, err, "NCCL_MNNVL_ENABLE", v)
+	}
+	got, err := ParamsFromEnv(func(k string) (string, bool) { return "0", k == "NCCL_MNNVL_ENABLE" })
+	require.NoError(t, err)
+	require.Zero(t, got.MNNVLEnable)
+}

@@ -63,6 +63,9 @@ func LoadCluster(root *Element, file string, opts LoadOptions) (*Cluster, error)
 	if err != nil {
 		return nil, err
 	}
+	if opts.Params.MNNVLEnable == 1 && nodes > 1 {
+		return c, c.loadMNNVLCopies(root, local, nodes, opts.Params)
+	}
 	c.NRanks = nodes * local
 	c.Replicated = nodes > 1
 	var hash uint64
@@ -186,7 +189,9 @@ func (c *Cluster) loadMultiHost(root *Element, hosts []uint64, params Params) er
 	if err != nil {
 		return err
 	}
-	c.MNNVL = sharedNVSwitch(full)
+	// init.cc: MNNVL needs P2P (NCCL_P2P_DISABLE=1 turns it off) and
+	// NCCL_MNNVL_ENABLE other than 0.
+	c.MNNVL = sharedNVSwitch(full) && params.MNNVLEnable != 0 && params.P2PLevel != PathLOC
 	total, err := rankedGPUs(root, c.File)
 	if err != nil {
 		return err
@@ -204,6 +209,34 @@ func (c *Cluster) loadMultiHost(root *Element, hosts []uint64, params Params) er
 		if err := c.addNode(s); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// loadMNNVLCopies builds nodes copies of a single-host file as one MNNVL
+// clique (NCCL_MNNVL_ENABLE=1): each copy gets its own host hash and
+// ranks, and every node sees the fused topology, as NCCL fuses the XMLs
+// of a clique's ranks (the GB300 trays of ../shared/topologies show the
+// result on real hardware).
+func (c *Cluster) loadMNNVLCopies(root *Element, local, nodes int, params Params) error {
+	fused := &Element{Name: root.Name, Attrs: append([]Attr(nil), root.Attrs...), Line: root.Line}
+	base := uint64(0x4d4e4e564c000000) // "MNNVL", then the copy's index
+	var hosts []uint64
+	for k := 0; k < nodes; k++ {
+		x := root.Clone()
+		offsetRanks(x, k*local)
+		h := base + uint64(k)
+		hosts = append(hosts, h)
+		for _, cpu := range x.ChildrenNamed("cpu") {
+			cpu.Set("host_hash", fmt.Sprintf("%#x", h))
+		}
+		fused.Children = append(fused.Children, x.Children...)
+	}
+	if err := c.loadMultiHost(fused, hosts, params); err != nil {
+		return err
+	}
+	if !c.MNNVL {
+		return fmt.Errorf("%s: NCCL_MNNVL_ENABLE=1 joins the --nodes copies by their NVLink fabric, and the GPUs have no NVSwitch link (or P2P is disabled)", c.File)
 	}
 	return nil
 }

@@ -27,17 +27,25 @@ type Params struct {
 	// (NCCL_NET_DISABLE_INTRA).
 	NetDisableIntra bool
 	SHMDisable      bool // NCCL_SHM_DISABLE
+	// MNNVLEnable is NCCL_MNNVL_ENABLE: 2 (default) fuses the hosts of a
+	// multi-host file when their GPUs share the NVSwitch fabric, as NCCL
+	// does when NVML reports one clique; 0 never (each host on its own,
+	// joined by the network); 1 also fuses the --nodes copies of a
+	// single-host file into one NVLink domain (the trays of an NVL72 rack),
+	// which an XML cannot record.
+	MNNVLEnable int
 }
 
 // DefaultParams returns NCCL 2.28.9's defaults.
 func DefaultParams() Params {
-	return Params{P2PLevel: -1, GDRLevel: -1, NetGDRRead: -2, NetGDRC2C: true, PXNC2C: true}
+	return Params{P2PLevel: -1, GDRLevel: -1, NetGDRRead: -2, NetGDRC2C: true, PXNC2C: true, MNNVLEnable: 2}
 }
 
 // ParamEnvNames lists the environment variables ParamsFromEnv reads.
 var ParamEnvNames = []string{
 	"NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL", "NCCL_NET_GDR_LEVEL", "NCCL_NET_GDR_READ", "NCCL_NET_GDR_C2C",
 	"NCCL_NVB_DISABLE", "NCCL_PXN_DISABLE", "NCCL_PXN_C2C", "NCCL_NET_DISABLE_INTRA", "NCCL_SHM_DISABLE",
+	"NCCL_MNNVL_ENABLE",
 }
 
 // LookupEnvInt reads an integer variable through lookup, in C strtoll
@@ -102,6 +110,12 @@ func ParamsFromEnv(lookup func(string) (string, bool)) (Params, error) {
 	}
 	if err := intVar("NCCL_NET_GDR_READ", &p.NetGDRRead); err != nil {
 		return p, err
+	}
+	if err := intVar("NCCL_MNNVL_ENABLE", &p.MNNVLEnable); err != nil {
+		return p, err
+	}
+	if p.MNNVLEnable < 0 || p.MNNVLEnable > 2 {
+		return p, fmt.Errorf("NCCL_MNNVL_ENABLE=%d: want 0 (off), 1 (on) or 2 (auto)", p.MNNVLEnable)
 	}
 	for _, b := range []struct {
 		name string

@@ -185,3 +185,32 @@ func TestBlackwellLL128OverC2C(t *testing.T) {
 	require.Zero(t, off.Tuning.Bandwidth[ar][model.AlgoRing][model.ProtoLL128])
 	require.NotZero(t, off.Tuning.Bandwidth[ar][model.AlgoRing][model.ProtoSimple])
 }
+
+// TestBlackwellNVL72Rack: the 18 compute trays of a GB200 NVL72 rack as
+// one MNNVL clique (NCCL_MNNVL_ENABLE=1, --nodes 18): 72 ranks, one NCCL
+// node, 24 NVLS channels (one NVLink domain, nvls.cc). The NVLS graph takes
+// its most heads, min(NCCL_MAX_NVLS_ARITY 32, 72) = 32, every GPU link
+// carrying bwIntra per channel and twice for its head: 33*bwIntra <=
+// 721.8 gives 20 (24*33 = 792 does not fit); pass 2 raises bwInter while
+// below 2*bwIntra: 24, 30, 40. NVLS AllReduce: min(20*.74*31/32*2 =
+// 28.675, 40) * 32 * 72/142 = 465.26 GB/s. The ring is the 8-GPU node's:
+// floor(721.8/90) = 8 channels at 90, duplicated to 16 x 45.
+func TestBlackwellNVL72Rack(t *testing.T) {
+	path := filepath.Join("..", "testdata", "xml", "gb200-nvl72-tray-4gpu-4x400g.xml")
+	root, _, err := model.ReadTopologyFile(path)
+	require.NoError(t, err)
+	p := model.DefaultParams()
+	p.MNNVLEnable = 1
+	cl, err := model.LoadCluster(root, path, model.LoadOptions{Nodes: 18, Params: p})
+	require.NoError(t, err)
+	o := DefaultOptions()
+	o.Search.NVLSEnable = true
+	res, err := Run(cl, o)
+	require.NoError(t, err)
+	require.Equal(t, [3]int{72, 1, 24}, [3]int{res.Plan.NRanks, res.Plan.NNodes, res.Plan.NVLSChannels})
+	require.True(t, res.Plan.MNNVL)
+	nvls, ring := res.Plan.Graphs[model.GraphNVLS], res.Plan.Graphs[model.GraphRing]
+	require.Equal(t, [3]float32{32, 20, 40}, [3]float32{float32(nvls.NChannels()), nvls.BWIntra, nvls.BWInter})
+	require.Equal(t, [2]float32{16, 45}, [2]float32{float32(ring.NChannels()), ring.BWIntra})
+	require.InEpsilon(t, 20*.74*31/32*2*32*72.0/142, res.Tuning.Bandwidth[model.CollAllReduce][model.AlgoNVLS][model.ProtoSimple], 1e-5)
+}
