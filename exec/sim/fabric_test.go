@@ -201,3 +201,34 @@ func TestFabricCrossNic(t *testing.T) {
 	require.InDelta(t, up, down, 1)
 	require.Greater(t, crossed.TimeUs, same.TimeUs)
 }
+
+// TestFabricGin: GPU-initiated puts between hosts cross the fabric too:
+// behind 4:1 leaves of one host, the GIN AlltoAll on two DGX H100 puts
+// every off-host byte on the spine links and takes longer than on the
+// flat network.
+func TestFabricGin(t *testing.T) {
+	res := loadSearch(t, dgxH100(), 2)
+	p, err := GinAlltoAllProgram(res.Cluster.NRanks, 1, 1<<20)
+	require.NoError(t, err)
+	flat := newSim(t, res, nil)
+	want, err := flat.Machine.RunGin(p)
+	require.NoError(t, err)
+	s := newSim(t, res, nil)
+	require.NoError(t, s.Machine.SetFabric(parseFabric(t, "leaf: {kind: tor, hosts: 1, oversubscription: 4}\nspine: {}\nadaptive_routing: true\n")))
+	got, err := s.Machine.RunGin(p)
+	require.NoError(t, err)
+	require.Greater(t, got.KernelUs, want.KernelUs)
+	var up, offHost float64
+	for _, l := range got.Links {
+		if strings.HasPrefix(l.Name, "fabric:") && !strings.HasPrefix(l.Name, "fabric:spine->") {
+			up += l.Bytes
+		}
+	}
+	for _, put := range got.Puts {
+		if (put.Rank < 8) != (put.Peer < 8) {
+			offHost += float64(put.Bytes)
+		}
+	}
+	require.Positive(t, offHost)
+	require.InDelta(t, offHost, up, 1)
+}
