@@ -232,3 +232,33 @@ func TestFabricGin(t *testing.T) {
 	require.Positive(t, offHost)
 	require.InDelta(t, offHost, up, 1)
 }
+
+// TestFabricFastMode: with a fabric the fast mode does not fold hosts
+// (leaves break the rotation symmetry) but still merges identical
+// channels, and predicts what the accurate mode predicts, spine traffic
+// included (NCCL_CROSS_NIC=1 rings cross rails on an 8:1 spine).
+func TestFabricFastMode(t *testing.T) {
+	cl := loadSearch(t, dgxH100(), 4).Cluster
+	o := search.DefaultOptions()
+	o.Search.CrossNic = 1
+	res, err := search.Run(cl, o)
+	require.NoError(t, err)
+	call := Call{Coll: model.CollAllGather, Count: 1 << 18, Dtype: model.DtypeFP32, Algo: model.AlgoRing, Proto: model.ProtoSimple}
+	var times [2]float64
+	for i, mode := range []Mode{ModeAccurate, ModeFast} {
+		s := newSim(t, res, nil)
+		s.Loop = 0
+		s.Mode = mode
+		require.NoError(t, s.Machine.SetFabric(parseFabric(t, "leaf: {kind: rail, hosts: 2, uplinks: 4, oversubscription: 8}\nspine: {}\nadaptive_routing: true\n")))
+		r, err := s.Run(call)
+		require.NoError(t, err)
+		times[i] = r.TimeUs
+		if mode == ModeFast {
+			folded, why, err := s.Fold(call)
+			require.NoError(t, err)
+			require.True(t, folded, "identical channels still merge")
+			require.NotContains(t, why, "onto one", "hosts must not fold under a fabric")
+		}
+	}
+	require.InEpsilon(t, times[0], times[1], 1e-9)
+}
