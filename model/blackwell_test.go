@@ -244,3 +244,38 @@ func TestMNNVLEnable(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, got.MNNVLEnable)
 }
+
+// TestMNNVLCliques: TWINCCL_MNNVL_HOSTS cuts the NCCL_MNNVL_ENABLE=1
+// copies into NVLink domains of that many hosts, each node seeing the
+// fused system of its own domain only, the domains joined by the network.
+func TestMNNVLCliques(t *testing.T) {
+	p := DefaultParams()
+	p.MNNVLEnable, p.MNNVLHosts = 1, 2
+	cl, _ := loadRecorded(t, gb200XML, LoadOptions{Nodes: 4, Params: p})
+	require.True(t, cl.MNNVL)
+	require.Equal(t, 2, cl.CliqueHosts)
+	for k, n := range cl.Nodes {
+		s := n.System
+		require.Len(t, s.Nodes[GPU], 8, "node %d", k)
+		first := 8 * (k / 2)
+		require.NotNil(t, s.GPUByRank(first))
+		require.NotNil(t, s.GPUByRank(first+7))
+		require.Nil(t, s.GPUByRank((first+8)%16), "the other domain is not in node %d's system", k)
+		require.True(t, s.Inter, "domains talk through the network")
+	}
+	for _, tc := range []struct {
+		hosts, nodes int
+		want         string
+	}{
+		{1, 4, "TWINCCL_MNNVL_HOSTS=1 leaves each host alone"},
+		{2, 5, "--nodes 5 is not a whole number of NVLink domains of TWINCCL_MNNVL_HOSTS=2 hosts"},
+	} {
+		p.MNNVLHosts = tc.hosts
+		root, _, err := ReadTopologyFile(filepath.Join("..", "testdata", "xml", gb200XML))
+		require.NoError(t, err)
+		_, err = LoadCluster(root, gb200XML, LoadOptions{Nodes: tc.nodes, Params: p})
+		require.ErrorContains(t, err, tc.want)
+	}
+	_, err := ParamsFromEnv(func(k string) (string, bool) { return "-3", k == "TWINCCL_MNNVL_HOSTS" })
+	require.ErrorContains(t, err, "TWINCCL_MNNVL_HOSTS=-3")
+}

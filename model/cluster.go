@@ -23,7 +23,12 @@ type Cluster struct {
 	// Replicated is set when the nodes are copies of one single-host file
 	// (--nodes N): their systems differ only in ranks.
 	Replicated bool
-	Nodes      []*ClusterNode
+	// CliqueHosts is set when the nodes are copies of one single-host file
+	// joined into MNNVL cliques of this many hosts (NCCL_MNNVL_ENABLE=1):
+	// the nodes of a clique hold the same fused system, and the cliques
+	// differ only in ranks.
+	CliqueHosts int
+	Nodes       []*ClusterNode
 }
 
 // LoadOptions controls how a topology XML becomes a Cluster.
@@ -213,30 +218,49 @@ func (c *Cluster) loadMultiHost(root *Element, hosts []uint64, params Params) er
 	return nil
 }
 
-// loadMNNVLCopies builds nodes copies of a single-host file as one MNNVL
-// clique (NCCL_MNNVL_ENABLE=1): each copy gets its own host hash and
-// ranks, and every node sees the fused topology, as NCCL fuses the XMLs
-// of a clique's ranks (the GB300 trays of ../shared/topologies show the
-// result on real hardware).
+// loadMNNVLCopies builds nodes copies of a single-host file joined into
+// MNNVL cliques (NCCL_MNNVL_ENABLE=1) of params.MNNVLHosts hosts each (all
+// of them when 0): each copy gets its own host hash and ranks, and every
+// node sees the fused topology of its clique, as NCCL fuses the XMLs of a
+// clique's ranks (the GB300 trays of ../shared/topologies show the result
+// on real hardware); cliques reach each other through the network.
 func (c *Cluster) loadMNNVLCopies(root *Element, local, nodes int, params Params) error {
-	fused := &Element{Name: root.Name, Attrs: append([]Attr(nil), root.Attrs...), Line: root.Line}
-	base := uint64(0x4d4e4e564c000000) // "MNNVL", then the copy's index
-	var hosts []uint64
-	for k := 0; k < nodes; k++ {
-		x := root.Clone()
-		offsetRanks(x, k*local)
-		h := base + uint64(k)
-		hosts = append(hosts, h)
-		for _, cpu := range x.ChildrenNamed("cpu") {
-			cpu.Set("host_hash", fmt.Sprintf("%#x", h))
+	per := params.MNNVLHosts
+	if per <= 0 || per > nodes {
+		per = nodes
+	}
+	if per < 2 {
+		return fmt.Errorf("%s: TWINCCL_MNNVL_HOSTS=%d leaves each host alone in its NVLink domain; want 2 or more", c.File, params.MNNVLHosts)
+	}
+	if nodes%per != 0 {
+		return fmt.Errorf("%s: --nodes %d is not a whole number of NVLink domains of TWINCCL_MNNVL_HOSTS=%d hosts", c.File, nodes, per)
+	}
+	const base = uint64(0x4d4e4e564c000000) // "MNNVL", then the copy's index
+	c.NRanks = nodes * local
+	c.MNNVL = true
+	c.CliqueHosts = per
+	for first := 0; first < nodes; first += per {
+		fused := &Element{Name: root.Name, Attrs: append([]Attr(nil), root.Attrs...), Line: root.Line}
+		for k := first; k < first+per; k++ {
+			x := root.Clone()
+			offsetRanks(x, k*local)
+			for _, cpu := range x.ChildrenNamed("cpu") {
+				cpu.Set("host_hash", fmt.Sprintf("%#x", base+uint64(k)))
+			}
+			fused.Children = append(fused.Children, x.Children...)
 		}
-		fused.Children = append(fused.Children, x.Children...)
-	}
-	if err := c.loadMultiHost(fused, hosts, params); err != nil {
-		return err
-	}
-	if !c.MNNVL {
-		return fmt.Errorf("%s: NCCL_MNNVL_ENABLE=1 joins the --nodes copies by their NVLink fabric, and the GPUs have no NVSwitch link (or P2P is disabled)", c.File)
+		for k := first; k < first+per; k++ {
+			s, err := BuildSystem(fused, c.File, base+uint64(k), params)
+			if err != nil {
+				return err
+			}
+			if k == first && !sharedNVSwitch(s) {
+				return fmt.Errorf("%s: NCCL_MNNVL_ENABLE=1 joins the --nodes copies by their NVLink fabric, and the GPUs have no NVSwitch link", c.File)
+			}
+			if err := c.addNode(s); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }

@@ -34,6 +34,11 @@ type Params struct {
 	// single-host file into one NVLink domain (the trays of an NVL72 rack),
 	// which an XML cannot record.
 	MNNVLEnable int
+	// MNNVLHosts is TWINCCL_MNNVL_HOSTS: with NCCL_MNNVL_ENABLE=1, the
+	// --nodes copies form NVLink domains of this many hosts each (18: one
+	// GB200 NVL72 rack of 4-GPU trays), joined by the network; 0: one
+	// domain of all of them.
+	MNNVLHosts int
 }
 
 // DefaultParams returns NCCL 2.28.9's defaults.
@@ -45,7 +50,7 @@ func DefaultParams() Params {
 var ParamEnvNames = []string{
 	"NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL", "NCCL_NET_GDR_LEVEL", "NCCL_NET_GDR_READ", "NCCL_NET_GDR_C2C",
 	"NCCL_NVB_DISABLE", "NCCL_PXN_DISABLE", "NCCL_PXN_C2C", "NCCL_NET_DISABLE_INTRA", "NCCL_SHM_DISABLE",
-	"NCCL_MNNVL_ENABLE",
+	"NCCL_MNNVL_ENABLE", "TWINCCL_MNNVL_HOSTS",
 }
 
 // LookupEnvInt reads an integer variable through lookup, in C strtoll
@@ -116,6 +121,12 @@ func ParamsFromEnv(lookup func(string) (string, bool)) (Params, error) {
 	}
 	if p.MNNVLEnable < 0 || p.MNNVLEnable > 2 {
 		return p, fmt.Errorf("NCCL_MNNVL_ENABLE=%d: want 0 (off), 1 (on) or 2 (auto)", p.MNNVLEnable)
+	}
+	if err := intVar("TWINCCL_MNNVL_HOSTS", &p.MNNVLHosts); err != nil {
+		return p, err
+	}
+	if p.MNNVLHosts < 0 || p.MNNVLHosts > MaxClusterNodes {
+		return p, fmt.Errorf("TWINCCL_MNNVL_HOSTS=%d: want 0 (one NVLink domain of all hosts) to %d", p.MNNVLHosts, MaxClusterNodes)
 	}
 	for _, b := range []struct {
 		name string

@@ -214,3 +214,35 @@ func TestBlackwellNVL72Rack(t *testing.T) {
 	require.Equal(t, [2]float32{16, 45}, [2]float32{float32(ring.NChannels()), ring.BWIntra})
 	require.InEpsilon(t, 20*.74*31/32*2*32*72.0/142, res.Tuning.Bandwidth[model.CollAllReduce][model.AlgoNVLS][model.ProtoSimple], 1e-5)
 }
+
+// TestMNNVLCopiesShortcutEqualsFullSearch: for --nodes copies joined into
+// MNNVL cliques, taking node 0's graphs (renumbered for later cliques)
+// gives what searching every node's own fused system gives.
+func TestMNNVLCopiesShortcutEqualsFullSearch(t *testing.T) {
+	path := filepath.Join("..", "testdata", "xml", "gb200-nvl72-tray-4gpu-4x400g.xml")
+	root, _, err := model.ReadTopologyFile(path)
+	require.NoError(t, err)
+	p := model.DefaultParams()
+	p.MNNVLEnable, p.MNNVLHosts = 1, 2
+	cl, err := model.LoadCluster(root, path, model.LoadOptions{Nodes: 4, Params: p})
+	require.NoError(t, err)
+	require.Equal(t, 2, cl.CliqueHosts)
+	o := DefaultOptions()
+	o.Search.NVLSEnable = true
+	res, err := Run(cl, o)
+	require.NoError(t, err)
+	require.Equal(t, [2]int{16, 2}, [2]int{res.Plan.NRanks, res.Plan.NNodes}, "two cliques of two trays")
+	// Node 1 shares node 0's clique, node 2 starts the other one.
+	for _, i := range []int{1, 2} {
+		n := cl.Nodes[i]
+		full, err := ComputeGraphs(n.System, o.Search)
+		require.NoError(t, err)
+		for id := range full {
+			a, err := GraphDocOf(full[id], n.System)
+			require.NoError(t, err)
+			b, err := GraphDocOf(res.NodeGraphs[i][id], n.System)
+			require.NoError(t, err)
+			require.Equal(t, a, b, "node %d graph %d", i, id)
+		}
+	}
+}

@@ -64,7 +64,8 @@ NCCL_NET_GDR_C2C, NCCL_NVB_DISABLE, NCCL_PXN_DISABLE, NCCL_PXN_C2C,
 NCCL_NET_DISABLE_INTRA and NCCL_SHM_DISABLE change path decisions as in NCCL 2.28.9.
 NCCL_MNNVL_ENABLE=0 splits a multi-host NVLink dump into hosts joined by the network;
 NCCL_MNNVL_ENABLE=1 with --nodes N makes the N copies of a single-host file one NVLink
-domain (MNNVL clique), e.g. the 18 trays of a GB200 NVL72 rack.
+domain (MNNVL clique), e.g. the 18 trays of a GB200 NVL72 rack; TWINCCL_MNNVL_HOSTS=K
+cuts them into cliques of K hosts (racks) joined by the network.
 `
 
 func usage(w io.Writer) {
