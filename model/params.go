@@ -46,11 +46,12 @@ func DefaultParams() Params {
 	return Params{P2PLevel: -1, GDRLevel: -1, NetGDRRead: -2, NetGDRC2C: true, PXNC2C: true, MNNVLEnable: 2}
 }
 
-// ParamEnvNames lists the environment variables ParamsFromEnv reads.
+// ParamEnvNames lists the NCCL variables ParamsFromEnv reads (it also
+// reads our TWINCCL_MNNVL_HOSTS, which is no NCCL setting).
 var ParamEnvNames = []string{
 	"NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL", "NCCL_NET_GDR_LEVEL", "NCCL_NET_GDR_READ", "NCCL_NET_GDR_C2C",
 	"NCCL_NVB_DISABLE", "NCCL_PXN_DISABLE", "NCCL_PXN_C2C", "NCCL_NET_DISABLE_INTRA", "NCCL_SHM_DISABLE",
-	"NCCL_MNNVL_ENABLE", "TWINCCL_MNNVL_HOSTS",
+	"NCCL_MNNVL_ENABLE",
 }
 
 // LookupEnvInt reads an integer variable through lookup, in C strtoll
