@@ -256,6 +256,13 @@ func TestMNNVLCliques(t *testing.T) {
 	require.Equal(t, 2, cl.CliqueHosts)
 	for k, n := range cl.Nodes {
 		s := n.System
+		// topo.cc ncclTopoAddNet: NETs with one guid (asic) and port share
+		// bandwidth; the copies' NICs are distinct cards.
+		asics := map[uint64]bool{}
+		for _, net := range s.Nodes[NET] {
+			require.False(t, asics[net.NET.Asic], "node %d: %s shares a GUID", k, net.Name())
+			asics[net.NET.Asic] = true
+		}
 		require.Len(t, s.Nodes[GPU], 8, "node %d", k)
 		first := 8 * (k / 2)
 		require.NotNil(t, s.GPUByRank(first))

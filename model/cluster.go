@@ -247,6 +247,7 @@ func (c *Cluster) loadMNNVLCopies(root *Element, local, nodes int, params Params
 			for _, cpu := range x.ChildrenNamed("cpu") {
 				cpu.Set("host_hash", fmt.Sprintf("%#x", base+uint64(k)))
 			}
+			uniqueGUIDs(x, k)
 			fused.Children = append(fused.Children, x.Children...)
 		}
 		for k := first; k < first+per; k++ {
@@ -263,6 +264,24 @@ func (c *Cluster) loadMNNVLCopies(root *Element, local, nodes int, params Params
 		}
 	}
 	return nil
+}
+
+// uniqueGUIDs gives the NICs of copy k of a host GUIDs of their own (the
+// copy index in the top byte): NCCL takes NETs with one GUID and port for
+// ports of one NIC sharing its bandwidth, which the NICs of different
+// hosts of a fused MNNVL system are not.
+func uniqueGUIDs(root *Element, k int) {
+	if k == 0 {
+		return
+	}
+	walk(root, func(e *Element) {
+		if e.Name != "net" {
+			return
+		}
+		if v, ok := e.Get("guid"); ok {
+			e.Set("guid", fmt.Sprintf("%#x", cStrtoull(v, 16)^uint64(k)<<56))
+		}
+	})
 }
 
 // sharedNVSwitch reports whether GPUs of more than one host link to the

@@ -43,9 +43,9 @@ func runBlackwell(t *testing.T, file string, shared bool, nodes int, edit func(*
 // node every GPU has 18*40.1 = 721.8 GB/s to the switch and a ring channel
 // takes its speed once out of and once into every GPU, so at the first
 // speed, 90, floor(721.8/90) = 8 channels fit (8*90 = 720 < totalBw 721.8,
-// so the search goes on, but no other speed gives more than 720). A ring
-// of bwIntra >= 25 is then duplicated (ncclTopoCompute, "Duplicate
-// channels"): 16 channels of 90/2 = 45 GB/s. The same holds on a GB200 tray
+// so the search goes on, but no other speed gives more than 720).
+// ncclTopoDupChannels then doubles a ring of bwIntra >= 25 unless ccMin >
+// 80, bwIntra < 50 and more than 4 channels: 16 channels of 90/2 = 45. The same holds on a GB200 tray
 // (4 GPUs, same NVLink 5 bandwidth) and on Hopper would start at 60.
 func TestBlackwellRingSearch(t *testing.T) {
 	for _, tc := range []struct {
@@ -172,8 +172,10 @@ func TestBlackwellTuningCaps(t *testing.T) {
 // typeInter PXN, which covers P2C; with NCCL_LL128_C2C=0 only up to PXB.
 // GB200 trays on the network search their rings through the Grace NICs
 // (typeInter P2C), so Ring LL128 is on by default and off without
-// LL128_C2C. Ring: 8 x 24 at 2 nodes, bw 8*24*.92 = 176.64 (below the
-// 8*34.6 cap) * 8/14.
+// LL128_C2C. Ring: one channel per NIC at the first inter speed the
+// NIC paths allow (PCIe Gen5 x16: 48), 4 channels, doubled by
+// ncclTopoDupChannels (4 channels is not more than 4): 8 x 24 at 2 nodes;
+// bw 8*24*.92 = 176.64 (below the 8*34.6 cap) * 8/14.
 func TestBlackwellLL128OverC2C(t *testing.T) {
 	ar := model.CollAllReduce
 	res := runBlackwell(t, "gb200-nvl72-tray-4gpu-4x400g.xml", false, 2, nil)
@@ -245,4 +247,33 @@ func TestMNNVLCopiesShortcutEqualsFullSearch(t *testing.T) {
 			require.Equal(t, a, b, "node %d graph %d", i, id)
 		}
 	}
+}
+
+// TestBlackwellTwoNVL72Racks: two GB200 NVL72 racks (--nodes 36,
+// NCCL_MNNVL_ENABLE=1, TWINCCL_MNNVL_HOSTS=18): two NCCL nodes of 72 ranks
+// joined by 72 ConnectX-7 each, 32 NVLS channels (several domains).
+// Ring: each channel takes its speed on every GPU's NVSwitch link each
+// way and a NIC per host at most 48 (PCIe): floor(721.8/48) = 15 x 48 =
+// 720 is beaten by 16 x 45.1 = 721.6 (42: 17 x 42 = 714), not doubled
+// (ccMin > 80, bwIntra < 50, more than 4 channels). NVLS: one channel per
+// NIC up to NCCL_MAX_NVLS_ARITY 32, its head the NIC's local GPU; 33 *
+// bwIntra per NVSwitch link as in one rack gives 20 (22*33 = 726 does not
+// fit), then bwInter rises to 40.
+func TestBlackwellTwoNVL72Racks(t *testing.T) {
+	path := filepath.Join("..", "testdata", "xml", "gb200-nvl72-tray-4gpu-4x400g.xml")
+	root, _, err := model.ReadTopologyFile(path)
+	require.NoError(t, err)
+	p := model.DefaultParams()
+	p.MNNVLEnable, p.MNNVLHosts = 1, 18
+	cl, err := model.LoadCluster(root, path, model.LoadOptions{Nodes: 36, Params: p})
+	require.NoError(t, err)
+	o := DefaultOptions()
+	o.Search.NVLSEnable = true
+	res, err := Run(cl, o)
+	require.NoError(t, err)
+	require.Equal(t, [3]int{144, 2, 32}, [3]int{res.Plan.NRanks, res.Plan.NNodes, res.Plan.NVLSChannels})
+	ring, nvls := res.Plan.Graphs[model.GraphRing], res.Plan.Graphs[model.GraphNVLS]
+	require.Equal(t, [3]float32{16, 45.1, 45.1}, [3]float32{float32(ring.NChannels()), ring.BWIntra, ring.BWInter})
+	require.Equal(t, model.PathP2C, ring.TypeInter)
+	require.Equal(t, [3]float32{32, 20, 40}, [3]float32{float32(nvls.NChannels()), nvls.BWIntra, nvls.BWInter})
 }
