@@ -23,7 +23,12 @@ type Cluster struct {
 	// Replicated is set when the nodes are copies of one single-host file
 	// (--nodes N): their systems differ only in ranks.
 	Replicated bool
-	Nodes      []*ClusterNode
+	// CliqueHosts is set when the nodes are copies of one single-host file
+	// joined into MNNVL cliques of this many hosts (NCCL_MNNVL_ENABLE=1):
+	// the nodes of a clique hold the same fused system, and the cliques
+	// differ only in ranks.
+	CliqueHosts int
+	Nodes       []*ClusterNode
 }
 
 // LoadOptions controls how a topology XML becomes a Cluster.
@@ -69,6 +74,12 @@ func LoadCluster(root *Element, file string, opts LoadOptions) (*Cluster, error)
 	local, err := rankedGPUs(root, file)
 	if err != nil {
 		return nil, err
+	}
+	if opts.Params.MNNVLEnable == 1 && nodes > 1 {
+		if opts.Ranks != nil {
+			return nil, fmt.Errorf("%s: --ranks with NCCL_MNNVL_ENABLE=1 and --nodes %d: a communicator of joined NVLink domains is not modelled yet", file, nodes)
+		}
+		return c, c.loadMNNVLCopies(root, local, nodes, opts.Params)
 	}
 	c.NRanks = nodes * local
 	c.Replicated = nodes > 1
@@ -228,7 +239,9 @@ func (c *Cluster) loadMultiHost(root *Element, hosts []uint64, opts LoadOptions)
 	if err != nil {
 		return err
 	}
-	c.MNNVL = sharedNVSwitch(full)
+	// init.cc: MNNVL needs P2P (NCCL_P2P_DISABLE=1 turns it off) and
+	// NCCL_MNNVL_ENABLE other than 0.
+	c.MNNVL = sharedNVSwitch(full) && params.MNNVLEnable != 0 && params.P2PLevel != PathLOC
 	for _, h := range hosts {
 		xml := root
 		if !c.MNNVL {
@@ -283,6 +296,72 @@ func replicatedSubset(ranks []int, local int) bool {
 		}
 	}
 	return true
+}
+
+// loadMNNVLCopies builds nodes copies of a single-host file joined into
+// MNNVL cliques (NCCL_MNNVL_ENABLE=1) of params.MNNVLHosts hosts each (all
+// of them when 0): each copy gets its own host hash and ranks, and every
+// node sees the fused topology of its clique, as NCCL fuses the XMLs of a
+// clique's ranks (the GB300 trays of ../shared/topologies show the result
+// on real hardware); cliques reach each other through the network.
+func (c *Cluster) loadMNNVLCopies(root *Element, local, nodes int, params Params) error {
+	per := params.MNNVLHosts
+	if per <= 0 || per > nodes {
+		per = nodes
+	}
+	if per < 2 {
+		return fmt.Errorf("%s: TWINCCL_MNNVL_HOSTS=%d leaves each host alone in its NVLink domain; want 2 or more", c.File, params.MNNVLHosts)
+	}
+	if nodes%per != 0 {
+		return fmt.Errorf("%s: --nodes %d is not a whole number of NVLink domains of TWINCCL_MNNVL_HOSTS=%d hosts", c.File, nodes, per)
+	}
+	const base = uint64(0x4d4e4e564c000000) // "MNNVL", then the copy's index
+	c.NRanks = nodes * local
+	c.MNNVL = true
+	c.CliqueHosts = per
+	for first := 0; first < nodes; first += per {
+		fused := &Element{Name: root.Name, Attrs: append([]Attr(nil), root.Attrs...), Line: root.Line}
+		for k := first; k < first+per; k++ {
+			x := root.Clone()
+			offsetRanks(x, k*local)
+			for _, cpu := range x.ChildrenNamed("cpu") {
+				cpu.Set("host_hash", fmt.Sprintf("%#x", base+uint64(k)))
+			}
+			uniqueGUIDs(x, k)
+			fused.Children = append(fused.Children, x.Children...)
+		}
+		for k := first; k < first+per; k++ {
+			s, err := BuildSystem(fused, c.File, base+uint64(k), params)
+			if err != nil {
+				return err
+			}
+			if k == first && !sharedNVSwitch(s) {
+				return fmt.Errorf("%s: NCCL_MNNVL_ENABLE=1 joins the --nodes copies by their NVLink fabric, and the GPUs have no NVSwitch link", c.File)
+			}
+			if err := c.addNode(s); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// uniqueGUIDs gives the NICs of copy k of a host GUIDs of their own (the
+// copy index in the top byte): NCCL takes NETs with one GUID and port for
+// ports of one NIC sharing its bandwidth, which the NICs of different
+// hosts of a fused MNNVL system are not.
+func uniqueGUIDs(root *Element, k int) {
+	if k == 0 {
+		return
+	}
+	walk(root, func(e *Element) {
+		if e.Name != "net" {
+			return
+		}
+		if v, ok := e.Get("guid"); ok {
+			e.Set("guid", fmt.Sprintf("%#x", cStrtoull(v, 16)^uint64(k)<<56))
+		}
+	})
 }
 
 // sharedNVSwitch reports whether GPUs of more than one host link to the

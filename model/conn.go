@@ -101,6 +101,11 @@ func (cl *Cluster) NodeOfRank(r int) int {
 type ConnPlanner struct {
 	cl   *Cluster
 	node []int // node[r]: the cluster node of rank r, -1 for none
+	// plan, when set, picks a NET connection's NICs as NCCL does for the
+	// plan's rings and trees (Cluster.NetDevs, under crossNicOff);
+	// without it each end takes its GPU's local NIC for the channel.
+	plan        *Plan
+	crossNicOff bool
 }
 
 // Planner indexes the cluster's ranks for Conn. The cluster must not
@@ -117,6 +122,15 @@ func (cl *Cluster) Planner() *ConnPlanner {
 			}
 		}
 	}
+	return p
+}
+
+// PlannerFor is Planner with the NICs of NET connections chosen for the
+// plan's graphs as NCCL chooses them (Cluster.NetDevs; crossNicOff is
+// NCCL_CROSS_NIC=0).
+func (cl *Cluster) PlannerFor(plan *Plan, crossNicOff bool) *ConnPlanner {
+	p := cl.Planner()
+	p.plan, p.crossNicOff = plan, crossNicOff
 	return p
 }
 
@@ -166,11 +180,17 @@ func (p *ConnPlanner) Conn(from, to, channel int) (Conn, error) {
 	}
 	c.Transport = TransportNET
 	var err error
-	if c.SendNIC, err = sa.LocalNet(ga, channel); err != nil {
-		return c, fmt.Errorf("connection %d->%d on channel %d: %w", from, to, channel, err)
-	}
-	if c.RecvNIC, err = sb.LocalNet(gb, channel); err != nil {
-		return c, fmt.Errorf("connection %d->%d on channel %d: %w", from, to, channel, err)
+	if p.plan != nil {
+		if c.SendNIC, c.RecvNIC, err = cl.NetDevs(p.plan, na, from, nb, to, channel, p.crossNicOff); err != nil {
+			return c, fmt.Errorf("connection %d->%d on channel %d: %w", from, to, channel, err)
+		}
+	} else {
+		if c.SendNIC, err = sa.LocalNet(ga, channel); err != nil {
+			return c, fmt.Errorf("connection %d->%d on channel %d: %w", from, to, channel, err)
+		}
+		if c.RecvNIC, err = sb.LocalNet(gb, channel); err != nil {
+			return c, fmt.Errorf("connection %d->%d on channel %d: %w", from, to, channel, err)
+		}
 	}
 	gdrA, err := sa.CheckGDR(ga, c.SendNIC, true)
 	if err != nil {

@@ -15,8 +15,8 @@ type Params struct {
 	// NCCL_P2P_DISABLE); -1 means NCCL's default (PXB, SYS on AMD <=2 GPUs).
 	P2PLevel PathType
 	// GDRLevel is the highest GPU->NIC path type for GPUDirect RDMA
-	// (NCCL_NET_GDR_LEVEL); -1 means the default (P2C, or PXB when
-	// NetGDRC2C is off).
+	// (NCCL_NET_GDR_LEVEL); -1 means the default, PXB. With NetGDRC2C a
+	// P2C path is compared as C2C (NCCL 2.28.9's ncclTopoCheckGdr).
 	GDRLevel   PathType
 	NetGDRRead int  // NCCL_NET_GDR_READ: -2 unset, 0 off, 1 on
 	NetGDRC2C  bool // NCCL_NET_GDR_C2C (default on)
@@ -27,17 +27,31 @@ type Params struct {
 	// (NCCL_NET_DISABLE_INTRA).
 	NetDisableIntra bool
 	SHMDisable      bool // NCCL_SHM_DISABLE
+	// MNNVLEnable is NCCL_MNNVL_ENABLE: 2 (default) fuses the hosts of a
+	// multi-host file when their GPUs share the NVSwitch fabric, as NCCL
+	// does when NVML reports one clique; 0 never (each host on its own,
+	// joined by the network); 1 also fuses the --nodes copies of a
+	// single-host file into one NVLink domain (the trays of an NVL72 rack),
+	// which an XML cannot record.
+	MNNVLEnable int
+	// MNNVLHosts is TWINCCL_MNNVL_HOSTS: with NCCL_MNNVL_ENABLE=1, the
+	// --nodes copies form NVLink domains of this many hosts each (18: one
+	// GB200 NVL72 rack of 4-GPU trays), joined by the network; 0: one
+	// domain of all of them.
+	MNNVLHosts int
 }
 
 // DefaultParams returns NCCL 2.28.9's defaults.
 func DefaultParams() Params {
-	return Params{P2PLevel: -1, GDRLevel: -1, NetGDRRead: -2, NetGDRC2C: true, PXNC2C: true}
+	return Params{P2PLevel: -1, GDRLevel: -1, NetGDRRead: -2, NetGDRC2C: true, PXNC2C: true, MNNVLEnable: 2}
 }
 
-// ParamEnvNames lists the environment variables ParamsFromEnv reads.
+// ParamEnvNames lists the NCCL variables ParamsFromEnv reads (it also
+// reads our TWINCCL_MNNVL_HOSTS, which is no NCCL setting).
 var ParamEnvNames = []string{
 	"NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL", "NCCL_NET_GDR_LEVEL", "NCCL_NET_GDR_READ", "NCCL_NET_GDR_C2C",
 	"NCCL_NVB_DISABLE", "NCCL_PXN_DISABLE", "NCCL_PXN_C2C", "NCCL_NET_DISABLE_INTRA", "NCCL_SHM_DISABLE",
+	"NCCL_MNNVL_ENABLE",
 }
 
 // LookupEnvInt reads an integer variable through lookup, in C strtoll
@@ -102,6 +116,18 @@ func ParamsFromEnv(lookup func(string) (string, bool)) (Params, error) {
 	}
 	if err := intVar("NCCL_NET_GDR_READ", &p.NetGDRRead); err != nil {
 		return p, err
+	}
+	if err := intVar("NCCL_MNNVL_ENABLE", &p.MNNVLEnable); err != nil {
+		return p, err
+	}
+	if p.MNNVLEnable < 0 || p.MNNVLEnable > 2 {
+		return p, fmt.Errorf("NCCL_MNNVL_ENABLE=%d: want 0 (off), 1 (on) or 2 (auto)", p.MNNVLEnable)
+	}
+	if err := intVar("TWINCCL_MNNVL_HOSTS", &p.MNNVLHosts); err != nil {
+		return p, err
+	}
+	if p.MNNVLHosts < 0 || p.MNNVLHosts > MaxClusterNodes {
+		return p, fmt.Errorf("TWINCCL_MNNVL_HOSTS=%d: want 0 (one NVLink domain of all hosts) to %d", p.MNNVLHosts, MaxClusterNodes)
 	}
 	for _, b := range []struct {
 		name string

@@ -348,10 +348,12 @@ func (s *System) CheckGDR(g, net *Node, read bool) (GDRMode, error) {
 			}
 		}
 	}
+	// NCCL 2.28.9 (paths.cc, ncclTopoCheckGdr): the level is PXB (or
+	// NCCL_NET_GDR_LEVEL); a P2C distance counts as C2C when
+	// NCCL_NET_GDR_C2C is on, so it passes any level from C2C up; a GPU
+	// on C2C whose NIC is not reached through C2C gets a PCIe mapping.
+	// (2.29 raised the default level to P2C and compares P2C itself.)
 	level := PathPXB
-	if s.Params.NetGDRC2C {
-		level = PathP2C
-	}
 	if s.Params.GDRLevel >= 0 {
 		level = s.Params.GDRLevel
 	}
@@ -364,10 +366,13 @@ func (s *System) CheckGDR(g, net *Node, read bool) (GDRMode, error) {
 		g = proxy
 		distance = g.Path(net).Type
 	}
+	if s.Params.NetGDRC2C && distance == PathP2C {
+		distance = PathC2C
+	}
 	if distance > level {
 		return GDRDisabled, nil
 	}
-	if c := s.LocalCPU(g); c != nil && g.Path(c).Type == PathC2C && distance != PathP2C {
+	if c := s.LocalCPU(g); c != nil && g.Path(c).Type == PathC2C && distance != PathC2C {
 		return GDRPCI, nil
 	}
 	return GDRDefault, nil
@@ -419,14 +424,17 @@ func (s *System) ComputePaths() error {
 			}
 		}
 	}
-	// P2C: a GPU attached to its CPU by C2C reaches CPU-attached NICs as P2C.
-	for _, g := range gpus {
-		cpu := s.LocalCPU(g)
-		if cpu == nil {
-			continue
-		}
-		nets, _ := s.local(g, NET)
-		for _, n := range nets {
+	// P2C: a GPU attached to its CPU by C2C reaches every NIC behind that
+	// CPU's host bridge as P2C, in both directions. NCCL 2.28.9
+	// (paths.cc, ncclTopoComputePaths, "update the GPU -> NIC path in the
+	// case of C2C + PHB") applies this to every NET; only 2.29 narrowed it
+	// to the GPU's closest NETs.
+	for _, n := range s.Nodes[NET] {
+		for _, g := range gpus {
+			cpu := s.LocalCPU(g)
+			if cpu == nil {
+				continue
+			}
 			if mergePathType(g.Path(cpu).Type, n.Path(cpu).Type) == PathP2C {
 				gp, np := g.Path(n), n.Path(g)
 				gp.Type = min(PathP2C, gp.Type)
@@ -445,15 +453,11 @@ func (s *System) ComputePaths() error {
 				if err != nil {
 					return fmt.Errorf("paths: %w", err)
 				}
+				// NCCL 2.28.9 does not ask whether the relay GPU may use
+				// GPUDirect RDMA here (2.30 does).
 				if lg != nil && lg != g && lg.Path(n).Type <= pxnMax && lg.Path(g).Type <= PathNVL &&
 					SystemIDOf(lg.ID) == SystemIDOf(g.ID) && (lg.Path(n).BW > g.Path(n).BW || g.Path(n).Type > PathPXN) {
-					mode, err := s.CheckGDR(lg, n, true)
-					if err != nil {
-						return fmt.Errorf("paths: %w", err)
-					}
-					if mode != GDRDisabled {
-						addInterStep(lg, g, NET, n.Index)
-					}
+					addInterStep(lg, g, NET, n.Index)
 				}
 			}
 			if g.Path(n).Type < PathPHB {

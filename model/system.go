@@ -526,7 +526,9 @@ func (b *sysBuilder) addNET(e *Element, nic *Node, sysID int) error {
 			return err
 		}
 	} else {
-		n.Asic = uint64(int64(dev))
+		// topo.cc ncclTopoAddNet: without a guid the NET id (system id
+		// and dev), unique within the host and across an MNNVL domain.
+		n.Asic = topoID(sysID, int64(dev))
 	}
 	mbps, err := b.attrIntDefault(e, "speed", 0)
 	if err != nil {

@@ -69,7 +69,10 @@ type Result struct {
 //
 // Nodes that are copies of one host (model.Cluster.Replicated) search the
 // same system and so find the same graphs up to rank numbering: node 0 is
-// searched and the others take its graphs with their own ranks.
+// searched and the others take its graphs with their own ranks. Copies
+// joined into MNNVL cliques (model.Cluster.CliqueHosts) likewise take node
+// 0's graphs: its clique's nodes hold the same fused system, the other
+// cliques the same one with their own ranks.
 func Run(c *model.Cluster, opts Options) (*Result, error) {
 	if c == nil || len(c.Nodes) == 0 {
 		return nil, errors.New("search: empty cluster")
@@ -79,6 +82,13 @@ func Run(c *model.Cluster, opts Options) (*Result, error) {
 	for i, n := range c.Nodes {
 		if c.Replicated && i > 0 {
 			r.NodeGraphs[i] = renumberGraphs(r.NodeGraphs[0], n.Ranks[0]-c.Nodes[0].Ranks[0])
+			continue
+		}
+		if k := c.CliqueHosts; k > 0 && i > 0 {
+			// MNNVL copies: a clique's nodes search one fused system, and
+			// the cliques are copies of the first up to rank numbering.
+			first := i - i%k
+			r.NodeGraphs[i] = renumberGraphs(r.NodeGraphs[0], c.Nodes[first].Ranks[0]-c.Nodes[0].Ranks[0])
 			continue
 		}
 		gs, err := ComputeGraphs(n.System, opts.Search)
@@ -109,7 +119,11 @@ func renumberGraphs(gs [model.NumGraphs]*model.Graph, delta int) [model.NumGraph
 		cp := g.Clone()
 		for _, ch := range cp.Channels {
 			for i := range ch.Intra {
-				ch.Intra[i] += delta
+				// An NVLS channel records only its head; the other
+				// entries stay NCCL's zeros.
+				if i == 0 || g.Pattern != model.PatternNVLS {
+					ch.Intra[i] += delta
+				}
 			}
 		}
 		out[id] = cp

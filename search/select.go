@@ -177,7 +177,7 @@ func (t *Tuning) costTable(c Call, nBytes int64, pipeOps int) [nAlgo][nProto]flo
 // AlgoTime is ncclTopoGetAlgoTime: the predicted µs of nBytes of coll with
 // algorithm a and protocol p, for numPipeOps aggregated operations, or -1
 // when the pair has no bandwidth. Tree AllReduce bandwidth gets NCCL's
-// size-dependent correction (and NVLS Tree on sm100+ x86 hosts), and
+// size-dependent correction (NCCL 2.28.9 applies none to NVLS Tree), and
 // multi-node Ring/Simple AllReduce latency its plateau factor (1.4, or 1.9
 // below sm80) once each rank's share per channel reaches 64 bytes.
 func (t *Tuning) AlgoTime(coll model.Collective, a model.Algorithm, p model.Protocol, nBytes int64, numPipeOps int) float32 {
@@ -188,10 +188,6 @@ func (t *Tuning) AlgoTime(coll model.Collective, a model.Algorithm, p model.Prot
 	}
 	logSize := tuneLog2i(int64(uint64(nBytes) >> 6))
 	if a == model.AlgoTree && coll == model.CollAllReduce && logSize >= 0 && logSize < 23 {
-		bw *= tuneTreeCorrection[p][logSize]
-	}
-	if a == model.AlgoNVLSTree && coll == model.CollAllReduce && logSize >= 0 && logSize < 24 &&
-		t.MinCompCap >= 100 && t.CPUArch == model.CPUArchX86 {
 		bw *= tuneTreeCorrection[p][logSize]
 	}
 	if a == model.AlgoRing && p == model.ProtoSimple && t.NNodes > 1 && coll == model.CollAllReduce {

@@ -106,7 +106,8 @@ func tuneDefaultConstants() tuneConstants {
 			{2 * 141.0, 2 * 45.0, 2 * 35.0},
 		},
 		perChMaxRingLL128Bws: [4][3]float64{
-			{20.0, 20.0, 20.0}, {20.0, 20.0, 20.0}, {36.7, 36.7, 36.7}, {40.0, 40.0, 40.0},
+			// Blackwell: 2*36.7, 34.6, 2*36.7 in 2.28.9 (2.29 made it 40 everywhere).
+			{20.0, 20.0, 20.0}, {20.0, 20.0, 20.0}, {36.7, 36.7, 36.7}, {2 * 36.7, 34.6, 2 * 36.7},
 		},
 		perChMaxTreeLL128Bws: [4][3]float64{
 			{20.0, 20.0, 20.0}, {20.0, 20.0, 20.0}, {36.7, 36.7, 29.0}, {55.6, 31.67, 20.0},
@@ -115,7 +116,7 @@ func tuneDefaultConstants() tuneConstants {
 			{26.5, 18.5, 10.0}, {24.0, 23.6, 17.8}, {38.7, 41.4, 36.0}, {70.0, 42.8, 24.0},
 		},
 		perChMaxNVLSTreeBws: [4][3]float64{
-			{26.5, 18.5, 10.0}, {24.0, 23.6, 17.8}, {0.0, 57.7, 45.5}, {0.0, 96.0, 80.0},
+			{26.5, 18.5, 10.0}, {24.0, 23.6, 17.8}, {0.0, 57.7, 45.5}, {0.0, 96.0, 43.8},
 		},
 	}
 }
@@ -140,12 +141,13 @@ func NVLSEfficiency(sm int) float64 {
 	return float64(tuneNVLSEfficiency[i])
 }
 
-// tuneTreeCorrection is NCCL's empirical Tree bandwidth correction per
-// protocol, indexed by log2(nBytes/64) (64 B .. 256 MB); float in NCCL.
-var tuneTreeCorrection = [nProto][24]float32{
-	{1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0, 1.0},
-	{1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0, 1.0},
-	{.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9, .9},
+// tuneTreeCorrection is NCCL 2.28.9's empirical Tree bandwidth correction
+// per protocol, indexed by log2(nBytes/64) (64 B .. 256 MB); float in NCCL
+// (tuning.cc, treeCorrectionFactor: 23 entries; 2.29 added a 24th).
+var tuneTreeCorrection = [nProto][23]float32{
+	{1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0},
+	{1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0},
+	{.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9},
 }
 
 // tuneAlgoGraph is the graph NCCL hands the tuner for each algorithm: PAT

@@ -62,6 +62,10 @@ Run "replay <command> -h" or "replay help <command>" for a command's flags,
 Environment: NCCL_P2P_LEVEL, NCCL_P2P_DISABLE, NCCL_NET_GDR_LEVEL, NCCL_NET_GDR_READ,
 NCCL_NET_GDR_C2C, NCCL_NVB_DISABLE, NCCL_PXN_DISABLE, NCCL_PXN_C2C,
 NCCL_NET_DISABLE_INTRA and NCCL_SHM_DISABLE change path decisions as in NCCL 2.28.9.
+NCCL_MNNVL_ENABLE=0 splits a multi-host NVLink dump into hosts joined by the network;
+NCCL_MNNVL_ENABLE=1 with --nodes N makes the N copies of a single-host file one NVLink
+domain (MNNVL clique), e.g. the 18 trays of a GB200 NVL72 rack; TWINCCL_MNNVL_HOSTS=K
+cuts them into cliques of K hosts (racks) joined by the network.
 `
 
 func usage(w io.Writer) {

@@ -16,7 +16,7 @@ import (
 
 const runHelp = `Usage: replay run CALLS.parquet [--topo FILE.xml] [--nodes N] [--out PREFIX]
                   [--calib FILE.json] [--env KEY=VALUE ...] [--host-gaps=false]
-                  [--mode auto|fast|accurate] [--progress]
+                  [--fabric FILE.yaml] [--mode auto|fast|accurate] [--progress]
 
 Replays a recorded call trace (package traces' call schema: one row per call and
 rank) on a topology with the simulator. Every call runs with its recorded
@@ -64,6 +64,7 @@ between them, and its kernels are what the simulator predicts.
 The job ranks must be ranks of the topology (--nodes N replicates a single-host
 file).
 
+` + fabricHelp + `
 Flags:
 `
 
@@ -112,6 +113,7 @@ func runReplayRun(args []string, stdout, stderr io.Writer) error {
 	nodes := fs.Int("nodes", 1, "number of identical hosts the file stands for (single-host files)")
 	out := fs.String("out", "", "output `PREFIX` of the predicted traces")
 	calibPath := fs.String("calib", "", calibFlagHelp)
+	fabricPath := fs.String("fabric", "", fabricFlagHelp)
 	modeName := fs.String("mode", "auto", "engine: auto, fast or accurate")
 	progress := fs.Bool("progress", false, "draw a progress bar on stderr even when it is not a terminal")
 	hostGaps := fs.Bool("host-gaps", true, "issue each rank's calls as long after its first as the trace recorded (the host's time between them); false runs every stream's calls back to back")
@@ -164,6 +166,12 @@ func runReplayRun(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer bar.done()
+	if multi && *fabricPath != "" {
+		return fmt.Errorf("--fabric %s: a job of several communicators does not run over a fabric file yet (each communicator's routes are its own); replay each communicator with --ranks, or drop --fabric", *fabricPath)
+	}
+	if err := attachFabric(s, *fabricPath); err != nil {
+		return err
+	}
 	lookup := func(k string) (string, bool) { v, ok := settings[k]; return v, ok }
 	if multi {
 		if err := setupComms(comms, res, s, calib, topoArgs, *nodes, lookup); err != nil {

@@ -17,7 +17,7 @@ import (
 const simHelp = `Usage: replay sim [--topo FILE.xml] [--nodes N] [--ranks LIST] [--op OPS] [-b|--minbytes B] [-e|--maxbytes B]
                   [-f|--factor F] [--algo A] [--proto P] [--nchannels C] [--dtype T] [--root R]
                   [--inplace] [--calib FILE.json] [--json OUT] [--trace PREFIX]
-                  [--timeline OUT.json] [--profile OUT.pb.gz]
+                  [--timeline OUT.json] [--profile OUT.pb.gz] [--fabric FILE.yaml]
                   [--mode auto|fast|accurate] [--fast] [--loop N] [--eager] [--progress]
 
 Simulates collectives on a topology with the discrete-event simulator (exec/sim):
@@ -86,6 +86,8 @@ several hosts, each channel on its own NIC) runs accurate, and the --json row's
 "fast" field says so (and otherwise what was folded or merged).
 auto (the default) is fast for calls above %d slices. --fast is --mode fast.
 A progress bar is drawn on stderr when it is a terminal, or with --progress.
+
+` + fabricHelp + `
 
 Flags:
 `
@@ -226,6 +228,7 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 	root := fs.Int("root", 0, "root rank of broadcast and reduce")
 	inPlace := fs.Bool("inplace", false, "run every call in place, one buffer for input and output (nccl-tests' in-place column; PyTorch's broadcast): a broadcast root and every allgather rank send without copying")
 	calibPath := fs.String("calib", "", calibFlagHelp)
+	fabricPath := fs.String("fabric", "", fabricFlagHelp)
 	jsonOut := fs.String("json", "", "also write the rows as JSON to `OUT` (- for stdout only)")
 	traceOut := fs.String("trace", "", "write predicted call and event traces to `PREFIX`.calls.parquet and PREFIX.events.parquet")
 	timelineOut := fs.String("timeline", "", "write a Chrome/Perfetto timeline to `OUT.json`")
@@ -303,6 +306,9 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 	}
 	s, calib, calibName, bar, err := newSimulator(res, *calibPath, mode, *progress, stderr)
 	if err != nil {
+		return err
+	}
+	if err := attachFabric(s, *fabricPath); err != nil {
 		return err
 	}
 	s.Loop = *loop

@@ -92,6 +92,11 @@ func (s *Simulator) WithCalib(c *Calib) (*Simulator, error) {
 		return nil, err
 	}
 	m.SetSettings(old.settings)
+	if old.fab != nil {
+		if err := m.SetFabric(old.fab.f); err != nil {
+			return nil, err
+		}
+	}
 	m.streamRuns = old.streamRuns
 	cs := *s
 	cs.Machine = m

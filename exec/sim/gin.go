@@ -605,6 +605,9 @@ func (m *Machine) ginRoute(from, to, ctx int) (*ginRoute, error) {
 	if err := m.linksToRoute(rt, ga.Path(neta), ga.Name()+" to "+neta.Name()); err != nil {
 		return nil, err
 	}
+	if err := m.fabricHop(rt, na, neta, nb, netb, ctx); err != nil {
+		return nil, err
+	}
 	m.applyIB(rt, false)
 	half := rt.lat // source GPU to the remote NIC
 	if err := m.linksToRoute(rt, netb.Path(gb), netb.Name()+" to "+gb.Name()); err != nil {

@@ -118,6 +118,9 @@ type Machine struct {
 	unbatched bool
 	// nvlsRes[i] are the NVSwitch resources of cluster node i (nvls.go).
 	nvlsRes []nvlsHost
+	// fab is the switched network above the NICs (fabric.go); nil: the
+	// NICs of all hosts meet in one non-blocking switch.
+	fab *fabricNet
 }
 
 // Kinds of resources besides links.
@@ -137,6 +140,9 @@ type Settings struct {
 	// NCCL's default, model.BuffSizeSimple): it sets the step, chunk and
 	// slice sizes of Simple collectives (model.ProgOptions.BuffSize).
 	BuffSize int
+	// CrossNicOff is NCCL_CROSS_NIC=0: a p2p send leaves through the NET
+	// of the peer's rail even where PXN would not allow it (netdev.go).
+	CrossNicOff bool
 }
 
 // unmodelled are NCCL settings that change what NCCL runs but that the
@@ -173,6 +179,13 @@ func SettingsFromEnv(lookup func(string) (string, bool)) (Settings, error) {
 		}
 		st.BuffSize = int(n)
 	}
+	if v, ok := lookup("NCCL_CROSS_NIC"); ok {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n < 0 || n > 2 {
+			return st, fmt.Errorf("NCCL_CROSS_NIC=%q: want 0, 1 or 2", v)
+		}
+		st.CrossNicOff = n == 0
+	}
 	if v, ok := lookup("NCCL_SOCKET_IFNAME"); ok {
 		v = strings.TrimLeft(v, "=^")
 		st.LoopbackNet = v == "lo" || strings.HasPrefix(v, "lo") && !strings.Contains(v, ",")
@@ -195,6 +208,7 @@ func (m *Machine) resKind(id int32) string {
 func (m *Machine) SetSettings(st Settings) {
 	m.settings = st
 	m.routes = map[routeKey]*route{}
+	m.planner = nil // NCCL_CROSS_NIC may have changed
 }
 
 // Settings returns the run's settings.
@@ -321,7 +335,7 @@ func (m *Machine) buildRoute(from, to, channel int) (*route, error) {
 		return nil, fmt.Errorf("rank out of range")
 	}
 	if m.planner == nil {
-		m.planner = m.Cluster.Planner()
+		m.planner = m.Cluster.PlannerFor(m.Plan, m.settings.CrossNicOff)
 	}
 	c, err := m.planner.Conn(from, to, channel)
 	if err != nil {
@@ -397,6 +411,11 @@ func (m *Machine) netRoute(rt *route, c model.Conn) (*route, error) {
 	}
 	if err := m.linksToRoute(rt, pa, ga.Name()+" to "+neta.Name()); err != nil {
 		return nil, err
+	}
+	if !loop {
+		if err := m.fabricHop(rt, m.rankNode[from], neta, m.rankNode[to], netb, c.Channel); err != nil {
+			return nil, err
+		}
 	}
 	if !rt.gdr {
 		// Staged through host memory: the sender's GPU writes it.
