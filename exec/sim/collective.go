@@ -286,9 +286,15 @@ func (s *Simulator) RunRecord(c Call, rec func(*SliceEvent)) (CallResult, error)
 	var r *Result
 	if s.wantFast(func() int64 { return estimateSlices(g) }) {
 		f, why := s.Machine.fold(g)
+		var x *Result
+		if f == nil {
+			x, why = s.fastDepth(c, g, cr, rec, why)
+		}
 		switch {
 		case f != nil:
 			r, err = s.Machine.runFolded(f, rec)
+		case x != nil:
+			r = x
 		case estimateSlices(g) > MaxAggregateSlices:
 			// Checking the other symmetries needs the whole Program in
 			// memory: stream it step-accurate instead.

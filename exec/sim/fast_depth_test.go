@@ -1,0 +1,63 @@
+package sim
+
+import (
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/twinccl/twinccl/model"
+)
+
+// TestDepthProbeIsTheSmallerCluster checks that a probe (the first k hosts
+// of a cluster, searched again) simulates exactly as the same host file
+// loaded with --nodes k.
+func TestDepthProbeIsTheSmallerCluster(t *testing.T) {
+	big := newSim(t, loadSearch(t, h100XML(t), 32), nil)
+	p, err := big.probe(8)
+	require.NoError(t, err)
+	fresh := newSim(t, loadSearch(t, h100XML(t), 8), nil)
+	for _, c := range []Call{
+		{Coll: model.CollAllReduce, Count: 1 << 20, Dtype: model.DtypeFP32, Algo: model.AlgoTree, Proto: model.ProtoSimple},
+		{Coll: model.CollBroadcast, Count: 1 << 20, Dtype: model.DtypeFP32, Algo: -1, Proto: -1, Root: 5},
+	} {
+		a, err := p.RunTimed(c, false)
+		require.NoError(t, err)
+		b, err := fresh.RunTimed(c, false)
+		require.NoError(t, err)
+		assert.Equal(t, b.TimeUs, a.TimeUs, "%s", c.Coll)
+		assert.Equal(t, b.Events, a.Events, "%s", c.Coll)
+	}
+}
+
+// TestDepthExtrapolationAgreesWithAccurate runs tree AllReduces and
+// rooted chains on 32 hosts of 8 H100 step-accurately and extrapolated
+// from probes of 4, 8 and 16 hosts: the extrapolation must fall within
+// its own error estimate (the change of the per-level increment between
+// the probe pairs, times the levels extrapolated) of the step-accurate
+// time, up to the rounding of the times (1 ps per call).
+func TestDepthExtrapolationAgreesWithAccurate(t *testing.T) {
+	s := newSim(t, loadSearch(t, h100XML(t), 32), nil)
+	s.Loop = 0
+	calls := []Call{
+		{Coll: model.CollAllReduce, Count: 1 << 20, Dtype: model.DtypeFP32, Algo: model.AlgoTree, Proto: model.ProtoSimple},
+		{Coll: model.CollAllReduce, Count: 1 << 24, Dtype: model.DtypeFP32, Algo: model.AlgoTree, Proto: model.ProtoSimple},
+		{Coll: model.CollAllReduce, Count: 1 << 18, Dtype: model.DtypeFP32, Algo: model.AlgoTree, Proto: model.ProtoLL128},
+		{Coll: model.CollAllReduce, Count: 1 << 16, Dtype: model.DtypeFP32, Algo: model.AlgoTree, Proto: model.ProtoLL},
+		{Coll: model.CollBroadcast, Count: 1 << 22, Dtype: model.DtypeFP32, Algo: -1, Proto: -1, Root: 77},
+		{Coll: model.CollReduce, Count: 1 << 22, Dtype: model.DtypeFP32, Algo: -1, Proto: -1, Root: 130},
+	}
+	for _, c := range calls {
+		g, cr, err := s.Generator(c)
+		require.NoError(t, err)
+		x, errUs, why := s.extrapolateDepth(c, g, cr)
+		require.NotNil(t, x, "%s: %s", c.Coll, why)
+		a, err := s.RunTimed(c, false)
+		require.NoError(t, err)
+		d := x.TimeUs - a.TimeUs
+		t.Logf("%-9s %s/%-6s %10d B: accurate %10.3f us  extrapolated %10.3f us  diff %+8.3f us (%+.4f%%)  estimate %.3f us  events %d -> %d  [%s]",
+			c.Coll, a.Algo, a.Proto, c.Count*4, a.TimeUs, x.TimeUs, d, 100*d/a.TimeUs, errUs, a.Events, x.Events, x.Fast)
+		assert.LessOrEqual(t, math.Abs(d), errUs+1e-6, "%s %d: outside the error estimate", c.Coll, c.Count)
+	}
+}
