@@ -42,6 +42,9 @@ type aggregated struct {
 	// hosts is the number of hosts folded onto host 0 (0: none); merged
 	// the number of channels that ran as another one.
 	hosts, merged int
+	// perm names the channel permutation of the host rotation ("" for
+	// none).
+	perm string
 	// rep[r] is the quotient's rank standing for real rank r; conn[c] the
 	// quotient connection standing for real connection c.
 	rep  []int32
@@ -162,13 +165,19 @@ func (m *Machine) aggregate(p *model.Program) (*aggregated, string) {
 	}
 	var whyRot string
 	rotOK := false
+	var perm chanPerm
 	switch {
 	case hosts < 2:
 		whyRot = "one host"
 	case !m.hostsIdentical():
 		whyRot = "hosts differ"
 	default:
-		rotOK, whyRot = m.checkRotation(p, rts, key, occ, laneAt, rot)
+		for _, cand := range chanPerms(hosts, nch) {
+			if rotOK, whyRot = m.checkRotation(p, rts, key, occ, laneAt, rot, cand.perm); rotOK {
+				perm = cand
+				break
+			}
+		}
 	}
 	canon := func(c int32) int32 {
 		if !rotOK {
@@ -179,7 +188,7 @@ func (m *Machine) aggregate(p *model.Program) (*aggregated, string) {
 		if d == 0 {
 			return c
 		}
-		x, ok := key[connKey{rot(cn.From, hosts-d), rot(cn.To, hosts-d), cn.Channel, occ[c]}]
+		x, ok := key[connKey{rot(cn.From, hosts-d), rot(cn.To, hosts-d), perm.perm(cn.Channel, hosts-d), occ[c]}]
 		if !ok {
 			return -1
 		}
@@ -228,6 +237,7 @@ func (m *Machine) aggregate(p *model.Program) (*aggregated, string) {
 	a := &aggregated{merged: merged, real: p.Conns, rep: make([]int32, n), conn: make([]int32, len(p.Conns))}
 	if rotOK {
 		a.hosts = hosts
+		a.perm = perm.name
 	}
 	q := *p
 	q.Conns, q.Lanes = nil, nil
@@ -253,6 +263,7 @@ func (m *Machine) aggregate(p *model.Program) (*aggregated, string) {
 			a.routes = append(a.routes, rts[c].remapped(mapRes, weight[l.Channel]))
 		}
 	}
+	partner := m.partners(p, laneAt, keptRanks, lead)
 	recvd := make([]int, len(q.Conns))
 	for i := range p.Lanes {
 		l := &p.Lanes[i]
@@ -268,7 +279,7 @@ func (m *Machine) aggregate(p *model.Program) (*aggregated, string) {
 		for j, c := range l.Recv {
 			x := canon(c)
 			if x >= 0 {
-				x = qc[x]
+				x = qc[partner[x]]
 			}
 			if x < 0 {
 				return nil, "a received connection has no sender in the quotient"
@@ -283,26 +294,7 @@ func (m *Machine) aggregate(p *model.Program) (*aggregated, string) {
 			return nil, "a connection of the quotient is not received exactly once"
 		}
 	}
-	// Real connections and ranks onto the quotient's: a merged channel's
-	// connections pair with its leader's in lane order.
-	partner := make([]int32, len(p.Conns))
-	for i := range partner {
-		partner[i] = int32(i)
-	}
-	for _, r := range keptRanks {
-		for ch := 0; ch < nch; ch++ {
-			l := lead[ch]
-			if l < 0 || l == ch {
-				continue
-			}
-			la, lb := laneAt[int(r)*nch+l], laneAt[int(r)*nch+ch]
-			for i := range lb {
-				for j, c := range p.Lanes[lb[i]].Send {
-					partner[c] = p.Lanes[la[i]].Send[j]
-				}
-			}
-		}
-	}
+	// Real connections and ranks onto the quotient's.
 	used := make([]bool, len(p.Conns))
 	for i := range p.Lanes {
 		for _, c := range p.Lanes[i].Send {
@@ -333,17 +325,17 @@ func (m *Machine) aggregate(p *model.Program) (*aggregated, string) {
 // checkRotation verifies that rotating every rank by one host maps the
 // Program onto itself: lanes onto lanes with the same calls, connections
 // onto connections with the same route up to the host.
-func (m *Machine) checkRotation(p *model.Program, rts []*route, key map[connKey]int32, occ []int32, laneAt [][]int32, rot func(int32, int) int32) (bool, string) {
+func (m *Machine) checkRotation(p *model.Program, rts []*route, key map[connKey]int32, occ []int32, laneAt [][]int32, rot func(int32, int) int32, perm func(int32, int) int32) (bool, string) {
 	n, nch := p.NRanks, p.NChannels
 	img := func(c int32) (int32, bool) {
 		cn := p.Conns[c]
-		x, ok := key[connKey{rot(cn.From, 1), rot(cn.To, 1), cn.Channel, occ[c]}]
+		x, ok := key[connKey{rot(cn.From, 1), rot(cn.To, 1), perm(cn.Channel, 1), occ[c]}]
 		return x, ok
 	}
 	for r := range int32(n) {
 		r2 := rot(r, 1)
 		for ch := 0; ch < nch; ch++ {
-			la, lb := laneAt[int(r)*nch+ch], laneAt[int(r2)*nch+ch]
+			la, lb := laneAt[int(r)*nch+ch], laneAt[int(r2)*nch+int(perm(int32(ch), 1))]
 			if len(la) != len(lb) {
 				return false, fmt.Sprintf("rank %d and rank %d run different lanes on channel %d", r, r2, ch)
 			}
@@ -411,7 +403,11 @@ func (m *Machine) sameChannels(p *model.Program, rts []*route, laneAt [][]int32,
 func (a *aggregated) describe() string {
 	var parts []string
 	if a.hosts > 0 {
-		parts = append(parts, fmt.Sprintf("%d hosts folded onto one", a.hosts))
+		s := fmt.Sprintf("%d hosts folded onto one", a.hosts)
+		if a.perm != "" {
+			s += " (" + a.perm + ")"
+		}
+		parts = append(parts, s)
 	}
 	if a.merged > 0 {
 		parts = append(parts, fmt.Sprintf("%d identical channel(s) merged", a.merged))
@@ -473,4 +469,52 @@ func (m *Machine) expandHostLinks(r *Result, hosts int) {
 		}
 	}
 	r.Links = links
+}
+
+// chanPerm is the channel permutation that goes with rotating the ranks
+// by one host: perm(ch, k) is the channel that channel ch of a host plays
+// on the host k hosts further.
+type chanPerm struct {
+	name string
+	perm func(ch int32, k int) int32
+}
+
+// chanPerms are the permutations a host rotation is checked with, in
+// order: none, then NCCL's cross-NIC alternation (ncclTopoPostset swaps
+// the rings of channels c and c^1 on odd hosts when the ring search let
+// channel pairs cross NICs, crossNic 2: rotating by one host then maps
+// channel c onto c^1), which is a symmetry of the whole cluster only when
+// the hosts and the channels are even in number.
+func chanPerms(hosts, nch int) []chanPerm {
+	ps := []chanPerm{{"", func(ch int32, _ int) int32 { return ch }}}
+	if hosts%2 == 0 && nch%2 == 0 {
+		ps = append(ps, chanPerm{"channels c and c^1 swapped on odd hosts", func(ch int32, k int) int32 { return ch ^ int32(k&1) }})
+	}
+	return ps
+}
+
+// partners maps every connection sent by a kept rank on a merged channel
+// to the one its leader's lane sends in the same place (lane order), and
+// every other connection to itself.
+func (m *Machine) partners(p *model.Program, laneAt [][]int32, kept []int32, lead []int) []int32 {
+	nch := p.NChannels
+	partner := make([]int32, len(p.Conns))
+	for i := range partner {
+		partner[i] = int32(i)
+	}
+	for _, r := range kept {
+		for ch := 0; ch < nch; ch++ {
+			l := lead[ch]
+			if l < 0 || l == ch {
+				continue
+			}
+			la, lb := laneAt[int(r)*nch+l], laneAt[int(r)*nch+ch]
+			for i := range lb {
+				for j, c := range p.Lanes[lb[i]].Send {
+					partner[c] = p.Lanes[la[i]].Send[j]
+				}
+			}
+		}
+	}
+	return partner
 }

@@ -40,12 +40,17 @@ func loadSearchFile(file string, nodes int) (*search.Result, error) {
 // two times must be equal up to the rounding of floating-point sums in
 // another order (1e-9 relative); where it runs step-accurate they must be
 // equal to the bit. At least one call per topology must fold.
+// testdata/xml/dgx-h100-8x400g.xml joins them: its ring search lets
+// channel pairs cross NICs (crossNic 2), so that its hosts fold only with
+// channels c and c^1 swapped on odd hosts, which the test requires.
 func TestFastEveryTopology(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join(repoRoot(), "..", "shared", "topologies", "*.xml"))
 	require.NoError(t, err)
 	if len(files) == 0 {
 		t.Skip("../shared/topologies not available")
 	}
+	crossNic := filepath.Join(repoRoot(), "testdata", "xml", "dgx-h100-8x400g.xml")
+	files = append(files, crossNic)
 	calls := []Call{
 		{Coll: model.CollAllReduce, Count: 1 << 20, Dtype: model.DtypeFP32, Algo: model.AlgoRing, Proto: -1},
 		{Coll: model.CollAllReduce, Count: 1 << 20, Dtype: model.DtypeFP32, Algo: model.AlgoTree, Proto: -1},
@@ -86,6 +91,9 @@ func TestFastEveryTopology(t *testing.T) {
 					continue
 				}
 				foldedAny = true
+				if f == crossNic && c.Coll == model.CollAllReduce && c.Algo == model.AlgoRing {
+					assert.Contains(t, x.Fast, "c^1 swapped", "--nodes %d", nodes)
+				}
 				assert.LessOrEqual(t, rel, 1e-9, "%s --nodes %d %s: %s", name, nodes, c.Coll, x.Fast)
 			}
 		}
