@@ -87,6 +87,8 @@ type folded struct {
 	fold []int32
 	// merged is the number of channels that ran as another one.
 	merged int
+	// perm names the channel permutation of the rotation ("" for none).
+	perm string
 }
 
 // sameChannel reports whether two channels of a fold behave alike: the
@@ -215,15 +217,25 @@ func (m *Machine) fold(g *model.ProgGen) (*folded, string) {
 		for a := range p {
 			next[k][a] = ring[(ix[f.rep[a]]+1)%n]
 		}
-		for r := range n {
-			nx := ring[(ix[r]+1)%n]
-			a := f.local[r]
-			rn := next[k][a]
-			d := (m.rankNode[nx] - m.rankNode[r] + hosts) % hosts
-			if f.local[nx] != f.local[rn] || d != m.rankNode[rn]%hosts {
-				return nil, fmt.Sprintf("ring %d is not symmetric under a rotation by one host", ch)
-			}
+	}
+	// The rotation by one host maps channel k of a host onto channel
+	// sig(k, 1) of the next (NCCL's cross-NIC alternation, see chanPerms):
+	// a rank on host h runs channel k as the representative at its
+	// position runs sig(k, h).
+	var sig func(k, h int) int
+	why := ""
+	for _, cand := range chanPerms(hosts, len(chans)) {
+		if chans[0]%2 != 0 && cand.name != "" {
+			continue // c^1 would leave the channels used
 		}
+		s := func(k, h int) int { return int(cand.perm(int32(chans[k]), h)) - chans[0] }
+		if why = m.ringRotates(plan, chans, next, f.local, s); why == "" {
+			sig, f.perm = s, cand.name
+			break
+		}
+	}
+	if sig == nil {
+		return nil, why
 	}
 	// Real routes of the representatives' ring connections, per channel.
 	rts := make([][]*route, len(chans))
@@ -242,8 +254,20 @@ func (m *Machine) fold(g *model.ProgGen) (*folded, string) {
 	for k, ch := range chans {
 		for a := range p {
 			r := int(f.rep[a])
-			for i := 0; i < g.NumLanes(r, ch); i++ {
-				lanes[k] = append(lanes[k], g.Lane(r, ch, i, nil))
+			if g.NumLanes(r, ch) != 1 {
+				return nil, "a ring rank without exactly one lane per channel"
+			}
+			lanes[k] = append(lanes[k], g.Lane(r, ch, 0, nil))
+		}
+	}
+	if f.perm != "" {
+		// The channels the rotation exchanges must run the same calls.
+		for k := range chans {
+			k2 := sig(k, 1)
+			for a := range p {
+				if !sameOps(lanes[k][a].Ops, lanes[k2][a].Ops) {
+					return nil, fmt.Sprintf("channels %d and %d, exchanged between hosts, run different calls", chans[k], chans[k2])
+				}
 			}
 		}
 	}
@@ -267,6 +291,12 @@ func (m *Machine) fold(g *model.ProgGen) (*folded, string) {
 			leaders = append(leaders, k)
 		}
 	}
+	for k := range chans {
+		// The rotation must map classes of channels onto classes.
+		if lead[sig(k, 1)] != lead[sig(lead[k], 1)] {
+			return nil, fmt.Sprintf("channel %d's class is not mapped onto one class by the rotation", chans[k])
+		}
+	}
 	weight := make([]float64, len(chans))
 	for k := range chans {
 		weight[lead[k]]++
@@ -274,26 +304,37 @@ func (m *Machine) fold(g *model.ProgGen) (*folded, string) {
 	fp := *h
 	fp.Conns = make([]model.ProgConn, 0, len(leaders)*p)
 	f.routes = make([]*route, 0, len(leaders)*p)
+	// recvOf[slot*p+b] is the folded connection that the representative at
+	// position b receives on the leader of that slot: the one whose real
+	// receiver runs as it.
+	recvOf := make([]int32, len(leaders)*p)
+	for i := range recvOf {
+		recvOf[i] = -1
+	}
 	for _, k := range leaders {
 		for a := range p {
-			fp.Conns = append(fp.Conns, model.ProgConn{Channel: int32(chans[k]), From: f.rep[a], To: f.rep[f.local[next[k][a]]]})
+			rn := next[k][a]
+			b := f.local[rn]
+			at := slot[lead[sig(k, m.rankNode[rn])]]*p + int(b)
+			if recvOf[at] >= 0 {
+				return nil, "a folded lane would receive twice"
+			}
+			recvOf[at] = int32(len(fp.Conns))
+			fp.Conns = append(fp.Conns, model.ProgConn{Channel: int32(chans[k]), From: f.rep[a], To: f.rep[b]})
 			f.routes = append(f.routes, rts[k][a].remapped(m.toHost0, weight[k]))
 		}
 	}
 	// Ring lanes receive on the connection of their ring predecessor and
 	// send on their own; renumber both into the folded connections. Lanes
 	// go rank-major, as GenerateProgram orders them.
-	prevPos := make([][]int32, len(chans))
-	for _, k := range leaders {
-		prevPos[k] = make([]int32, p)
-		for a := range p {
-			prevPos[k][f.local[next[k][a]]] = int32(a)
-		}
-	}
 	for a := range p {
 		for _, k := range leaders {
 			l := lanes[k][a]
-			l.Recv = []int32{int32(slot[k]*p) + prevPos[k][a]}
+			rc := recvOf[slot[k]*p+a]
+			if rc < 0 {
+				return nil, "a folded lane receives from no one"
+			}
+			l.Recv = []int32{rc}
 			l.Send = []int32{int32(slot[k]*p + a)}
 			fp.Lanes = append(fp.Lanes, l)
 		}
@@ -308,9 +349,39 @@ func (m *Machine) fold(g *model.ProgGen) (*folded, string) {
 		if k >= len(chans) || int(c.Channel) != chans[k] {
 			return nil, "unexpected connection order"
 		}
-		f.fold[i] = int32(slot[lead[k]]*p) + f.local[c.From]
+		f.fold[i] = int32(slot[lead[sig(k, m.rankNode[c.From])]]*p) + f.local[c.From]
 	}
 	return f, ""
+}
+
+// ringRotates reports why rotating the ranks by one host, with channel
+// index k going to sig(k, 1), does not map the rings of chans onto
+// themselves (empty when it does): every rank must send to the rank at
+// the position and host offset its representative (host 0, same
+// position, channel sig(k, host)) sends to.
+func (m *Machine) ringRotates(plan *model.Plan, chans []int, next [][]int, local []int32, sig func(k, h int) int) string {
+	hosts := len(m.Cluster.Nodes)
+	n := len(local)
+	ix := make([]int, n)
+	for k, ch := range chans {
+		ring := plan.Rings[ch]
+		for i, r := range ring {
+			ix[r] = i
+		}
+		for r := range n {
+			k2 := sig(k, m.rankNode[r])
+			if k2 < 0 || k2 >= len(chans) {
+				return fmt.Sprintf("channel %d has no counterpart on host %d", ch, m.rankNode[r])
+			}
+			nx := ring[(ix[r]+1)%n]
+			rn := next[k2][local[r]]
+			d := (m.rankNode[nx] - m.rankNode[r] + hosts) % hosts
+			if local[nx] != local[rn] || d != m.rankNode[rn]%hosts {
+				return fmt.Sprintf("ring %d is not symmetric under a rotation by one host", ch)
+			}
+		}
+	}
+	return ""
 }
 
 // estimateSlices is the number of slices a step-accurate run of g would
@@ -336,7 +407,18 @@ func estimateSlices(g *model.ProgGen) int64 {
 // runFolded runs a folded Program and expands its result to the real
 // ranks, connections and links.
 func (m *Machine) runFolded(f *folded, rec func(*SliceEvent)) (*Result, error) {
-	r, err := m.run(f.prog, f.routes, rec)
+	// A fold under a channel permutation connects a lane of one channel
+	// to the lane of the channel the rotation maps it to (the engine
+	// follows connections, whatever their channel), which no real Program
+	// does, and which Validate refuses: fold checked that every folded
+	// lane receives and sends exactly once.
+	run := m.run
+	if f.perm != "" {
+		run = func(p *model.Program, routes []*route, rec func(*SliceEvent)) (*Result, error) {
+			return m.exec(p, routes, rec, nil)
+		}
+	}
+	r, err := run(f.prog, f.routes, rec)
 	if err != nil {
 		return nil, err
 	}
@@ -358,6 +440,9 @@ func (m *Machine) runFolded(f *folded, rec func(*SliceEvent)) (*Result, error) {
 	r.Folded = f.hosts
 	r.Merged = f.merged
 	r.Fast = fmt.Sprintf("ring folded: %d hosts onto one", f.hosts)
+	if f.perm != "" {
+		r.Fast += " (" + f.perm + ")"
+	}
 	if f.merged > 0 {
 		r.Fast += fmt.Sprintf(", %d identical channel(s) merged", f.merged)
 	}
