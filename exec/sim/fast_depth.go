@@ -201,6 +201,7 @@ func (s *Simulator) extrapolateDepth(c Call, g *model.ProgGen, cr CallResult) (r
 	}
 	// The probes are independent engines: the two cores run them side by
 	// side, the largest alone.
+	s.forwardProgress(sims, gens)
 	errs := make([]error, len(probes))
 	var wg sync.WaitGroup
 	run := func(i int) {
@@ -325,4 +326,39 @@ func (s *Simulator) fastDepth(c Call, g *model.ProgGen, cr CallResult, rec func(
 		return nil, foldWhy + "; depth extrapolation: " + why
 	}
 	return r, foldWhy
+}
+
+// forwardProgress reports the probes' progress, together, to s's Machine's
+// Progress (replay sim's bar): each probe's share of the whole is its
+// estimated slices, and its runs report from two goroutines, one at a
+// time.
+func (s *Simulator) forwardProgress(sims []*Simulator, gens []*model.ProgGen) {
+	up := s.Machine.Progress
+	if up == nil {
+		return
+	}
+	var mu sync.Mutex
+	est := make([]float64, len(sims))
+	frac := make([]float64, len(sims))
+	var sum float64
+	for i, g := range gens {
+		est[i] = float64(max(estimateSlices(g), 1))
+		sum += est[i]
+	}
+	const scale = 1 << 20
+	for i, ps := range sims {
+		ps.Machine.Progress = func(done, total int64) {
+			if total <= 0 {
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			frac[i] = min(float64(done)/float64(total), 1)
+			var d float64
+			for j := range frac {
+				d += frac[j] * est[j]
+			}
+			up(int64(d/sum*scale), scale)
+		}
+	}
 }

@@ -48,11 +48,25 @@ func TestDepthExtrapolationAgreesWithAccurate(t *testing.T) {
 		{Coll: model.CollBroadcast, Count: 1 << 22, Dtype: model.DtypeFP32, Algo: -1, Proto: -1, Root: 77},
 		{Coll: model.CollReduce, Count: 1 << 22, Dtype: model.DtypeFP32, Algo: -1, Proto: -1, Root: 130},
 	}
+	var reports [][2]int64
+	s.Machine.Progress = func(done, total int64) { reports = append(reports, [2]int64{done, total}) }
+	progressed := 0
 	for _, c := range calls {
 		g, cr, err := s.Generator(c)
 		require.NoError(t, err)
+		reports = reports[:0]
 		x, errUs, why := s.extrapolateDepth(c, g, cr)
 		require.NotNil(t, x, "%s: %s", c.Coll, why)
+		// The probes' progress reaches replay sim's bar, never backwards.
+		for i, r := range reports {
+			require.LessOrEqual(t, r[0], r[1])
+			if i > 0 {
+				require.GreaterOrEqual(t, r[0], reports[i-1][0])
+			}
+		}
+		if len(reports) > 0 {
+			progressed++
+		}
 		a, err := s.RunTimed(c, false)
 		require.NoError(t, err)
 		d := x.TimeUs - a.TimeUs
@@ -60,4 +74,5 @@ func TestDepthExtrapolationAgreesWithAccurate(t *testing.T) {
 			c.Coll, a.Algo, a.Proto, c.Count*4, a.TimeUs, x.TimeUs, d, 100*d/a.TimeUs, errUs, a.Events, x.Events, x.Fast)
 		assert.LessOrEqual(t, math.Abs(d), errUs+1e-6, "%s %d: outside the error estimate", c.Coll, c.Count)
 	}
+	assert.Positive(t, progressed, "no extrapolation reported progress")
 }
