@@ -42,9 +42,10 @@ type aggregated struct {
 	// hosts is the number of hosts folded onto host 0 (0: none); merged
 	// the number of channels that ran as another one.
 	hosts, merged int
-	// perm names the channel permutation of the host rotation ("" for
-	// none).
-	perm string
+	// perm names the host symmetry when it is not the plain rotation;
+	// repHost maps every host to the kept host that stands for it.
+	perm    string
+	repHost func(int) int
 	// rep[r] is the quotient's rank standing for real rank r; conn[c] the
 	// quotient connection standing for real connection c.
 	rep  []int32
@@ -160,21 +161,21 @@ func (m *Machine) aggregate(p *model.Program) (*aggregated, string) {
 			rankAt[j][a] = int32(r)
 		}
 	}
+	var sym hostSym
 	rot := func(r int32, k int) int32 {
-		return rankAt[(m.rankNode[r]+k)%hosts][local[r]]
+		return rankAt[sym.host(m.rankNode[r], k)][local[r]]
 	}
 	var whyRot string
 	rotOK := false
-	var perm chanPerm
 	switch {
 	case hosts < 2:
 		whyRot = "one host"
 	case !m.hostsIdentical():
 		whyRot = "hosts differ"
 	default:
-		for _, cand := range chanPerms(hosts, nch) {
+		for _, cand := range hostSyms(hosts, nch) {
+			sym = cand
 			if rotOK, whyRot = m.checkRotation(p, rts, key, occ, laneAt, rot, cand.perm); rotOK {
-				perm = cand
 				break
 			}
 		}
@@ -184,17 +185,17 @@ func (m *Machine) aggregate(p *model.Program) (*aggregated, string) {
 			return c
 		}
 		cn := p.Conns[c]
-		d := m.rankNode[cn.From]
-		if d == 0 {
+		e := sym.toRep(m.rankNode[cn.From])
+		if e == 0 {
 			return c
 		}
-		x, ok := key[connKey{rot(cn.From, hosts-d), rot(cn.To, hosts-d), perm.perm(cn.Channel, hosts-d), occ[c]}]
+		x, ok := key[connKey{rot(cn.From, e), rot(cn.To, e), sym.perm(cn.Channel, e), occ[c]}]
 		if !ok {
 			return -1
 		}
 		return x
 	}
-	kept := func(r int32) bool { return !rotOK || m.rankNode[r] == 0 }
+	kept := func(r int32) bool { return !rotOK || sym.toRep(m.rankNode[r]) == 0 }
 	var keptRanks []int32
 	for r := range int32(n) {
 		if kept(r) {
@@ -236,8 +237,9 @@ func (m *Machine) aggregate(p *model.Program) (*aggregated, string) {
 	// The quotient Program.
 	a := &aggregated{merged: merged, real: p.Conns, rep: make([]int32, n), conn: make([]int32, len(p.Conns))}
 	if rotOK {
-		a.hosts = hosts
-		a.perm = perm.name
+		a.hosts = sym.orbit
+		a.perm = sym.name
+		a.repHost = func(h int) int { return sym.host(h, sym.toRep(h)) }
 	}
 	q := *p
 	q.Conns, q.Lanes = nil, nil
@@ -247,7 +249,13 @@ func (m *Machine) aggregate(p *model.Program) (*aggregated, string) {
 	}
 	mapRes := func(id int32) int32 { return id }
 	if rotOK {
-		mapRes = m.toHost0Fast
+		mapRes = func(id int32) int32 {
+			j := m.hostOf(id)
+			if j < 0 || j >= hosts {
+				return id
+			}
+			return id - m.hostRes[j] + m.hostRes[a.repHost(j)]
+		}
 	}
 	for i := range p.Lanes {
 		l := &p.Lanes[i]
@@ -315,7 +323,7 @@ func (m *Machine) aggregate(p *model.Program) (*aggregated, string) {
 	for r := range int32(n) {
 		a.rep[r] = r
 		if rotOK {
-			a.rep[r] = rot(r, hosts-m.rankNode[r])
+			a.rep[r] = rot(r, sym.toRep(m.rankNode[r]))
 		}
 	}
 	a.prog = &q
@@ -440,12 +448,43 @@ func (m *Machine) runAggregated(a *aggregated, rec func(*SliceEvent)) (*Result, 
 	}
 	r.Conns = conns
 	if a.hosts > 0 {
-		m.expandHostLinks(r, a.hosts)
+		m.expandLinks(r, a.repHost)
 	}
 	r.Folded = a.hosts
 	r.Merged = a.merged
 	r.Fast = a.describe()
 	return r, nil
+}
+
+// expandLinks replaces a folded run's links (those of the kept hosts) by
+// the same links of every host: host j's are those of repHost(j).
+func (m *Machine) expandLinks(r *Result, repHost func(int) int) {
+	hosts := len(m.hostRes) - 1
+	name := make(map[string]int32, len(r.Links))
+	for id := range m.res {
+		name[m.res[id].name] = int32(id)
+	}
+	byHost := make([][]int, hosts)
+	var other []LinkStats
+	for i, l := range r.Links {
+		id, ok := name[l.Name]
+		j := m.hostOf(id)
+		if !ok || j >= hosts {
+			other = append(other, l)
+			continue
+		}
+		byHost[j] = append(byHost[j], i)
+	}
+	links := make([]LinkStats, 0, len(r.Links)*hosts)
+	for j := range hosts {
+		h := repHost(j)
+		for _, i := range byHost[h] {
+			l := r.Links[i]
+			l.Name = m.res[name[l.Name]-m.hostRes[h]+m.hostRes[j]].name
+			links = append(links, l)
+		}
+	}
+	r.Links = append(links, other...)
 }
 
 // expandHostLinks replaces a folded run's links (host 0's) by the same
@@ -469,6 +508,61 @@ func (m *Machine) expandHostLinks(r *Result, hosts int) {
 		}
 	}
 	r.Links = links
+}
+
+// hostSym is a permutation of the hosts (every rank going to the same
+// position of its image host) applied together with a permutation of the
+// channels, which Machine.aggregate checks as a symmetry of a Program: if
+// it maps the Program (lanes, connections and routes up to the host) onto
+// itself, so does every power of it, and the hosts of one orbit run
+// alike, one standing for all.
+type hostSym struct {
+	name string
+	// host(h, k) is where k applications take host h; perm(ch, k) the
+	// same for channel ch.
+	host func(h, k int) int
+	perm func(ch int32, k int) int32
+	// toRep(h) is the number of applications that take h to the kept
+	// host of its orbit; orbit is the number of hosts of every orbit.
+	toRep func(h int) int
+	orbit int
+}
+
+// hostSyms are the host symmetries a Program is checked for, in order:
+// the rotation by one host with each permutation of chanPerms; then, for
+// an even number of hosts and channels, NCCL's double binary tree's:
+// mirroring the hosts (h <-> N-1-h) exchanges its two trees (ncclGetDtree
+// mirrors the first tree into the second one, which runs on the second
+// half of the channels, as connectTrees duplicates them).
+func hostSyms(hosts, nch int) []hostSym {
+	var out []hostSym
+	for _, cp := range chanPerms(hosts, nch) {
+		out = append(out, hostSym{name: cp.name, perm: cp.perm, orbit: hosts,
+			host:  func(h, k int) int { return (h + k) % hosts },
+			toRep: func(h int) int { return (hosts - h) % hosts }})
+	}
+	if hosts%2 == 0 && nch%2 == 0 && hosts > 2 {
+		out = append(out, hostSym{name: "hosts h and N-1-h, channels c and c+" + fmt.Sprint(nch/2) + " exchanged", orbit: 2,
+			host: func(h, k int) int {
+				if k%2 == 1 {
+					return hosts - 1 - h
+				}
+				return h
+			},
+			perm: func(ch int32, k int) int32 {
+				if k%2 == 1 {
+					return (ch + int32(nch/2)) % int32(nch)
+				}
+				return ch
+			},
+			toRep: func(h int) int {
+				if h < hosts/2 {
+					return 0
+				}
+				return 1
+			}})
+	}
+	return out
 }
 
 // chanPerm is the channel permutation that goes with rotating the ranks
