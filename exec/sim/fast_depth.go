@@ -205,7 +205,13 @@ func (s *Simulator) extrapolateDepth(c Call, g *model.ProgGen, cr CallResult) (r
 	errs := make([]error, len(probes))
 	var wg sync.WaitGroup
 	run := func(i int) {
-		probes[i].r, errs[i] = sims[i].Machine.RunGen(gens[i], nil)
+		// A probe runs reduced by its own exact symmetries where it has
+		// them (the double binary tree's mirror halves it).
+		if estimateSlices(gens[i]) <= MaxAggregateSlices {
+			probes[i].r, errs[i] = sims[i].runFastProgram(gens[i].Program(), "", nil)
+		} else {
+			probes[i].r, errs[i] = sims[i].Machine.RunGen(gens[i], nil)
+		}
 	}
 	last := len(probes) - 1
 	wg.Add(1)
