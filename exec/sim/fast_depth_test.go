@@ -76,3 +76,36 @@ func TestDepthExtrapolationAgreesWithAccurate(t *testing.T) {
 	}
 	assert.Positive(t, progressed, "no extrapolation reported progress")
 }
+
+// TestDepthExtrapolationRefuses checks that the extrapolation says why it
+// does not apply, and that the fast mode then falls back without it.
+func TestDepthExtrapolationRefuses(t *testing.T) {
+	tree := Call{Coll: model.CollAllReduce, Count: 1 << 16, Dtype: model.DtypeFP32, Algo: model.AlgoTree, Proto: model.ProtoSimple}
+	ring := Call{Coll: model.CollAllReduce, Count: 1 << 16, Dtype: model.DtypeFP32, Algo: model.AlgoRing, Proto: model.ProtoSimple}
+	cases := []struct {
+		nodes int
+		c     Call
+		want  string
+	}{
+		{16, tree, "no smaller probes"},
+		{24, tree, "not a power of two"},
+		{32, ring, "no depth rule"},
+	}
+	for _, tc := range cases {
+		s := newSim(t, loadSearch(t, h100XML(t), tc.nodes), nil)
+		g, cr, err := s.Generator(tc.c)
+		require.NoError(t, err)
+		x, _, why := s.extrapolateDepth(tc.c, g, cr)
+		assert.Nil(t, x)
+		assert.Contains(t, why, tc.want, "--nodes %d %s/%s", tc.nodes, tc.c.Coll, tc.c.Algo)
+	}
+	// A recorded run needs every slice: no extrapolation.
+	s := newSim(t, loadSearch(t, h100XML(t), 32), nil)
+	s.Mode = ModeFast
+	s.Loop = 0
+	n := 0
+	cr, err := s.RunRecord(tree, func(*SliceEvent) { n++ })
+	require.NoError(t, err)
+	assert.NotContains(t, cr.Fast, "extrapolated")
+	assert.Positive(t, n)
+}
