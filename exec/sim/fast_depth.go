@@ -77,25 +77,38 @@ var depthRules = []depthRule{
 }
 
 // treeDepth is the largest number of host changes on a path from a rank
-// to its tree's root, over the channels.
+// to its tree's root, over the channels, in the Plan's trees (NCCL's
+// double binary tree across hosts, chains inside).
 func treeDepth(m *Machine, h *model.Program, chans []int) (int, error) {
-	plan := m.Plan
+	return treeDepthBy(m, h, chans, func(r, ch int) (int, bool) {
+		t := m.Plan.Ranks[r].Tree
+		if ch >= len(t) {
+			return 0, false
+		}
+		return t[ch].Up, true
+	})
+}
+
+// treeDepthBy is treeDepth over the trees that up describes: rank r's
+// parent on channel ch (negative at a root; false when r has no tree on
+// ch). An NVLS tree's rule gives its own parents here.
+func treeDepthBy(m *Machine, h *model.Program, chans []int, up func(r, ch int) (int, bool)) (int, error) {
 	best := 0
 	for _, ch := range chans {
 		for r := range h.NRanks {
 			d, cur := 0, r
 			for steps := 0; ; steps++ {
-				if steps > h.NRanks || ch >= len(plan.Ranks[cur].Tree) {
+				p, ok := up(cur, ch)
+				if !ok || steps > h.NRanks {
 					return 0, fmt.Errorf("channel %d: rank %d has no path to a root", ch, r)
 				}
-				up := plan.Ranks[cur].Tree[ch].Up
-				if up < 0 {
+				if p < 0 {
 					break
 				}
-				if m.rankNode[up] != m.rankNode[cur] {
+				if m.rankNode[p] != m.rankNode[cur] {
 					d++
 				}
-				cur = up
+				cur = p
 			}
 			best = max(best, d)
 		}
