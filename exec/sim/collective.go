@@ -285,7 +285,7 @@ func (s *Simulator) RunRecord(c Call, rec func(*SliceEvent)) (CallResult, error)
 	}
 	var r *Result
 	if s.wantFast(func() int64 { return estimateSlices(g) }) {
-		f, why := s.Machine.fold(g)
+		f, why := s.Machine.fold(g, s.Mode)
 		var x *Result
 		if f == nil {
 			x, why = s.fastDepth(c, g, cr, rec, why)
@@ -382,7 +382,7 @@ func (s *Simulator) Fold(c Call) (bool, string, error) {
 	if err != nil {
 		return false, "", err
 	}
-	if f, _ := s.Machine.fold(g); f != nil {
+	if f, _ := s.Machine.fold(g, s.Mode); f != nil {
 		return true, "ring fold", nil
 	}
 	a, why := s.Machine.aggregate(g.Program())

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/twinccl/twinccl/model"
@@ -31,6 +32,30 @@ const (
 // AutoFastSlices is the estimated number of slices above which ModeAuto
 // folds a call (a step-accurate run of that size takes a few seconds).
 const AutoFastSlices = 4_000_000
+
+// AutoApproxTolerance is the largest error, relative to the call's time,
+// that ModeAuto accepts from the fast mode's approximate reductions, as
+// they estimate it themselves (the ring fold of a count that splits
+// unevenly, folded.skew; the depth extrapolation, fast_depth.go), for
+// calls whose step-accurate run is within MaxAggregateSlices. Beyond, the
+// step-accurate run takes hours and ModeAuto takes them whatever their
+// estimate, which Result.Fast states; so does ModeFast always. Exact
+// folds ModeAuto takes for every call above AutoFastSlices.
+const AutoApproxTolerance = 0.01
+
+// tolerance is the relative error estimate a mode accepts from an
+// approximate reduction of a call of (estimated) slices.
+func tolerance(mode Mode, slices func() int64) float64 {
+	switch {
+	case mode == ModeFast:
+		return math.Inf(1)
+	case mode == ModeAuto && slices() > MaxAggregateSlices:
+		return math.Inf(1)
+	case mode == ModeAuto:
+		return AutoApproxTolerance
+	}
+	return 0
+}
 
 // String returns the mode's flag name.
 func (m Mode) String() string {
@@ -91,6 +116,31 @@ type folded struct {
 	merged int
 	// perm names the channel permutation of the rotation ("" for none).
 	perm string
+	// skew is, where ranks move chunks of other sizes than their
+	// representatives at the same step (a count that splits unevenly),
+	// the largest share of a lane's elements moved in chunks of another
+	// size than its representative's (the sum of the size differences
+	// over the lane's own): the folded run moves that share differently,
+	// and its time is off by at most as much. 0 when the fold is exact.
+	skew float64
+}
+
+// sizeSkew reports whether two lanes run the same calls but for their
+// sizes, and the sum of their size differences relative to b's elements.
+func sizeSkew(a, b []model.ProgOp) (float64, bool) {
+	if len(a) != len(b) {
+		return 0, false
+	}
+	var diff, total float64
+	for i := range a {
+		u, v := &a[i], &b[i]
+		if u.Kind != v.Kind || u.Flags != v.Flags || u.RecvStep != v.RecvStep || u.SendStep != v.SendStep {
+			return 0, false
+		}
+		diff += math.Abs(float64(u.N - v.N))
+		total += float64(v.N)
+	}
+	return diff / max(total, 1), true
 }
 
 // sameChannel reports whether two channels of a fold behave alike: the
@@ -173,8 +223,10 @@ func (m *Machine) toHost0(id int32) int32 {
 }
 
 // fold folds the ring Program of generator g onto cluster node 0, or
-// returns a reason why it cannot.
-func (m *Machine) fold(g *model.ProgGen) (*folded, string) {
+// returns a reason why it cannot; where a count that splits unevenly
+// gives ranks chunks of other sizes at the same step, only within the
+// mode's tolerance (see folded.skew).
+func (m *Machine) fold(g *model.ProgGen, mode Mode) (*folded, string) {
 	h := g.Header()
 	cl := m.Cluster
 	switch {
@@ -261,6 +313,33 @@ func (m *Machine) fold(g *model.ProgGen) (*folded, string) {
 			}
 			lanes[k] = append(lanes[k], g.Lane(r, ch, 0, nil))
 		}
+	}
+	// A rank's ring lane is a function of its ring index, which the
+	// rotation shifts by one host's ranks: the lanes of host 1 must run
+	// the calls of their representatives (on the channel the rotation
+	// maps theirs to) for every host's to. A count that splits unevenly
+	// into chunks gives ranks chunks of other sizes at the same step.
+	for k, ch := range chans {
+		k2 := sig(k, 1)
+		for a := range p {
+			r := cl.Nodes[1].Ranks[a]
+			if g.NumLanes(r, ch) != 1 {
+				return nil, "a ring rank without exactly one lane per channel"
+			}
+			l := g.Lane(r, ch, 0, nil)
+			if sameOps(l.Ops, lanes[k2][a].Ops) {
+				continue
+			}
+			sk, ok := sizeSkew(l.Ops, lanes[k2][a].Ops)
+			if !ok {
+				return nil, fmt.Sprintf("ranks %d and %d run different calls on channel %d", r, f.rep[a], ch)
+			}
+			f.skew = max(f.skew, sk)
+		}
+	}
+	if tol := tolerance(mode, func() int64 { return estimateSlices(g) }); f.skew > tol {
+		return nil, fmt.Sprintf("ranks move up to %.3g%% of their elements in chunks of other sizes than their representatives (a count that splits unevenly), above the %s mode's %.3g%%",
+			100*f.skew, mode, 100*tol)
 	}
 	if f.perm != "" {
 		// The channels the rotation exchanges must run the same calls.
@@ -447,6 +526,9 @@ func (m *Machine) runFolded(f *folded, rec func(*SliceEvent)) (*Result, error) {
 	}
 	if f.merged > 0 {
 		r.Fast += fmt.Sprintf(", %d identical channel(s) merged", f.merged)
+	}
+	if f.skew > 0 {
+		r.Fast += fmt.Sprintf("; approximate: ranks move up to %.3g%% of their elements in chunks of other sizes than their representatives", 100*f.skew)
 	}
 	return r, nil
 }

@@ -99,6 +99,25 @@ func TestDepthExtrapolationRefuses(t *testing.T) {
 		assert.Nil(t, x)
 		assert.Contains(t, why, tc.want, "--nodes %d %s/%s", tc.nodes, tc.c.Coll, tc.c.Algo)
 	}
+	// ModeAuto takes an extrapolation only within AutoApproxTolerance of
+	// its estimate (for calls its exact checks can hold), ModeFast always.
+	s32 := newSim(t, loadSearch(t, h100XML(t), 32), nil)
+	s32.Loop = 0
+	big := Call{Coll: model.CollAllReduce, Count: 1 << 24, Dtype: model.DtypeFP32, Algo: model.AlgoTree, Proto: model.ProtoSimple}
+	g32, cr32, err := s32.Generator(big)
+	require.NoError(t, err)
+	x32, errUs, why := s32.extrapolateDepth(big, g32, cr32)
+	require.NotNil(t, x32, why)
+	for _, mode := range []Mode{ModeAuto, ModeFast} {
+		s32.Mode = mode
+		x, why := s32.fastDepth(big, g32, cr32, nil, "")
+		if mode == ModeAuto && errUs > AutoApproxTolerance*x32.TimeUs {
+			assert.Nil(t, x)
+			assert.Contains(t, why, "above the auto mode's")
+		} else {
+			assert.NotNil(t, x, "%s: %s", mode, why)
+		}
+	}
 	// A recorded run needs every slice: no extrapolation.
 	s := newSim(t, loadSearch(t, h100XML(t), 32), nil)
 	s.Mode = ModeFast
