@@ -85,7 +85,11 @@ path), on which it is affine: the "fast" field gives the time per level and an
 error estimate (the change of that time between the copies, times the levels
 extrapolated). A call with none of these runs accurate, and the --json row's
 "fast" field says why (and otherwise what was folded, merged or extrapolated).
-auto (the default) is fast for calls above %d slices. --fast is --mode fast.
+auto (the default) is fast for calls above %d slices, taking the approximate
+reductions (the extrapolation; a ring fold of a count that splits unevenly, whose
+ranks move chunks of other sizes, which fast also does and states) only where
+their own error estimate is within %g%% of the time, or where an accurate run
+would take hours. --fast is --mode fast.
 A progress bar is drawn on stderr when it is a terminal, or with --progress.
 
 Flags:
@@ -242,7 +246,7 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(loop, "n", sim.DefaultLoopCalls, "same as --loop (nccl-tests' -n: the calls timed per size)")
 	fs.IntVar(root, "r", 0, "same as --root (nccl-tests' -r)")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, simHelp, twinccl.DefaultTopology, sim.DefaultCalibName, sim.DefaultLoopCalls, sim.AutoFastSlices)
+		fmt.Fprintf(stderr, simHelp, twinccl.DefaultTopology, sim.DefaultCalibName, sim.DefaultLoopCalls, sim.AutoFastSlices, 100*sim.AutoApproxTolerance)
 		fs.PrintDefaults()
 	}
 	pos, err := parseTopologyArgs(fs, args, topo)
