@@ -77,13 +77,14 @@ double binary tree's two trees exchanged (tree AllReduce: hosts in pairs); and
 channels with the same calls, peers and routes (NICs included) run once, weighing
 as many on the links. These agree with accurate (to the bit on the tested
 topologies) at a fraction of the cost, and their event traces hold the lanes that
-ran only. A tree AllReduce over more than 16 identical hosts (a power of two) and a
-broadcast or reduce chain over more than 16 run accurate on copies of 4, 8 and 16
-of the hosts instead (not with --trace, which needs every slice), and their time
-is extrapolated to the real depth of the pipeline (hosts crossed on its longest
-path), on which it is affine: the "fast" field gives the time per level and an
-error estimate (the change of that time between the copies, times the levels
-extrapolated). A call with none of these runs accurate, and the --json row's
+ran only. A broadcast or reduce chain over more than 16 identical hosts runs
+accurate on copies of 4, 8 and 16 of the hosts instead, and a tree AllReduce on
+three smaller copies of its tree's shape (an odd m times a power of two hosts on
+2m, 4m and 8m: 32, 64, 128... hosts on 4, 8 and 16, 48, 96... on 6, 12 and 24);
+not with --trace, which needs every slice. Their time is extrapolated
+to the real depth of the pipeline (hosts crossed on its longest path), on which
+it is affine: the "fast" field gives the time per level and an error estimate (the
+change of that time between the copies, times the levels extrapolated). A call with none of these runs accurate, and the --json row's
 "fast" field says why (and otherwise what was folded, merged or extrapolated).
 auto (the default) is fast for calls above %d slices, taking the approximate
 reductions (the extrapolation; a ring fold of a count that splits unevenly, whose

@@ -85,9 +85,9 @@
 // the simulated system, whose max-min fair sharing is then symmetric, so
 // the two modes agree (exactly, on every call of the tests' grids).
 // Pipelines that no symmetry folds at scale (a tree AllReduce or a
-// Broadcast/Reduce chain over more than 16 identical hosts) run
-// step-accurate on copies of 4, 8 and 16 hosts, and their time is
-// extrapolated in the pipeline's depth, on which it is affine
+// Broadcast/Reduce chain over many identical hosts) run step-accurate on
+// three smaller copies of the cluster of the same shape, and their time
+// is extrapolated in the pipeline's depth, on which it is affine
 // (fast_depth.go; Result.Fast states the error estimate). A call with
 // none of these runs step-accurate, and Result.Fast says why.
 //

@@ -19,13 +19,14 @@ const (
 	// ModeFast folds a ring collective whose hosts are identical onto one
 	// host and runs only that host's lanes; other calls run reduced by
 	// their host symmetries and identical channels where the Program has
-	// them (see Simulator.Fold); trees and rooted chains over more than
-	// 16 hosts are extrapolated from probes in their depth
-	// (fast_depth.go); calls with none of these run step-accurate, and
-	// Result.Fast says why.
+	// them (see Simulator.Fold); trees and rooted chains over many hosts
+	// are extrapolated from probes in their depth (fast_depth.go); calls
+	// with none of these run step-accurate, and Result.Fast says why.
 	ModeFast
 	// ModeAuto is ModeFast for calls whose step-accurate run would execute
-	// more than AutoFastSlices slices, ModeAccurate for the others.
+	// more than AutoFastSlices slices, ModeAccurate for the others; of
+	// the approximate reductions it takes only those within
+	// AutoApproxTolerance.
 	ModeAuto
 )
 

@@ -11,11 +11,13 @@ import (
 )
 
 // Depth extrapolation is the fast mode of the pipelined calls that no
-// symmetry folds: NCCL's double binary tree across hosts (the tree of one
-// channel is not mapped onto itself by any host permutation that also
-// maps the other tree of the same NICs onto itself, beyond a mirror) and
-// the chains of the rooted collectives (Broadcast and Reduce on rings),
-// whose root breaks the host rotation.
+// symmetry folds: NCCL's double binary tree across hosts (beyond the
+// mirror that exchanges its two trees, hostSyms, no host permutation maps
+// both trees onto themselves; nor is there a coarser exact quotient:
+// colour refinement of the two trees, with the side every child hangs
+// on, separates every host of 16, 128 or 1,024) and the chains of the
+// rooted collectives (Broadcast and Reduce on rings), whose root breaks
+// the host rotation.
 //
 // On identical hosts such a call is a pipeline whose every host does the
 // same work per step; adding a level to the pipeline (one host more along
@@ -23,12 +25,14 @@ import (
 // path and leaves the steady state alone. Its time is then an affine
 // function of the pipeline's depth D (in hosts crossed): T(D) = a + b*D.
 // The fast mode measures T step-accurately on three smaller copies of the
-// cluster (probes: the same host file, the same algorithm, protocol,
+// cluster (probes of the same shape: the same host file, algorithm, protocol,
 // channels and chunks) and extrapolates from the two largest. The
 // increments of the two probe pairs must agree for the model to hold; the
 // levels extrapolated times the change of the increment is the estimate
-// of the error that Result.Fast states (zero when the increments are
-// equal, as they are from four hosts on in the tests).
+// of the error that Result.Fast states: it holds while the increment's
+// change at least halves from one doubling of the hosts to the next, as
+// it does in the tests, and is zero when the increments are equal, as
+// they are for calls of a few steps per channel.
 
 // depthRule describes how the pipeline of one kind of call deepens with
 // the number of hosts. A new pipelined algorithm (NVLS trees, whose
@@ -38,41 +42,63 @@ type depthRule struct {
 	name string
 	// applies reports whether the rule covers a call of coll with algo.
 	applies func(coll model.Collective, algo model.Algorithm) bool
-	// nodesOK reports whether a cluster of n hosts has the shape the
-	// probes reproduce at a smaller scale, or says why not.
-	nodesOK func(n int) (bool, string)
+	// probes are the host counts of the probes of a cluster of n hosts,
+	// smaller copies of the same shape (the two largest give the slope,
+	// the smallest checks it), or why there are none.
+	probes func(n int) ([]int, string)
 	// depth is the number of hosts the pipeline of the Program crosses on
 	// its longest path, over the used channels.
 	depth func(m *Machine, h *model.Program, chans []int) (int, error)
 }
 
-// depthProbes are the host counts of the probes (the two largest give
-// the slope, the smallest checks it).
-var depthProbes = []int{4, 8, 16}
+// nProbes is the number of probes a depth extrapolation runs.
+const nProbes = 3
+
+// treeProbes are the probes of a double binary tree over n hosts: n's
+// odd part m times the three smallest powers of two that give an even
+// count of at least 4. NCCL's binary tree over n positions is the
+// complete tree over the next power of two cut at n, so that its shape
+// depends on m: m*2^k and m*2^(k+1) hosts differ by one level of the same
+// shape (other counts of the same depth do not: 12 and 16 hosts differ),
+// and an even count's second tree is the first one mirrored (an odd
+// count's is shifted).
+func treeProbes(n int) ([]int, string) {
+	m := n >> bits.TrailingZeros(uint(n))
+	k := m * 2
+	for k < 4 {
+		k *= 2
+	}
+	ps := []int{k, 2 * k, 4 * k}
+	if n%2 != 0 || ps[nProbes-1] >= n {
+		return nil, fmt.Sprintf("a tree over %d hosts has no three smaller copies of its shape (%d times a power of two, even, from 4 hosts)", n, m)
+	}
+	return ps, ""
+}
+
+// chainProbes are the probes of a chain through n hosts.
+func chainProbes(n int) ([]int, string) {
+	ps := []int{4, 8, 16}
+	if ps[nProbes-1] >= n {
+		return nil, fmt.Sprintf("%d hosts: no three smaller probes (%v)", n, ps)
+	}
+	return ps, ""
+}
 
 // depthRules are the pipelines depth extrapolation knows.
 var depthRules = []depthRule{
 	{
 		name:    "tree",
 		applies: func(_ model.Collective, a model.Algorithm) bool { return a == model.AlgoTree },
-		// NCCL's binary tree over n positions is the complete tree over
-		// the next power of two, cut at n: other counts have branches of
-		// other depths, whose critical path the probes do not show.
-		nodesOK: func(n int) (bool, string) {
-			if bits.OnesCount(uint(n)) != 1 {
-				return false, fmt.Sprintf("a tree over %d hosts (not a power of two) is not a deeper copy of the probes' trees", n)
-			}
-			return true, ""
-		},
-		depth: treeDepth,
+		probes:  treeProbes,
+		depth:   treeDepth,
 	},
 	{
 		name: "chain",
 		applies: func(c model.Collective, a model.Algorithm) bool {
 			return a == model.AlgoRing && (c == model.CollBroadcast || c == model.CollReduce)
 		},
-		nodesOK: func(int) (bool, string) { return true, "" },
-		depth:   chainDepth,
+		probes: chainProbes,
+		depth:  chainDepth,
 	},
 }
 
@@ -165,12 +191,11 @@ func (s *Simulator) extrapolateDepth(c Call, g *model.ProgGen, cr CallResult) (r
 		return nil, 0, fmt.Sprintf("no depth rule for %s/%s", h.Coll, h.Algo)
 	case !cl.Replicated || !s.Machine.hostsIdentical():
 		return nil, 0, "hosts are not copies of one host"
-	case n <= depthProbes[len(depthProbes)-1]:
-		return nil, 0, fmt.Sprintf("%d hosts: no smaller probes than %v", n, depthProbes)
 	case len(g.Parts()) == 0:
 		return nil, 0, "empty call"
 	}
-	if ok, why := rule.nodesOK(n); !ok {
+	hostCounts, why := rule.probes(n)
+	if hostCounts == nil {
 		return nil, 0, why
 	}
 	chans := g.Channels()
@@ -178,9 +203,9 @@ func (s *Simulator) extrapolateDepth(c Call, g *model.ProgGen, cr CallResult) (r
 	if err != nil {
 		return nil, 0, err.Error()
 	}
-	probes := make([]depthProbe, len(depthProbes))
-	sims := make([]*Simulator, len(depthProbes))
-	gens := make([]*model.ProgGen, len(depthProbes))
+	probes := make([]depthProbe, nProbes)
+	sims := make([]*Simulator, nProbes)
+	gens := make([]*model.ProgGen, nProbes)
 	pc := c
 	pc.Algo, pc.Proto, pc.NChannels = cr.Algo, cr.Proto, chans[len(chans)-1]+1
 	local := 0
@@ -190,7 +215,7 @@ func (s *Simulator) extrapolateDepth(c Call, g *model.ProgGen, cr CallResult) (r
 		}
 	}
 	pc.Root = cl.Nodes[0].Ranks[local]
-	for i, k := range depthProbes {
+	for i, k := range hostCounts {
 		ps, err := s.probe(k)
 		if err != nil {
 			return nil, 0, fmt.Sprintf("probe of %d hosts: %v", k, err)

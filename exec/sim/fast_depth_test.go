@@ -33,13 +33,13 @@ func TestDepthProbeIsTheSmallerCluster(t *testing.T) {
 
 // TestDepthExtrapolationAgreesWithAccurate runs tree AllReduces and
 // rooted chains on 32 hosts of 8 H100 step-accurately and extrapolated
-// from probes of 4, 8 and 16 hosts: the extrapolation must fall within
+// from probes of 4, 8 and 16 hosts, and tree AllReduces on 48 hosts
+// (3 x 16) from probes of 6, 12 and 24: the extrapolation must fall within
 // its own error estimate (the change of the per-level increment between
 // the probe pairs, times the levels extrapolated) of the step-accurate
 // time, up to the rounding of the times (1 ps per call).
 func TestDepthExtrapolationAgreesWithAccurate(t *testing.T) {
-	s := newSim(t, loadSearch(t, h100XML(t), 32), nil)
-	s.Loop = 0
+	sims := map[int]*Simulator{}
 	calls := []Call{
 		{Coll: model.CollAllReduce, Count: 1 << 20, Dtype: model.DtypeFP32, Algo: model.AlgoTree, Proto: model.ProtoSimple},
 		{Coll: model.CollAllReduce, Count: 1 << 24, Dtype: model.DtypeFP32, Algo: model.AlgoTree, Proto: model.ProtoSimple},
@@ -48,10 +48,28 @@ func TestDepthExtrapolationAgreesWithAccurate(t *testing.T) {
 		{Coll: model.CollBroadcast, Count: 1 << 22, Dtype: model.DtypeFP32, Algo: -1, Proto: -1, Root: 77},
 		{Coll: model.CollReduce, Count: 1 << 22, Dtype: model.DtypeFP32, Algo: -1, Proto: -1, Root: 130},
 	}
-	var reports [][2]int64
-	s.Machine.Progress = func(done, total int64) { reports = append(reports, [2]int64{done, total}) }
-	progressed := 0
+	type tcase struct {
+		nodes int
+		c     Call
+	}
+	var cases []tcase
 	for _, c := range calls {
+		cases = append(cases, tcase{32, c})
+	}
+	for _, c := range calls[:3] {
+		cases = append(cases, tcase{48, c})
+	}
+	var reports [][2]int64
+	progressed := 0
+	for _, tc := range cases {
+		c := tc.c
+		s := sims[tc.nodes]
+		if s == nil {
+			s = newSim(t, loadSearch(t, h100XML(t), tc.nodes), nil)
+			s.Loop = 0
+			s.Machine.Progress = func(done, total int64) { reports = append(reports, [2]int64{done, total}) }
+			sims[tc.nodes] = s
+		}
 		g, cr, err := s.Generator(c)
 		require.NoError(t, err)
 		reports = reports[:0]
@@ -70,8 +88,8 @@ func TestDepthExtrapolationAgreesWithAccurate(t *testing.T) {
 		a, err := s.RunTimed(c, false)
 		require.NoError(t, err)
 		d := x.TimeUs - a.TimeUs
-		t.Logf("%-9s %s/%-6s %10d B: accurate %10.3f us  extrapolated %10.3f us  diff %+8.3f us (%+.4f%%)  estimate %.3f us  events %d -> %d  [%s]",
-			c.Coll, a.Algo, a.Proto, c.Count*4, a.TimeUs, x.TimeUs, d, 100*d/a.TimeUs, errUs, a.Events, x.Events, x.Fast)
+		t.Logf("%d hosts %-9s %s/%-6s %10d B: accurate %10.3f us  extrapolated %10.3f us  diff %+8.3f us (%+.4f%%)  estimate %.3f us  events %d -> %d  [%s]",
+			tc.nodes, c.Coll, a.Algo, a.Proto, c.Count*4, a.TimeUs, x.TimeUs, d, 100*d/a.TimeUs, errUs, a.Events, x.Events, x.Fast)
 		assert.LessOrEqual(t, math.Abs(d), errUs+1e-6, "%s %d: outside the error estimate", c.Coll, c.Count)
 	}
 	assert.Positive(t, progressed, "no extrapolation reported progress")
@@ -87,8 +105,9 @@ func TestDepthExtrapolationRefuses(t *testing.T) {
 		c     Call
 		want  string
 	}{
-		{16, tree, "no smaller probes"},
-		{24, tree, "not a power of two"},
+		{16, tree, "no three smaller copies"},
+		{24, tree, "no three smaller copies"}, // 3 x 8: 6, 12 and 24 hosts
+		{40, tree, "no three smaller copies"}, // 5 x 8
 		{32, ring, "no depth rule"},
 	}
 	for _, tc := range cases {
