@@ -81,16 +81,17 @@ ran only. A broadcast or reduce chain over more than 16 identical hosts runs
 accurate on copies of 4, 8 and 16 of the hosts instead, and a tree AllReduce on
 three smaller copies of its tree's shape (an odd m times a power of two hosts on
 2m, 4m and 8m: 32, 64, 128... hosts on 4, 8 and 16, 48, 96... on 6, 12 and 24);
-not with --trace, which needs every slice. Their time is extrapolated
-to the real depth of the pipeline (hosts crossed on its longest path), on which
-it is affine: the "fast" field gives the time per level and an error estimate (the
-change of that time between the copies, times the levels extrapolated). A call with none of these runs accurate, and the --json row's
-"fast" field says why (and otherwise what was folded, merged or extrapolated).
-auto (the default) is fast for calls above %d slices, taking the approximate
-reductions (the extrapolation; a ring fold of a count that splits unevenly, whose
-ranks move chunks of other sizes, which fast also does and states) only where
-their own error estimate is within %g%% of the time, or where an accurate run
-would take hours. --fast is --mode fast.
+not with --trace, which needs every slice. Their time is extrapolated to the real
+depth of the pipeline (hosts crossed on its longest path), on which it is affine:
+the "fast" field gives the time per level and an error estimate (the change of
+that time between the copies, times the levels extrapolated). A call with none of
+these runs accurate, and the --json row's "fast" field says why (and otherwise
+what was folded, merged or extrapolated).
+auto (the default) is fast for calls above %d slices (all of the loop's calls
+counted), taking the approximate reductions (the extrapolation; a ring fold of a
+count that splits unevenly, whose ranks move chunks of other sizes, which fast
+also does and states) only where their own error estimate is within %g%% of the
+time, or where an accurate run would take hours. --fast is --mode fast.
 A progress bar is drawn on stderr when it is a terminal, or with --progress.
 
 Flags:

@@ -268,7 +268,7 @@ func (s *Simulator) RunRecord(c Call, rec func(*SliceEvent)) (CallResult, error)
 			return cr, err
 		}
 		var r *Result
-		if s.wantFast(func() int64 { return programSlices(p) }) {
+		if s.wantFast(func() int64 { return programSlices(p) * s.Machine.runCalls() }) {
 			r, err = s.runFastProgram(p, "", rec)
 		} else {
 			r, err = s.Machine.RunRecord(p, rec)
@@ -284,7 +284,7 @@ func (s *Simulator) RunRecord(c Call, rec func(*SliceEvent)) (CallResult, error)
 		return cr, err
 	}
 	var r *Result
-	if s.wantFast(func() int64 { return estimateSlices(g) }) {
+	if s.wantFast(func() int64 { return estimateSlices(g) * s.Machine.runCalls() }) {
 		f, why := s.Machine.fold(g, s.Mode)
 		var x *Result
 		if f == nil {

@@ -30,8 +30,9 @@ const (
 	ModeAuto
 )
 
-// AutoFastSlices is the estimated number of slices above which ModeAuto
-// folds a call (a step-accurate run of that size takes a few seconds).
+// AutoFastSlices is the estimated number of slices of a step-accurate run
+// (the timing loop's calls counted, Machine.LoopCalls) above which
+// ModeAuto folds a call (a run of that size takes a few seconds).
 const AutoFastSlices = 4_000_000
 
 // AutoApproxTolerance is the largest error, relative to the call's time,
@@ -338,7 +339,7 @@ func (m *Machine) fold(g *model.ProgGen, mode Mode) (*folded, string) {
 			f.skew = max(f.skew, sk)
 		}
 	}
-	if tol := tolerance(mode, func() int64 { return estimateSlices(g) }); f.skew > tol {
+	if tol := tolerance(mode, func() int64 { return estimateSlices(g) * m.runCalls() }); f.skew > tol {
 		return nil, fmt.Sprintf("ranks move up to %.3g%% of their elements in chunks of other sizes than their representatives (a count that splits unevenly), above the %s mode's %.3g%%",
 			100*f.skew, mode, 100*tol)
 	}
@@ -464,6 +465,16 @@ func (m *Machine) ringRotates(plan *model.Plan, chans []int, next [][]int, local
 		}
 	}
 	return ""
+}
+
+// runCalls is the number of calls a run of a Program executes: the
+// timing loop's aligning call and its timed ones (Machine.LoopCalls), or
+// one.
+func (m *Machine) runCalls() int64 {
+	if m.LoopCalls > 0 {
+		return int64(m.LoopCalls) + 1
+	}
+	return 1
 }
 
 // estimateSlices is the number of slices a step-accurate run of g would

@@ -369,7 +369,7 @@ func (s *Simulator) fastDepth(c Call, g *model.ProgGen, cr CallResult, rec func(
 	if r == nil {
 		return nil, foldWhy + "; depth extrapolation: " + why
 	}
-	if tol := tolerance(s.Mode, func() int64 { return estimateSlices(g) }); errUs > tol*r.TimeUs {
+	if tol := tolerance(s.Mode, func() int64 { return estimateSlices(g) * s.Machine.runCalls() }); errUs > tol*r.TimeUs {
 		return nil, fmt.Sprintf("%s; depth extrapolation: estimated error %.3f us of %.3f us, above the %s mode's %.3g%%", foldWhy, errUs, r.TimeUs, s.Mode, 100*tol)
 	}
 	return r, foldWhy
