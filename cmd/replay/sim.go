@@ -75,16 +75,29 @@ fast runs each call reduced by the symmetries its Program has, checked on the
 Program: a ring collective (AllReduce, AllGather, ReduceScatter) over identical
 hosts folds onto one host (ranks at the same position of every host run alike, so
 one host's lanes run, closed onto themselves, with the receiving hosts' links
-mapped onto its own); any other call (trees, broadcast, reduce, alltoall,
-sendrecv, hosts that differ) folds its hosts the same way when rotating the ranks
-by one host maps its Program onto itself (alltoall and sendrecv over identical
-hosts), and channels with the same calls, peers and routes (NICs included) run
-once, weighing as many on the links. It agrees with accurate (exactly on the
-tested topologies) at a fraction of the cost, and its event traces hold the lanes
-that ran only. A call with neither symmetry (a tree or a rooted collective over
-several hosts, each channel on its own NIC) runs accurate, and the --json row's
-"fast" field says so (and otherwise what was folded or merged).
-auto (the default) is fast for calls above %d slices. --fast is --mode fast.
+mapped onto its own), also where NCCL alternates the rings of channel pairs on odd
+hosts (crossNic 2); any other call folds its hosts the same way when a host
+permutation maps its Program onto itself: rotating by one host (alltoall and
+sendrecv over identical hosts) or mirroring the hosts with the channels of the
+double binary tree's two trees exchanged (tree AllReduce: hosts in pairs); and
+channels with the same calls, peers and routes (NICs included) run once, weighing
+as many on the links. These agree with accurate (to the bit on the tested
+topologies) at a fraction of the cost, and their event traces hold the lanes that
+ran only. A broadcast or reduce chain over more than 16 identical hosts runs
+accurate on copies of 4, 8 and 16 of the hosts instead, and a tree AllReduce on
+three smaller copies of its tree's shape (an odd m times a power of two hosts on
+2m, 4m and 8m: 32, 64, 128... hosts on 4, 8 and 16, 48, 96... on 6, 12 and 24);
+not with --trace, which needs every slice. Their time is extrapolated to the real
+depth of the pipeline (hosts crossed on its longest path), on which it is affine:
+the "fast" field gives the time per level and an error estimate (the change of
+that time between the copies, times the levels extrapolated). A call with none of
+these runs accurate, and the --json row's "fast" field says why (and otherwise
+what was folded, merged or extrapolated).
+auto (the default) is fast for calls above %d slices (all of the loop's calls
+counted), taking the approximate reductions (the extrapolation; a ring fold of a
+count that splits unevenly, whose ranks move chunks of other sizes, which fast
+also does and states) only where their own error estimate is within %g%% of the
+time, or where an accurate run would take hours. --fast is --mode fast.
 A progress bar is drawn on stderr when it is a terminal, or with --progress.
 
 ` + fabricHelp + `
@@ -246,7 +259,7 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(loop, "n", sim.DefaultLoopCalls, "same as --loop (nccl-tests' -n: the calls timed per size)")
 	fs.IntVar(root, "r", 0, "same as --root (nccl-tests' -r)")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, simHelp, twinccl.DefaultTopology, sim.DefaultCalibName, sim.DefaultLoopCalls, sim.AutoFastSlices)
+		fmt.Fprintf(stderr, simHelp, twinccl.DefaultTopology, sim.DefaultCalibName, sim.DefaultLoopCalls, sim.AutoFastSlices, 100*sim.AutoApproxTolerance)
 		fs.PrintDefaults()
 	}
 	pos, err := parseTopologyArgs(fs, args, topo)

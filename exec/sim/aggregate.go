@@ -42,6 +42,10 @@ type aggregated struct {
 	// hosts is the number of hosts folded onto host 0 (0: none); merged
 	// the number of channels that ran as another one.
 	hosts, merged int
+	// perm names the host symmetry when it is not the plain rotation;
+	// repHost maps every host to the kept host that stands for it.
+	perm    string
+	repHost func(int) int
 	// rep[r] is the quotient's rank standing for real rank r; conn[c] the
 	// quotient connection standing for real connection c.
 	rep  []int32
@@ -157,8 +161,9 @@ func (m *Machine) aggregate(p *model.Program) (*aggregated, string) {
 			rankAt[j][a] = int32(r)
 		}
 	}
+	var sym hostSym
 	rot := func(r int32, k int) int32 {
-		return rankAt[(m.rankNode[r]+k)%hosts][local[r]]
+		return rankAt[sym.host(m.rankNode[r], k)][local[r]]
 	}
 	var whyRot string
 	rotOK := false
@@ -168,24 +173,29 @@ func (m *Machine) aggregate(p *model.Program) (*aggregated, string) {
 	case !m.hostsIdentical():
 		whyRot = "hosts differ"
 	default:
-		rotOK, whyRot = m.checkRotation(p, rts, key, occ, laneAt, rot)
+		for _, cand := range hostSyms(hosts, nch) {
+			sym = cand
+			if rotOK, whyRot = m.checkRotation(p, rts, key, occ, laneAt, rot, cand.perm); rotOK {
+				break
+			}
+		}
 	}
 	canon := func(c int32) int32 {
 		if !rotOK {
 			return c
 		}
 		cn := p.Conns[c]
-		d := m.rankNode[cn.From]
-		if d == 0 {
+		e := sym.toRep(m.rankNode[cn.From])
+		if e == 0 {
 			return c
 		}
-		x, ok := key[connKey{rot(cn.From, hosts-d), rot(cn.To, hosts-d), cn.Channel, occ[c]}]
+		x, ok := key[connKey{rot(cn.From, e), rot(cn.To, e), sym.perm(cn.Channel, e), occ[c]}]
 		if !ok {
 			return -1
 		}
 		return x
 	}
-	kept := func(r int32) bool { return !rotOK || m.rankNode[r] == 0 }
+	kept := func(r int32) bool { return !rotOK || sym.toRep(m.rankNode[r]) == 0 }
 	var keptRanks []int32
 	for r := range int32(n) {
 		if kept(r) {
@@ -227,7 +237,9 @@ func (m *Machine) aggregate(p *model.Program) (*aggregated, string) {
 	// The quotient Program.
 	a := &aggregated{merged: merged, real: p.Conns, rep: make([]int32, n), conn: make([]int32, len(p.Conns))}
 	if rotOK {
-		a.hosts = hosts
+		a.hosts = sym.orbit
+		a.perm = sym.name
+		a.repHost = func(h int) int { return sym.host(h, sym.toRep(h)) }
 	}
 	q := *p
 	q.Conns, q.Lanes = nil, nil
@@ -237,7 +249,13 @@ func (m *Machine) aggregate(p *model.Program) (*aggregated, string) {
 	}
 	mapRes := func(id int32) int32 { return id }
 	if rotOK {
-		mapRes = m.toHost0Fast
+		mapRes = func(id int32) int32 {
+			j := m.hostOf(id)
+			if j < 0 || j >= hosts {
+				return id
+			}
+			return id - m.hostRes[j] + m.hostRes[a.repHost(j)]
+		}
 	}
 	for i := range p.Lanes {
 		l := &p.Lanes[i]
@@ -253,6 +271,7 @@ func (m *Machine) aggregate(p *model.Program) (*aggregated, string) {
 			a.routes = append(a.routes, rts[c].remapped(mapRes, weight[l.Channel]))
 		}
 	}
+	partner := m.partners(p, laneAt, keptRanks, lead)
 	recvd := make([]int, len(q.Conns))
 	for i := range p.Lanes {
 		l := &p.Lanes[i]
@@ -268,7 +287,7 @@ func (m *Machine) aggregate(p *model.Program) (*aggregated, string) {
 		for j, c := range l.Recv {
 			x := canon(c)
 			if x >= 0 {
-				x = qc[x]
+				x = qc[partner[x]]
 			}
 			if x < 0 {
 				return nil, "a received connection has no sender in the quotient"
@@ -283,26 +302,7 @@ func (m *Machine) aggregate(p *model.Program) (*aggregated, string) {
 			return nil, "a connection of the quotient is not received exactly once"
 		}
 	}
-	// Real connections and ranks onto the quotient's: a merged channel's
-	// connections pair with its leader's in lane order.
-	partner := make([]int32, len(p.Conns))
-	for i := range partner {
-		partner[i] = int32(i)
-	}
-	for _, r := range keptRanks {
-		for ch := 0; ch < nch; ch++ {
-			l := lead[ch]
-			if l < 0 || l == ch {
-				continue
-			}
-			la, lb := laneAt[int(r)*nch+l], laneAt[int(r)*nch+ch]
-			for i := range lb {
-				for j, c := range p.Lanes[lb[i]].Send {
-					partner[c] = p.Lanes[la[i]].Send[j]
-				}
-			}
-		}
-	}
+	// Real connections and ranks onto the quotient's.
 	used := make([]bool, len(p.Conns))
 	for i := range p.Lanes {
 		for _, c := range p.Lanes[i].Send {
@@ -323,7 +323,7 @@ func (m *Machine) aggregate(p *model.Program) (*aggregated, string) {
 	for r := range int32(n) {
 		a.rep[r] = r
 		if rotOK {
-			a.rep[r] = rot(r, hosts-m.rankNode[r])
+			a.rep[r] = rot(r, sym.toRep(m.rankNode[r]))
 		}
 	}
 	a.prog = &q
@@ -333,17 +333,17 @@ func (m *Machine) aggregate(p *model.Program) (*aggregated, string) {
 // checkRotation verifies that rotating every rank by one host maps the
 // Program onto itself: lanes onto lanes with the same calls, connections
 // onto connections with the same route up to the host.
-func (m *Machine) checkRotation(p *model.Program, rts []*route, key map[connKey]int32, occ []int32, laneAt [][]int32, rot func(int32, int) int32) (bool, string) {
+func (m *Machine) checkRotation(p *model.Program, rts []*route, key map[connKey]int32, occ []int32, laneAt [][]int32, rot func(int32, int) int32, perm func(int32, int) int32) (bool, string) {
 	n, nch := p.NRanks, p.NChannels
 	img := func(c int32) (int32, bool) {
 		cn := p.Conns[c]
-		x, ok := key[connKey{rot(cn.From, 1), rot(cn.To, 1), cn.Channel, occ[c]}]
+		x, ok := key[connKey{rot(cn.From, 1), rot(cn.To, 1), perm(cn.Channel, 1), occ[c]}]
 		return x, ok
 	}
 	for r := range int32(n) {
 		r2 := rot(r, 1)
 		for ch := 0; ch < nch; ch++ {
-			la, lb := laneAt[int(r)*nch+ch], laneAt[int(r2)*nch+ch]
+			la, lb := laneAt[int(r)*nch+ch], laneAt[int(r2)*nch+int(perm(int32(ch), 1))]
 			if len(la) != len(lb) {
 				return false, fmt.Sprintf("rank %d and rank %d run different lanes on channel %d", r, r2, ch)
 			}
@@ -411,7 +411,11 @@ func (m *Machine) sameChannels(p *model.Program, rts []*route, laneAt [][]int32,
 func (a *aggregated) describe() string {
 	var parts []string
 	if a.hosts > 0 {
-		parts = append(parts, fmt.Sprintf("%d hosts folded onto one", a.hosts))
+		s := fmt.Sprintf("%d hosts folded onto one", a.hosts)
+		if a.perm != "" {
+			s += " (" + a.perm + ")"
+		}
+		parts = append(parts, s)
 	}
 	if a.merged > 0 {
 		parts = append(parts, fmt.Sprintf("%d identical channel(s) merged", a.merged))
@@ -444,12 +448,43 @@ func (m *Machine) runAggregated(a *aggregated, rec func(*SliceEvent)) (*Result, 
 	}
 	r.Conns = conns
 	if a.hosts > 0 {
-		m.expandHostLinks(r, a.hosts)
+		m.expandLinks(r, a.repHost)
 	}
 	r.Folded = a.hosts
 	r.Merged = a.merged
 	r.Fast = a.describe()
 	return r, nil
+}
+
+// expandLinks replaces a folded run's links (those of the kept hosts) by
+// the same links of every host: host j's are those of repHost(j).
+func (m *Machine) expandLinks(r *Result, repHost func(int) int) {
+	hosts := len(m.hostRes) - 1
+	name := make(map[string]int32, len(r.Links))
+	for id := range m.res {
+		name[m.res[id].name] = int32(id)
+	}
+	byHost := make([][]int, hosts)
+	var other []LinkStats
+	for i, l := range r.Links {
+		id, ok := name[l.Name]
+		j := m.hostOf(id)
+		if !ok || j >= hosts {
+			other = append(other, l)
+			continue
+		}
+		byHost[j] = append(byHost[j], i)
+	}
+	links := make([]LinkStats, 0, len(r.Links)*hosts)
+	for j := range hosts {
+		h := repHost(j)
+		for _, i := range byHost[h] {
+			l := r.Links[i]
+			l.Name = m.res[name[l.Name]-m.hostRes[h]+m.hostRes[j]].name
+			links = append(links, l)
+		}
+	}
+	r.Links = append(links, other...)
 }
 
 // expandHostLinks replaces a folded run's links (host 0's) by the same
@@ -473,4 +508,107 @@ func (m *Machine) expandHostLinks(r *Result, hosts int) {
 		}
 	}
 	r.Links = links
+}
+
+// hostSym is a permutation of the hosts (every rank going to the same
+// position of its image host) applied together with a permutation of the
+// channels, which Machine.aggregate checks as a symmetry of a Program: if
+// it maps the Program (lanes, connections and routes up to the host) onto
+// itself, so does every power of it, and the hosts of one orbit run
+// alike, one standing for all.
+type hostSym struct {
+	name string
+	// host(h, k) is where k applications take host h; perm(ch, k) the
+	// same for channel ch.
+	host func(h, k int) int
+	perm func(ch int32, k int) int32
+	// toRep(h) is the number of applications that take h to the kept
+	// host of its orbit; orbit is the number of hosts of every orbit.
+	toRep func(h int) int
+	orbit int
+}
+
+// hostSyms are the host symmetries a Program is checked for, in order:
+// the rotation by one host with each permutation of chanPerms; then, for
+// an even number of hosts and channels, NCCL's double binary tree's:
+// mirroring the hosts (h <-> N-1-h) exchanges its two trees (ncclGetDtree
+// mirrors the first tree into the second one, which runs on the second
+// half of the channels, as connectTrees duplicates them).
+func hostSyms(hosts, nch int) []hostSym {
+	var out []hostSym
+	for _, cp := range chanPerms(hosts, nch) {
+		out = append(out, hostSym{name: cp.name, perm: cp.perm, orbit: hosts,
+			host:  func(h, k int) int { return (h + k) % hosts },
+			toRep: func(h int) int { return (hosts - h) % hosts }})
+	}
+	if hosts%2 == 0 && nch%2 == 0 && hosts > 2 {
+		out = append(out, hostSym{name: "hosts h and N-1-h, channels c and c+" + fmt.Sprint(nch/2) + " exchanged", orbit: 2,
+			host: func(h, k int) int {
+				if k%2 == 1 {
+					return hosts - 1 - h
+				}
+				return h
+			},
+			perm: func(ch int32, k int) int32 {
+				if k%2 == 1 {
+					return (ch + int32(nch/2)) % int32(nch)
+				}
+				return ch
+			},
+			toRep: func(h int) int {
+				if h < hosts/2 {
+					return 0
+				}
+				return 1
+			}})
+	}
+	return out
+}
+
+// chanPerm is the channel permutation that goes with rotating the ranks
+// by one host: perm(ch, k) is the channel that channel ch of a host plays
+// on the host k hosts further.
+type chanPerm struct {
+	name string
+	perm func(ch int32, k int) int32
+}
+
+// chanPerms are the permutations a host rotation is checked with, in
+// order: none, then NCCL's cross-NIC alternation (ncclTopoPostset swaps
+// the rings of channels c and c^1 on odd hosts when the ring search let
+// channel pairs cross NICs, crossNic 2: rotating by one host then maps
+// channel c onto c^1), which is a symmetry of the whole cluster only when
+// the hosts and the channels are even in number.
+func chanPerms(hosts, nch int) []chanPerm {
+	ps := []chanPerm{{"", func(ch int32, _ int) int32 { return ch }}}
+	if hosts%2 == 0 && nch%2 == 0 {
+		ps = append(ps, chanPerm{"channels c and c^1 swapped on odd hosts", func(ch int32, k int) int32 { return ch ^ int32(k&1) }})
+	}
+	return ps
+}
+
+// partners maps every connection sent by a kept rank on a merged channel
+// to the one its leader's lane sends in the same place (lane order), and
+// every other connection to itself.
+func (m *Machine) partners(p *model.Program, laneAt [][]int32, kept []int32, lead []int) []int32 {
+	nch := p.NChannels
+	partner := make([]int32, len(p.Conns))
+	for i := range partner {
+		partner[i] = int32(i)
+	}
+	for _, r := range kept {
+		for ch := 0; ch < nch; ch++ {
+			l := lead[ch]
+			if l < 0 || l == ch {
+				continue
+			}
+			la, lb := laneAt[int(r)*nch+l], laneAt[int(r)*nch+ch]
+			for i := range lb {
+				for j, c := range p.Lanes[lb[i]].Send {
+					partner[c] = p.Lanes[la[i]].Send[j]
+				}
+			}
+		}
+	}
+	return partner
 }

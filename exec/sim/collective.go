@@ -315,7 +315,7 @@ func (s *Simulator) RunRecord(c Call, rec func(*SliceEvent)) (CallResult, error)
 			return cr, err
 		}
 		var r *Result
-		if s.wantFast(func() int64 { return programSlices(p) }) {
+		if s.wantFast(func() int64 { return programSlices(p) * s.Machine.runCalls() }) {
 			r, err = s.runFastProgram(p, "", rec)
 		} else {
 			r, err = s.Machine.RunRecord(p, rec)
@@ -336,17 +336,23 @@ func (s *Simulator) RunRecord(c Call, rec func(*SliceEvent)) (CallResult, error)
 		if err != nil {
 			return cr, fmt.Errorf("%s %s/%s count %d: %w", c.Coll, cr.Algo, cr.Proto, c.Count, err)
 		}
-		if s.wantFast(func() int64 { return estimateSlices(g) }) {
+		if s.wantFast(func() int64 { return estimateSlices(g) * s.Machine.runCalls() }) {
 			r.Fast = "step-accurate: " + nvlsNotFolded
 		}
 		cr.Result = r
 		return cr, nil
 	}
-	if s.wantFast(func() int64 { return estimateSlices(g) }) {
-		f, why := s.Machine.fold(g)
+	if s.wantFast(func() int64 { return estimateSlices(g) * s.Machine.runCalls() }) {
+		f, why := s.Machine.fold(g, s.Mode)
+		var x *Result
+		if f == nil {
+			x, why = s.fastDepth(c, g, cr, rec, why)
+		}
 		switch {
 		case f != nil:
 			r, err = s.Machine.runFolded(f, rec)
+		case x != nil:
+			r = x
 		case estimateSlices(g) > MaxAggregateSlices:
 			// Checking the other symmetries needs the whole Program in
 			// memory: stream it step-accurate instead.
@@ -437,7 +443,7 @@ func (s *Simulator) Fold(c Call) (bool, string, error) {
 	if nvlsAlgo(cr.Algo) {
 		return false, nvlsNotFolded, nil
 	}
-	if f, _ := s.Machine.fold(g); f != nil {
+	if f, _ := s.Machine.fold(g, s.Mode); f != nil {
 		return true, "ring fold", nil
 	}
 	a, why := s.Machine.aggregate(g.Program())

@@ -73,15 +73,23 @@
 // The step-accurate mode runs every slice of every lane. The fast mode
 // (ModeFast, and ModeAuto for large calls) runs a call reduced by the
 // symmetries its Program has, which are checked, not assumed: a ring
-// collective over identical hosts folds onto one host (Machine.fold);
-// any other call (trees, Broadcast, Reduce, AlltoAll, SendRecv, hosts that
-// differ) folds its hosts onto one when rotating the ranks by one host
-// maps its Program, routes included, onto itself, and runs each class of
+// collective over identical hosts folds onto one host (Machine.fold),
+// with NCCL's cross-NIC alternation of channel pairs on odd hosts where
+// the rings have it; any other call folds its hosts when a host
+// permutation with a channel permutation maps its Program, routes
+// included, onto itself (hostSym: the rotation by one host for AlltoAll
+// and SendRecv, the mirror of NCCL's double binary tree, which exchanges
+// its two trees' channels, for tree AllReduce), and runs each class of
 // identical channels (same calls, peers and resources) once, weighing as
-// many on every resource (Machine.aggregate). Both are automorphisms of
+// many on every resource (Machine.aggregate). These are automorphisms of
 // the simulated system, whose max-min fair sharing is then symmetric, so
-// the two modes agree (exactly, on every call of the tests' grid). A call
-// with neither symmetry runs step-accurate, and Result.Fast says why.
+// the two modes agree (exactly, on every call of the tests' grids).
+// Pipelines that no symmetry folds at scale (a tree AllReduce or a
+// Broadcast/Reduce chain over many identical hosts) run step-accurate on
+// three smaller copies of the cluster of the same shape, and their time
+// is extrapolated in the pipeline's depth, on which it is affine
+// (fast_depth.go; Result.Fast states the error estimate). A call with
+// none of these runs step-accurate, and Result.Fast says why.
 //
 // # Timing loops
 //
