@@ -96,3 +96,11 @@ lib:
 	cp $(BIN)/libnccl.so.2 $(BIN)/libtwinccl.so
 	ln -sf libnccl.so.2 $(BIN)/libnccl.so
 	rm -f $(BIN)/libnccl.so.h
+
+# The NCCL tuner plugin (docs/guide/library.md): NCCL_TUNER_PLUGIN=
+# bin/libnccl-tuner-twinccl.so makes NCCL take the algorithm, protocol and
+# channels twinccl's simulator predicts fastest for each call.
+.PHONY: tuner
+tuner:
+	$(GO) build -buildmode=c-shared -ldflags='-extldflags=-Wl,-z,lazy' -o $(BIN)/libnccl-tuner-twinccl.so ./exec/hw/tuner/plugin
+	rm -f $(BIN)/libnccl-tuner-twinccl.h
