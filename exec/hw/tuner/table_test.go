@@ -13,8 +13,8 @@ func TestNearestLogs(t *testing.T) {
 	assert.Equal(t, 3, nearestLogs(0)[0])
 	assert.Equal(t, 3, nearestLogs(12)[0], "12 is as near 8 as 16: the lower")
 	assert.Equal(t, 4, nearestLogs(13)[0])
-	assert.Equal(t, []int{10, 9, 11, 8, 12}, nearestLogs(1<<10)[:5])
-	assert.Equal(t, []int{32, 31}, nearestLogs(1<<40)[:2])
+	assert.Equal(t, []int{10, 9, 11, 8, 12}, nearestLogs(1 << 10)[:5])
+	assert.Equal(t, []int{32, 31}, nearestLogs(1 << 40)[:2])
 	assert.Len(t, nearestLogs(1<<20), MaxLog-MinLog+1, "every size once")
 }
 
