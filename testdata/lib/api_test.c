@@ -6,6 +6,8 @@
 //
 // Usage: api_test [--gpu]   (--gpu: CUDA works here; the calls that need
 // a device are then expected to succeed)
+#define _POSIX_C_SOURCE 200809L
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -193,6 +195,20 @@ int main(int argc, char** argv) {
   EXPECT(ncclScatter(buf, buf, 1, ncclFloat, 0, bogus, NULL), ncclInvalidUsage, "ncclScatter: not implemented");
   EXPECT(ncclGroupSimulateEnd(&sim), ncclInvalidUsage, "ncclGroupSimulateEnd: not implemented");
   EXPECT(pncclGroupSimulateEnd(&sim), ncclInvalidUsage, "ncclGroupSimulateEnd");
+
+  // The Go runtime inside the library (docs/guide/library.md): it handles
+  // the synchronous signals and SIGURG (goroutine preemption) and leaves
+  // the application's signals alone.
+  int goSignals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGURG};
+  int appSignals[] = {SIGINT, SIGTERM, SIGPROF, SIGCHLD, SIGUSR1, SIGALRM};
+  for (size_t i = 0; i < sizeof goSignals / sizeof goSignals[0]; i++) {
+    struct sigaction sa;
+    TRUE(sigaction(goSignals[i], NULL, &sa) == 0 && sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN);
+  }
+  for (size_t i = 0; i < sizeof appSignals / sizeof appSignals[0]; i++) {
+    struct sigaction sa;
+    TRUE(sigaction(appSignals[i], NULL, &sa) == 0 && sa.sa_handler == SIG_DFL);
+  }
 
   printf("%d checks, %d failures\n", checks, failures);
   return failures == 0 ? 0 : 1;

@@ -9,7 +9,11 @@
 #      through ldconfig or PyTorch's nvidia-nccl package), busbw side by side
 #      (summary.txt);
 #   3. testdata/lib/torch_check.py on twinccl (LD_PRELOAD), when PyTorch is
-#      installed.
+#      installed;
+#   4. the tuner plugin: NCCL's busbw with and without
+#      NCCL_TUNER_PLUGIN=bin/libnccl-tuner-twinccl.so on -g N (tuner.txt);
+#      NCCL does not consult a tuner for a one-rank communicator, so this
+#      needs N > 1.
 # Usage: testdata/lib/run-gpu.sh [OUTDIR]   (default $OUT, else /tmp/twinccl-lib)
 # Sources of nccl-tests: $NCCL_TESTS_SRC, else bin/nccl-tests: NVIDIA/nccl-tests
 # at c2cb96f, the last commit before its NCCL 2.28 update, whose tests need
@@ -23,6 +27,9 @@ src=${NCCL_TESTS_SRC:-$repo/bin/nccl-tests}
 
 if [ ! -f "$repo/bin/libnccl.so.2" ]; then
 	make -C "$repo" lib
+fi
+if [ ! -f "$repo/bin/libnccl-tuner-twinccl.so" ]; then
+	make -C "$repo" tuner
 fi
 ngpu=$(nvidia-smi -L | wc -l)
 cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d .)
@@ -94,5 +101,29 @@ if python3 -c 'import torch' 2>/dev/null; then
 	fi
 else
 	echo "run-gpu.sh: no PyTorch: torch_check.py skipped"
+fi
+# The tuner plugin on NCCL: the same binaries, NCCL with and without it.
+if [ -n "$nccl_dir" ] && [ "$ngpu" -gt 1 ]; then
+	for t in all_reduce all_gather reduce_scatter broadcast reduce; do
+		bin=$out/nccl-tests/${t}_perf
+		LD_LIBRARY_PATH="$nccl_dir" timeout 600 "$bin" -b 8 -e 1G -f 2 -g "$ngpu" -c 0 -n 50 -w 10 >"$out/tuner-off-$t.txt" 2>&1 || true
+		LD_LIBRARY_PATH="$nccl_dir" NCCL_TUNER_PLUGIN="$repo/bin/libnccl-tuner-twinccl.so" NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,TUNING \
+			timeout 600 "$bin" -b 8 -e 1G -f 2 -g "$ngpu" -c 0 -n 50 -w 10 >"$out/tuner-on-$t.txt" 2>&1 || true
+		grep -m1 -i "tuner" "$out/tuner-on-$t.txt" || echo "run-gpu.sh: NCCL did not mention the tuner plugin for $t (see $out/tuner-on-$t.txt)"
+	done
+	python3 - "$out" <<'PY' | tee "$out/tuner.txt"
+import re, sys
+out = sys.argv[1]
+row = re.compile(r"^\s+(\d+)\s+(\d+)\s+\S+\s+\S+\s+-?\d+\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)")
+def table(path):
+    try: return {int(m.group(1)): float(m.group(5)) for m in map(row.match, open(path)) if m}
+    except OSError: return {}
+for t in "all_reduce all_gather reduce_scatter broadcast reduce".split():
+    off, on = table(f"{out}/tuner-off-{t}.txt"), table(f"{out}/tuner-on-{t}.txt")
+    print(f"# {t}: size, NCCL busbw without / with the twinccl tuner (GB/s), ratio")
+    for size in sorted(off):
+        if size in on:
+            print(f"{size:>12} {off[size]:8.2f} {on[size]:8.2f} {on[size]/off[size] if off[size] else 0:6.2f}")
+PY
 fi
 exit $fail
