@@ -34,7 +34,11 @@ type Comm struct {
 	mu       sync.Mutex
 	launches map[progKey]*gpudev.Launch
 	closed   bool
-	splits   int
+	// The stream of the latest launch, and the event that orders a launch
+	// on another stream after it (order.go).
+	launched   bool
+	lastStream uintptr
+	orderEv    *cuda.Event
 }
 
 // Config is what the library reads of an ncclConfig_t.
@@ -227,6 +231,9 @@ func (c *Comm) Destroy() error {
 		errs = append(errs, l.Release())
 	}
 	c.launches = nil
+	if c.orderEv != nil {
+		errs = append(errs, c.orderEv.Destroy())
+	}
 	if c.dev != nil {
 		errs = append(errs, c.dev.Close())
 	}

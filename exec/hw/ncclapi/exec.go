@@ -78,9 +78,13 @@ func (c *Comm) runColl(k Call) error {
 	if err != nil {
 		return err
 	}
+	if err := c.ordered(k.Stream); err != nil {
+		return err
+	}
 	if err := l.Enqueue(c.stream(k.Stream), cuda.DevicePtr(send), cuda.DevicePtr(recv)); err != nil {
 		return fmt.Errorf("%s: %s: %w", c, k, err)
 	}
+	c.launchedOn(k.Stream)
 	return nil
 }
 

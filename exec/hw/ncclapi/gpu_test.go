@@ -189,6 +189,37 @@ func TestCollectivesOnGPU(t *testing.T) {
 				assert.Equal(t, input((b.c.Rank+n-1)%n, elems*n)[:elems], output(t, b, elems), "rank %d", b.c.Rank)
 			}
 		})
+		t.Run("TwoStreams", func(t *testing.T) {
+			// Two launches of one communicator on two streams, back to back:
+			// the second must wait for the first (they share connections).
+			other := make([]*cuda.Stream, n)
+			for r, b := range bufs {
+				s, err := b.c.ctx.NewStream(cuda.StreamNonBlocking)
+				require.NoError(t, err)
+				other[r] = s
+				t.Cleanup(func() { _ = s.Destroy() })
+			}
+			GroupStart(testTid)
+			for r, b := range bufs {
+				require.NoError(t, Enqueue(testTid, b.c, call(model.CollAllReduce, b, elems, 0)))
+				second := call(model.CollBroadcast, b, elems, 0)
+				second.Send, second.Stream = uintptr(b.out), other[r].Handle() // in place on the AllReduce's result
+				require.NoError(t, Enqueue(testTid, b.c, second))
+			}
+			require.NoError(t, GroupEnd(testTid))
+			for r, b := range bufs {
+				require.NoError(t, b.s.Synchronize())
+				require.NoError(t, other[r].Synchronize())
+				got := output(t, b, elems)
+				for i := range elems {
+					want := float32(0)
+					for q := range n {
+						want += input(q, elems*n)[i]
+					}
+					require.Equal(t, want, got[i], "rank %d element %d", b.c.Rank, i)
+				}
+			}
+		})
 		t.Run("GraphCapture", func(t *testing.T) {
 			// A warm-up call prepares the launch (preparing allocates, which a
 			// capture forbids); the captured graph then replays it.

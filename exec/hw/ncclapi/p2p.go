@@ -98,9 +98,13 @@ func (c *Comm) runP2P(calls []Call) error {
 	if recvBase == 0 {
 		recvBase = sendBase
 	}
+	if err := c.ordered(stream); err != nil {
+		return err
+	}
 	if err := l.Enqueue(c.stream(stream), cuda.DevicePtr(sendBase), cuda.DevicePtr(recvBase)); err != nil {
 		return fmt.Errorf("%s: sends and receives: %w", c, err)
 	}
+	c.launchedOn(stream)
 	return nil
 }
 

@@ -23,7 +23,6 @@ func (c *Comm) Split(color, key int, cfg Config) (*Comm, error) {
 		c.mu.Unlock()
 		return nil, errorf(InvalidUsage, "%s: communicator destroyed", c)
 	}
-	c.splits++
 	c.mu.Unlock()
 	if c.NRanks == 1 {
 		if color == NoColor {
