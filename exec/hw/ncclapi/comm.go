@@ -39,6 +39,11 @@ type Comm struct {
 	launched   bool
 	lastStream uintptr
 	orderEv    *cuda.Event
+	// last is the latest launch, whose kernel reports a peer that made no
+	// progress for the timeout (or an abort) in the device's status word;
+	// asyncErr keeps the first such error.
+	last     *gpudev.Launch
+	asyncErr error
 }
 
 // Config is what the library reads of an ncclConfig_t.
@@ -274,14 +279,22 @@ func (c *Comm) abort() {
 }
 
 // AsyncError is ncclCommGetAsyncError: ncclRemoteError once a peer was
-// lost, with the reason.
+// lost, or once a launch gave up waiting for a peer (the kernel's status,
+// read from host memory without waiting for the stream), with the reason.
 func (c *Comm) AsyncError() error {
 	if c.boot != nil {
 		if err := c.boot.Err(); err != nil {
 			return errorf(RemoteError, "rank %d: %v", c.Rank, err)
 		}
 	}
-	return nil
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.asyncErr == nil && c.last != nil && !c.closed {
+		if err := c.last.Check(); err != nil {
+			c.asyncErr = errorf(RemoteError, "%v", err)
+		}
+	}
+	return c.asyncErr
 }
 
 // String names the communicator in messages.

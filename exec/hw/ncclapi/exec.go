@@ -84,7 +84,7 @@ func (c *Comm) runColl(k Call) error {
 	if err := l.Enqueue(c.stream(k.Stream), cuda.DevicePtr(send), cuda.DevicePtr(recv)); err != nil {
 		return fmt.Errorf("%s: %s: %w", c, k, err)
 	}
-	c.launchedOn(k.Stream)
+	c.launchedOn(l, k.Stream)
 	return nil
 }
 

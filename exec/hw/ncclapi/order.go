@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/twinccl/twinccl/exec/hw/cuda"
+	"github.com/twinccl/twinccl/exec/hw/gpudev"
 )
 
 // ordered makes a launch of this communicator on stream s start after
@@ -32,5 +33,5 @@ func (c *Comm) ordered(s uintptr) error {
 	return nil
 }
 
-// launchedOn records the stream of the latest launch.
-func (c *Comm) launchedOn(s uintptr) { c.launched, c.lastStream = true, s }
+// launchedOn records the latest launch and its stream.
+func (c *Comm) launchedOn(l *gpudev.Launch, s uintptr) { c.launched, c.lastStream, c.last = true, s, l }

@@ -104,7 +104,7 @@ func (c *Comm) runP2P(calls []Call) error {
 	if err := l.Enqueue(c.stream(stream), cuda.DevicePtr(sendBase), cuda.DevicePtr(recvBase)); err != nil {
 		return fmt.Errorf("%s: sends and receives: %w", c, err)
 	}
-	c.launchedOn(stream)
+	c.launchedOn(l, stream)
 	return nil
 }
 
