@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"runtime"
+	"sync"
 
 	"github.com/twinccl/twinccl/exec/sim"
 	"github.com/twinccl/twinccl/model"
@@ -63,17 +65,21 @@ type Answer struct {
 // power-of-two size on the search result res. The candidates are the
 // pairs NCCL's rules allow for the call (its cost table has a time for
 // them) that twinccl has Programs for (Ring, Tree, PAT on two ranks).
+// The simulations run on every CPU at once, each worker on a Machine of
+// its own; every result goes to its own cell, so the table does not
+// depend on the order they finish in.
 func Build(res *search.Result, calib *sim.Calib, mode Mode) (*Table, error) {
 	n := res.Cluster.NRanks
 	tb := &Table{NRanks: n, NNodes: res.Plan.NNodes, Mode: mode}
-	var s *sim.Simulator
-	if mode == ModeSim {
-		var err error
-		if s, err = sim.NewSimulator(res, calib); err != nil {
-			return nil, err
-		}
-		s.Mode = sim.ModeFast
+	type job struct {
+		c     model.Collective
+		k     int
+		dt    model.Dtype
+		count int64
+		a     model.Algorithm
+		p     model.Protocol
 	}
+	var jobs []job
 	for c := model.Collective(0); c < model.NumTunedCollectives; c++ {
 		for k := MinLog; k <= MaxLog; k++ {
 			cell := &tb.t[c][k-MinLog]
@@ -92,26 +98,63 @@ func Build(res *search.Result, calib *sim.Calib, mode Mode) (*Table, error) {
 			}
 			for a := model.Algorithm(0); a < model.NumAlgorithms; a++ {
 				for p := model.Protocol(0); p < model.NumProtocols; p++ {
-					if ch.Costs[a][p] < 0 {
-						continue
-					}
-					if mode == ModeNCCL {
+					switch {
+					case ch.Costs[a][p] < 0:
+					case mode == ModeNCCL:
 						cell[a][p] = pairTime{us: float64(ch.Costs[a][p])}
 						if a == ch.Algo && p == ch.Proto {
 							cell[a][p].nChannels = ch.NChannels
 						}
-						continue
+					case model.ProgramCovers(c, a, p, n):
+						jobs = append(jobs, job{c, k, dt, count, a, p})
 					}
-					if !model.ProgramCovers(c, a, p, n) {
-						continue
-					}
-					cr, err := s.Run(sim.Call{Coll: c, Count: count, Dtype: dt, Op: model.RedSum, Algo: a, Proto: p})
-					if err != nil {
-						return nil, fmt.Errorf("tuner: simulate %s of 2^%d bytes with %s/%s: %w", c, k, a, p, err)
-					}
-					cell[a][p] = pairTime{us: cr.TimeUs, nChannels: cr.NChannels}
 				}
 			}
+		}
+	}
+	if len(jobs) == 0 {
+		return tb, nil
+	}
+	base, err := sim.NewSimulator(res, calib)
+	if err != nil {
+		return nil, err
+	}
+	base.Mode = sim.ModeFast
+	workers := min(runtime.GOMAXPROCS(0), len(jobs))
+	next := make(chan int)
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		s := base
+		if w > 0 {
+			if s, err = base.WithCalib(calib); err != nil {
+				return nil, err
+			}
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				j := jobs[i]
+				cr, err := s.Run(sim.Call{Coll: j.c, Count: j.count, Dtype: j.dt, Op: model.RedSum, Algo: j.a, Proto: j.p})
+				if err != nil {
+					if errs[w] == nil {
+						errs[w] = fmt.Errorf("tuner: simulate %s of 2^%d bytes with %s/%s: %w", j.c, j.k, j.a, j.p, err)
+					}
+					continue
+				}
+				tb.t[j.c][j.k-MinLog][j.a][j.p] = pairTime{us: cr.TimeUs, nChannels: cr.NChannels}
+			}
+		}()
+	}
+	for i := range jobs {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	for _, e := range errs {
+		if e != nil {
+			return nil, e
 		}
 	}
 	return tb, nil
