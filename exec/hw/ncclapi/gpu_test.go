@@ -36,7 +36,7 @@ const testTid = 1 << 30
 // rankBuf is one rank's device buffers and stream for a test.
 type rankBuf struct {
 	c         *Comm
-	s         *cuda.Stream
+	s, s2     *cuda.Stream // s2: a second stream of the communicator
 	send, out cuda.DevicePtr
 }
 
@@ -72,6 +72,8 @@ func setup(t *testing.T, comms []*Comm, elems int) []rankBuf {
 	for r, c := range comms {
 		s, err := c.ctx.NewStream(cuda.StreamNonBlocking)
 		require.NoError(t, err)
+		s2, err := c.ctx.NewStream(cuda.StreamNonBlocking)
+		require.NoError(t, err)
 		send, err := c.ctx.MemAlloc(uint64(4 * elems * len(comms)))
 		require.NoError(t, err)
 		out, err := c.ctx.MemAlloc(uint64(4 * elems * len(comms)))
@@ -79,11 +81,13 @@ func setup(t *testing.T, comms []*Comm, elems int) []rankBuf {
 		in := input(r, elems*len(comms))
 		require.NoError(t, c.ctx.MemcpyHtoD(send, f32bytes(in)))
 		require.NoError(t, c.ctx.MemsetD8(out, 0, uint64(4*elems*len(comms))))
-		bufs[r] = rankBuf{c: c, s: s, send: send, out: out}
+		require.NoError(t, c.ctx.Synchronize()) // the memset is on the legacy stream, which ours do not wait for
+		bufs[r] = rankBuf{c: c, s: s, s2: s2, send: send, out: out}
 		t.Cleanup(func() {
 			_ = c.ctx.MemFree(send)
 			_ = c.ctx.MemFree(out)
 			_ = s.Destroy()
+			_ = s2.Destroy()
 		})
 	}
 	return bufs
@@ -192,24 +196,17 @@ func TestCollectivesOnGPU(t *testing.T) {
 		t.Run("TwoStreams", func(t *testing.T) {
 			// Two launches of one communicator on two streams, back to back:
 			// the second must wait for the first (they share connections).
-			other := make([]*cuda.Stream, n)
-			for r, b := range bufs {
-				s, err := b.c.ctx.NewStream(cuda.StreamNonBlocking)
-				require.NoError(t, err)
-				other[r] = s
-				t.Cleanup(func() { _ = s.Destroy() })
-			}
 			GroupStart(testTid)
-			for r, b := range bufs {
+			for _, b := range bufs {
 				require.NoError(t, Enqueue(testTid, b.c, call(model.CollAllReduce, b, elems, 0)))
 				second := call(model.CollBroadcast, b, elems, 0)
-				second.Send, second.Stream = uintptr(b.out), other[r].Handle() // in place on the AllReduce's result
+				second.Send, second.Stream = uintptr(b.out), b.s2.Handle() // in place on the AllReduce's result
 				require.NoError(t, Enqueue(testTid, b.c, second))
 			}
 			require.NoError(t, GroupEnd(testTid))
-			for r, b := range bufs {
+			for _, b := range bufs {
 				require.NoError(t, b.s.Synchronize())
-				require.NoError(t, other[r].Synchronize())
+				require.NoError(t, b.s2.Synchronize())
 				got := output(t, b, elems)
 				for i := range elems {
 					want := float32(0)
@@ -227,6 +224,7 @@ func TestCollectivesOnGPU(t *testing.T) {
 			runGroup(t, bufs, mk)
 			for _, b := range bufs {
 				require.NoError(t, b.c.ctx.MemsetD8(b.out, 0, 4*elems))
+				require.NoError(t, b.c.ctx.Synchronize())
 			}
 			execs := make([]*cuda.GraphExec, n)
 			for r, b := range bufs {
