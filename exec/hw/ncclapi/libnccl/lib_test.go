@@ -124,3 +124,17 @@ func TestExportsEveryHeaderFunction(t *testing.T) {
 	slices.Sort(got)
 	assert.Equal(t, want, got)
 }
+
+// TestDeps keeps the library a runtime: it must not carry the simulator
+// (exec/sim) or the test harness (model/conformance pulls in testing),
+// which an application loading libnccl.so.2 would pay for.
+func TestDeps(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", ".").Output()
+	require.NoError(t, err)
+	for _, dep := range regexp.MustCompile(`\s+`).Split(string(out), -1) {
+		switch dep {
+		case "github.com/twinccl/twinccl/exec/sim", "github.com/twinccl/twinccl/model/conformance", "testing":
+			t.Errorf("the library depends on %s", dep)
+		}
+	}
+}
