@@ -59,6 +59,8 @@ func TestGetUniqueIDsDiffer(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotEqual(t, a.Magic, b.Magic)
 	assert.NotEqual(t, a.Addr, b.Addr, "each id reserves its own port")
+	assert.NotEqual(t, a.Secret, b.Secret)
+	assert.NotEqual(t, [idSecretSize]byte{}, a.Secret, "a random secret")
 	t.Setenv("NCCL_COMM_ID", "10.0.0.1:5000")
 	c, err := GetUniqueID()
 	require.NoError(t, err)

@@ -2,6 +2,7 @@ package ncclapi
 
 import (
 	"bytes"
+	"crypto/rand"
 	"encoding/binary"
 	"fmt"
 	"log/slog"
@@ -22,9 +23,10 @@ const IDBytes = 128
 //	         is refused with a clear error instead of a hang
 //	[4:8)    idVersion
 //	[8:16)   the job's magic (bootstrap.UniqueID.Magic)
-//	[16:48)  the job's secret; zero until the bootstrap takes one (the
-//	         per-job HMAC secret being added to exec/hw/bootstrap), so
-//	         that ids need not change shape when it does
+//	[16:48)  the job's secret: 32 random bytes from ncclGetUniqueId,
+//	         for the bootstrap's per-job HMAC (being added to
+//	         exec/hw/bootstrap), so that ids need not change shape when
+//	         it comes; zero with NCCL_COMM_ID
 //	[48]     length of the root's address
 //	[49:128) the root's address, host:port
 const (
@@ -83,7 +85,10 @@ func DecodeUniqueID(b []byte) (UniqueID, error) {
 	return u, nil
 }
 
-// bootID is the id as the bootstrap takes it.
+// bootID is the id as the bootstrap takes it. The secret stays in the
+// ncclUniqueId until the bootstrap proves it on every connection (the
+// security work on exec/hw/bootstrap): then it goes into the bootstrap's
+// id here, and ensureRoot starts the root with it.
 func (u UniqueID) bootID() bootstrap.UniqueID {
 	return bootstrap.UniqueID{Magic: u.Magic, Addr: u.Addr}
 }
@@ -144,6 +149,9 @@ func newUniqueID(host string) (UniqueID, error) {
 		return UniqueID{}, errorf(SystemError, "reserve a bootstrap port on %s: %v", host, err)
 	}
 	u := UniqueID{Magic: bootstrap.RandomMagic(), Addr: addr}
+	if _, err := rand.Read(u.Secret[:]); err != nil {
+		return UniqueID{}, errorf(SystemError, "job secret: %v", err)
+	}
 	rootsMu.Lock()
 	pendingRoots[u] = &rootStart{}
 	rootsMu.Unlock()
