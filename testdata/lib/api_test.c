@@ -112,6 +112,8 @@ int main(int argc, char** argv) {
     EXPECT(ncclBroadcast(NULL, NULL, 4, ncclFloat, 1, comm, NULL), ncclInvalidArgument, "root 1 out of range");
     EXPECT(ncclSend(NULL, 4, ncclFloat, 1, comm, NULL), ncclInvalidArgument, "peer 1 out of range");
     EXPECT(ncclSend((void*)64, 4, ncclFloat, 0, comm, NULL), ncclInvalidUsage, "to self");
+    EXPECT(ncclGather((void*)64, NULL, 1, ncclFloat, 0, comm, NULL), ncclInvalidArgument, "root's recvbuff is NULL");
+    EXPECT(ncclScatter(NULL, (void*)64, 1, ncclFloat, 1, comm, NULL), ncclInvalidArgument, "ncclScatter: Scatter root 1 out of range");
     EXPECT(ncclCommFinalize(comm), ncclSuccess, NULL);
     EXPECT(ncclCommDestroy(comm), ncclSuccess, NULL);
     EXPECT(ncclCommDestroy(comm), ncclInvalidArgument, "not a live communicator");
@@ -156,6 +158,8 @@ int main(int argc, char** argv) {
   EXPECT(ncclSend(buf, 1, ncclUint64, 0, NULL, NULL), ncclInvalidArgument, "ncclSend: comm is NULL");
   EXPECT(ncclRecv(buf, 1, (ncclDataType_t)12, 0, bogus, NULL), ncclInvalidArgument, "ncclRecv: invalid datatype");
   EXPECT(pncclAllReduce(buf, buf, 4, ncclFloat, ncclSum, NULL, NULL), ncclInvalidArgument, "comm is NULL");
+  EXPECT(ncclGather(buf, buf, 1, ncclFloat, 0, bogus, NULL), ncclInvalidArgument, "ncclGather: comm is not a live");
+  EXPECT(ncclScatter(buf, buf, 1, (ncclDataType_t)ncclNumTypes, 0, NULL, NULL), ncclInvalidArgument, "ncclScatter: invalid datatype");
 
   // Groups.
   EXPECT(ncclGroupEnd(), ncclInvalidUsage, "without a matching ncclGroupStart");
@@ -191,8 +195,6 @@ int main(int argc, char** argv) {
   EXPECT(ncclCommWindowDeregister(bogus, win), ncclInvalidUsage, "ncclCommWindowDeregister: not implemented");
   EXPECT(ncclRedOpCreatePreMulSum(&op, buf, ncclFloat, ncclScalarHostImmediate, bogus), ncclInvalidUsage, "ncclRedOpCreatePreMulSum: not implemented");
   EXPECT(ncclRedOpDestroy(ncclNumOps, bogus), ncclInvalidUsage, "ncclRedOpDestroy: not implemented");
-  EXPECT(ncclGather(buf, buf, 1, ncclFloat, 0, bogus, NULL), ncclInvalidUsage, "ncclGather: not implemented");
-  EXPECT(ncclScatter(buf, buf, 1, ncclFloat, 0, bogus, NULL), ncclInvalidUsage, "ncclScatter: not implemented");
   EXPECT(ncclGroupSimulateEnd(&sim), ncclInvalidUsage, "ncclGroupSimulateEnd: not implemented");
   EXPECT(pncclGroupSimulateEnd(&sim), ncclInvalidUsage, "ncclGroupSimulateEnd");
 

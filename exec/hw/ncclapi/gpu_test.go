@@ -193,6 +193,31 @@ func TestCollectivesOnGPU(t *testing.T) {
 				assert.Equal(t, input((b.c.Rank+n-1)%n, elems*n)[:elems], output(t, b, elems), "rank %d", b.c.Rank)
 			}
 		})
+		t.Run("GatherScatter", func(t *testing.T) {
+			root := n - 1
+			GroupStart(testTid)
+			for _, b := range bufs {
+				k := call(model.CollBroadcast, b, elems, root)
+				require.NoError(t, EnqueueRooted(testTid, b.c, Gather, k))
+			}
+			require.NoError(t, GroupEnd(testTid))
+			for _, b := range bufs {
+				require.NoError(t, b.s.Synchronize())
+			}
+			got := output(t, bufs[root], elems*n)
+			for r := range n {
+				assert.Equal(t, input(r, elems*n)[:elems], got[r*elems:(r+1)*elems], "gathered block %d", r)
+			}
+			GroupStart(testTid)
+			for _, b := range bufs {
+				require.NoError(t, EnqueueRooted(testTid, b.c, Scatter, call(model.CollBroadcast, b, elems, root)))
+			}
+			require.NoError(t, GroupEnd(testTid))
+			for _, b := range bufs {
+				require.NoError(t, b.s.Synchronize())
+				assert.Equal(t, input(root, elems*n)[b.c.Rank*elems:(b.c.Rank+1)*elems], output(t, b, elems), "scattered to rank %d", b.c.Rank)
+			}
+		})
 		t.Run("TwoStreams", func(t *testing.T) {
 			// Two launches of one communicator on two streams, back to back:
 			// the second must wait for the first (they share connections).

@@ -290,6 +290,23 @@ func twColl(coll C.int, send, recv C.uintptr_t, count C.size_t, dtype, op, root 
 	return ret(fn, ncclapi.Enqueue(tid(), c, k))
 }
 
+//export twRooted
+func twRooted(gather C.int, send, recv C.uintptr_t, count C.size_t, dtype, root C.int, comm, stream C.uintptr_t) C.int {
+	g, fn := ncclapi.Gather, "ncclGather"
+	if gather == 0 {
+		g, fn = ncclapi.Scatter, "ncclScatter"
+	}
+	k := ncclapi.Call{Coll: model.CollBroadcast, Send: uintptr(send), Recv: uintptr(recv), Count: uint64(count), Dtype: int32(dtype), Root: int(root), Stream: uintptr(stream)}
+	if err := k.CheckArgs(); err != nil {
+		return ret(fn, err)
+	}
+	c, err := lookup(comm)
+	if err != nil {
+		return ret(fn, err)
+	}
+	return ret(fn, ncclapi.EnqueueRooted(tid(), c, g, k))
+}
+
 //export twGroupStart
 func twGroupStart() C.int {
 	ncclapi.GroupStart(tid())

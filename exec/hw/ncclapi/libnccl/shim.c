@@ -205,14 +205,12 @@ API ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
 ncclResult_t pncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) PALIAS(ncclRedOpDestroy);
 
 API ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
-  (void)sendbuff; (void)recvbuff; (void)count; (void)datatype; (void)root; (void)comm; (void)stream;
-  UNIMPLEMENTED(ncclGather);
+  return (ncclResult_t)twRooted(1, (uintptr_t)sendbuff, (uintptr_t)recvbuff, count, (int)datatype, root, (uintptr_t)comm, (uintptr_t)stream);
 }
 ncclResult_t pncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) PALIAS(ncclGather);
 
 API ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
-  (void)sendbuff; (void)recvbuff; (void)count; (void)datatype; (void)root; (void)comm; (void)stream;
-  UNIMPLEMENTED(ncclScatter);
+  return (ncclResult_t)twRooted(0, (uintptr_t)sendbuff, (uintptr_t)recvbuff, count, (int)datatype, root, (uintptr_t)comm, (uintptr_t)stream);
 }
 ncclResult_t pncclScatter(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) PALIAS(ncclScatter);
 
