@@ -2,6 +2,7 @@
 LD_PRELOAD=bin/libnccl.so.2): torch.distributed with backend nccl, world
 size 1 on GPU 0, a DistributedDataParallel step and every collective, each
 checked against its definition. Exits non-zero on the first wrong result."""
+import ctypes
 import os
 import sys
 
@@ -14,6 +15,16 @@ def lib_in_use():
     with open("/proc/self/maps") as f:
         paths = {line.split()[-1] for line in f if "libnccl" in line}
     return sorted(paths)
+
+
+def serving_library():
+    """Which library answers the process's ncclGetUniqueId, as PyTorch's
+    calls resolve it: twinccl's ids start with the tag TWID."""
+    uid = ctypes.create_string_buffer(128)
+    fn = ctypes.CDLL(None).ncclGetUniqueId
+    if fn(uid) != 0:
+        return "unknown (ncclGetUniqueId failed)"
+    return "twinccl" if uid.raw[:4] == b"TWID" else "not twinccl"
 
 
 def check(name, got, want):
@@ -29,7 +40,12 @@ def main():
     torch.cuda.set_device(0)
     dev = torch.device("cuda", 0)
     dist.init_process_group("nccl", rank=0, world_size=1, device_id=dev)
-    print("libnccl:", lib_in_use())
+    print("libnccl mapped:", lib_in_use())
+    served = serving_library()
+    print("NCCL calls served by:", served)
+    if served != "twinccl" and os.environ.get("TWINCCL_EXPECT", "twinccl") == "twinccl":
+        print("FAIL: the process's NCCL symbols are not twinccl's (set LD_PRELOAD=bin/libnccl.so.2)")
+        sys.exit(1)
     n = 4099
 
     # A DDP step: with one rank the averaged gradients are the local ones.
