@@ -7,6 +7,7 @@
 // Usage: api_test [--gpu]   (--gpu: CUDA works here; the calls that need
 // a device are then expected to succeed)
 #define _POSIX_C_SOURCE 200809L
+#include <dlfcn.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -115,6 +116,13 @@ int main(int argc, char** argv) {
     EXPECT(ncclGather((void*)64, NULL, 1, ncclFloat, 0, comm, NULL), ncclInvalidArgument, "root's recvbuff is NULL");
     EXPECT(ncclScatter(NULL, (void*)64, 1, ncclFloat, 1, comm, NULL), ncclInvalidArgument, "ncclScatter: Scatter root 1 out of range");
     EXPECT(ncclCommFinalize(comm), ncclSuccess, NULL);
+    // The caller had no current CUDA context, and still has none: the
+    // library gives back the context it found (Finalize synchronised the
+    // communicator's).
+    void* cuda = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+    int (*getCurrent)(void**) = cuda == NULL ? NULL : (int (*)(void**))dlsym(cuda, "cuCtxGetCurrent");
+    void* current = (void*)1;
+    TRUE(getCurrent != NULL && getCurrent(&current) == 0 && current == NULL);
     EXPECT(ncclCommDestroy(comm), ncclSuccess, NULL);
     EXPECT(ncclCommDestroy(comm), ncclInvalidArgument, "not a live communicator");
   } else {

@@ -81,7 +81,7 @@ func TestCAPI(t *testing.T) {
 	root := repoRoot(t)
 	bin := filepath.Join(dir, "api_test")
 	cc := exec.Command("gcc", "-std=c11", "-Wall", "-Werror", "-DTWINCCL_NO_CUDA_RUNTIME", "-I", filepath.Join(root, "include"),
-		"-o", bin, filepath.Join(root, "testdata/lib/api_test.c"), filepath.Join(dir, "libnccl.so.2"), "-Wl,-rpath,"+dir, "-Wl,--allow-shlib-undefined")
+		"-o", bin, filepath.Join(root, "testdata/lib/api_test.c"), filepath.Join(dir, "libnccl.so.2"), "-Wl,-rpath,"+dir, "-Wl,--allow-shlib-undefined", "-ldl")
 	out, err := cc.CombinedOutput()
 	require.NoError(t, err, "gcc:\n%s", out)
 	args := []string{}
