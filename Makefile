@@ -101,3 +101,24 @@ fuzz:
 
 clean:
 	rm -rf $(BIN)
+
+# NCCL's C API as a drop-in library over twinccl's executor
+# (docs/guide/library.md): bin/libnccl.so.2 and bin/libtwinccl.so (the same
+# code) export NCCL 2.28's functions, declared in include/nccl.h. Lazy
+# binding: go-nvml resolves NVML at run time (programs that link against
+# the library need -Wl,--allow-shlib-undefined).
+LIB_LDFLAGS := -ldflags='-extldflags=-Wl,-z,lazy,-soname,libnccl.so.2'
+.PHONY: lib
+lib:
+	$(GO) build -buildmode=c-shared $(LIB_LDFLAGS) -o $(BIN)/libnccl.so.2 ./exec/hw/ncclapi/libnccl
+	cp $(BIN)/libnccl.so.2 $(BIN)/libtwinccl.so
+	ln -sf libnccl.so.2 $(BIN)/libnccl.so
+	rm -f $(BIN)/libnccl.so.h
+
+# The NCCL tuner plugin (docs/guide/library.md): NCCL_TUNER_PLUGIN=
+# bin/libnccl-tuner-twinccl.so makes NCCL take the algorithm, protocol and
+# channels twinccl's simulator predicts fastest for each call.
+.PHONY: tuner
+tuner:
+	$(GO) build -buildmode=c-shared -ldflags='-extldflags=-Wl,-z,lazy' -o $(BIN)/libnccl-tuner-twinccl.so ./exec/hw/tuner/plugin
+	rm -f $(BIN)/libnccl-tuner-twinccl.h
