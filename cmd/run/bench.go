@@ -114,6 +114,13 @@ NCCL_IB_ROCE_VERSION_NUM (or their TWINCCL_ names) apply as in NCCL:
 without a GID index, RoCE ports use the GID of the address family
 (IPv4-mapped by default) and RoCE version (2 by default), IB ports index 0
 (or NCCL_IB_ROUTABLE_FLID_GID_INDEX where that GID has a routable FLID).
+NCCL_IB_TC, NCCL_IB_SL (the sender's, which the receiver adopts),
+NCCL_IB_TIMEOUT, NCCL_IB_RETRY_CNT, NCCL_IB_ADAPTIVE_ROUTING,
+NCCL_IB_AR_THRESHOLD, NCCL_IB_ECE_ENABLE, NCCL_IB_PCI_RELAXED_ORDERING,
+NCCL_IB_SPLIT_DATA_ON_QPS and NCCL_GDR_FLUSH_DISABLE reach the queue
+pairs, registrations and data path as in NCCL (the software provider
+records them); a value out of its verbs field's range is refused before
+any rank starts.
 
 Every connection of a job proves a per-job secret. Ranks started here get
 it from the launcher; ranks of a Slurm, Open MPI or torchrun job read it

@@ -39,6 +39,15 @@ type endpoint struct {
 	remote *metadata
 	mrs    *mrCache // data buffers' registrations
 
+	// Connection settings: the traffic class and service level of the
+	// QPs (the sender's), whether a message stripes over every QP
+	// (split) or one per device (nData of them), and (sender) adaptive
+	// routing.
+	tc, sl int
+	split  bool
+	nData  int
+	ar     bool
+
 	mu     sync.Mutex
 	err    error
 	closed bool
@@ -134,6 +143,16 @@ func (e *endpoint) setup(peerDevs int) error {
 		return fmt.Errorf("ib plugin: rank %d announces %d devices", e.peer, peerDevs)
 	}
 	n := e.p.opt.QPsPerConn * max(len(devs), peerDevs)
+	st := e.p.opt.Settings
+	e.nData = max(len(devs), peerDevs)
+	if e.sender {
+		e.tc, e.sl, e.split = st.TC, st.SL, st.SplitDataOnQPs
+		// As NCCL: adaptive routing when every local device has it.
+		e.ar = true
+		for _, d := range devs {
+			e.ar = e.ar && st.adaptiveRouting(d.port.LinkLayer)
+		}
+	}
 	e.cqs = make([]verbs.CQ, len(devs))
 	perDev := (n + len(devs) - 1) / len(devs)
 	for i := 0; i < n; i++ {
@@ -181,6 +200,19 @@ func (e *endpoint) localMeta() ctlMsg {
 	if e.sender {
 		m.Fifo, m.RKey = e.fifoMR.Addr(), e.fifoMR.RKey()
 	}
+	m.TC, m.SL, m.Split = e.tc, e.sl, e.split
+	if e.p.opt.Settings.ECE {
+		// The sender's own options; the receiver's, reduced by the
+		// sender's that connectQPs set.
+		m.ECE, m.ECEOK = make([]verbs.ECE, len(e.qps)), make([]bool, len(e.qps))
+		for i, qp := range e.qps {
+			if q, ok := qp.(verbs.ECEQP); ok {
+				if ece, ok, err := q.QueryECE(); err == nil && ok {
+					m.ECE[i], m.ECEOK[i] = ece, true
+				}
+			}
+		}
+	}
 	return ctlMsg{Meta: m}
 }
 
@@ -192,17 +224,29 @@ func (e *endpoint) connectQPs(m *ctlMsg) error {
 	}
 	r := m.Meta
 	e.remote = r
+	if !e.sender {
+		// The receiver takes the sender's settings, as NCCL's accept.
+		e.tc, e.sl, e.split = r.TC, r.SL, r.Split
+	}
+	st := e.p.opt.Settings
 	for i, qp := range e.qps {
 		d := e.p.devs[i%len(e.p.devs)]
 		mtu := min(r.MTU[i], d.port.MTU)
+		if st.ECE && i < len(r.ECEOK) && r.ECEOK[i] {
+			if q, ok := qp.(verbs.ECEQP); ok {
+				if err := q.SetECE(r.ECE[i]); err != nil {
+					return fmt.Errorf("ib plugin: QP %d: set the ECE of rank %d: %w", i, e.peer, err)
+				}
+			}
+		}
 		// As NCCL: RoCE always routes by GID, InfiniBand only to a GID
 		// with a routable FLID (else by LID).
 		global := d.port.LinkLayer == verbs.LinkEthernet || gidFLID(r.GID[i]) != 0
 		if err := qp.Modify(verbs.QPAttr{State: verbs.QPSRTR, DestQPN: r.QPN[i], DestLID: r.LID[i], DestGID: r.GID[i],
-			Global: global, SGIDIndex: d.gidIndex, PathMTU: mtu}); err != nil {
+			Global: global, SGIDIndex: d.gidIndex, PathMTU: mtu, SL: e.sl, TrafficClass: e.tc}); err != nil {
 			return fmt.Errorf("ib plugin: QP %d to RTR (rank %d): %w", i, e.peer, err)
 		}
-		if err := qp.Modify(verbs.QPAttr{State: verbs.QPSRTS, Timeout: 20, RetryCount: 7, RNRRetry: 7}); err != nil {
+		if err := qp.Modify(verbs.QPAttr{State: verbs.QPSRTS, Timeout: st.Timeout, RetryCount: st.RetryCnt, RNRRetry: 7}); err != nil {
 			return fmt.Errorf("ib plugin: QP %d to RTS (rank %d): %w", i, e.peer, err)
 		}
 		for k := 0; k < qDepth; k++ {
@@ -286,9 +330,14 @@ func (r *request) Test() (bool, error) {
 	return r.done, nil
 }
 
-// nchunks is how many stripes an n-byte payload takes.
+// nchunks is how many stripes an n-byte payload takes: over every QP
+// with NCCL_IB_SPLIT_DATA_ON_QPS, else over one QP per device.
 func (e *endpoint) nchunks(n int) int {
-	return min(len(e.qps), max(1, (n+stripeMin-1)/stripeMin))
+	q := e.nData
+	if e.split {
+		q = len(e.qps)
+	}
+	return min(q, max(1, (n+stripeMin-1)/stripeMin))
 }
 
 // failLocked records the first error of the connection.
@@ -408,8 +457,12 @@ func (r *request) release() {
 
 // register gets b registered on every local device, from the cache.
 func (e *endpoint) register(r *request, b []byte, access verbs.Access) error {
-	for d := range e.p.devs {
-		m, err := e.mrs.get(d, b, access)
+	for d, dev := range e.p.devs {
+		acc := access
+		if dev.relaxed {
+			acc |= verbs.AccessRelaxedOrdering
+		}
+		m, err := e.mrs.get(d, b, acc)
 		if m != nil {
 			r.mrs = append(r.mrs, m)
 		}
@@ -513,7 +566,21 @@ func (e *endpoint) postSends() error {
 					lo, hi := i*c, min((i+1)*c, len(r.data))
 					qi := int((r.msg + uint64(i)) % uint64(len(e.qps)))
 					lkey := r.mrs[qi%len(e.p.devs)].mr.LKey()
-					if err := e.write(qi, r, r.data[lo:hi], lkey, addr+uint64(lo), rkeys[e.remote.Dev[qi]], kindData<<16|uint32(f)); err != nil {
+					imm := kindData<<16 | uint32(f)
+					if e.ar && hi-lo > e.p.opt.Settings.ARThreshold {
+						// Adaptive routing may reorder the stripe's
+						// packets: the data goes as a plain write, and
+						// a zero-byte write with immediate after it on
+						// the same QP completes it.
+						if err := e.postWrite(qi, r, verbs.OpWrite, r.data[lo:hi], lkey, addr+uint64(lo), rkeys[e.remote.Dev[qi]], 0); err != nil {
+							return err
+						}
+						if err := e.postWrite(qi, r, verbs.OpWriteImm, nil, 0, addr+uint64(hi), rkeys[e.remote.Dev[qi]], imm); err != nil {
+							return err
+						}
+						continue
+					}
+					if err := e.write(qi, r, r.data[lo:hi], lkey, addr+uint64(lo), rkeys[e.remote.Dev[qi]], imm); err != nil {
 						return err
 					}
 				}
@@ -535,8 +602,16 @@ func (e *endpoint) postSends() error {
 
 // write posts an RDMA write with immediate from registered memory on QP qi.
 func (e *endpoint) write(qi int, r *request, b []byte, lkey uint32, raddr uint64, rkey, imm uint32) error {
-	wr := verbs.SendWR{ID: r.id, Op: verbs.OpWriteImm, Signaled: true, Imm: imm, RemoteAddr: raddr, RKey: rkey,
-		SGE: []verbs.SGE{{Addr: addrOf(b), Len: uint32(len(b)), LKey: lkey}}}
+	return e.postWrite(qi, r, verbs.OpWriteImm, b, lkey, raddr, rkey, imm)
+}
+
+// postWrite posts a signaled RDMA write (with immediate for OpWriteImm) of b
+// (none when empty) on QP qi for request r.
+func (e *endpoint) postWrite(qi int, r *request, op verbs.Opcode, b []byte, lkey uint32, raddr uint64, rkey, imm uint32) error {
+	wr := verbs.SendWR{ID: r.id, Op: op, Signaled: true, Imm: imm, RemoteAddr: raddr, RKey: rkey}
+	if len(b) > 0 {
+		wr.SGE = []verbs.SGE{{Addr: addrOf(b), Len: uint32(len(b)), LKey: lkey}}
+	}
 	if err := e.qps[qi].PostSend(wr); err != nil {
 		return fmt.Errorf("ib plugin: write to rank %d: %w", e.peer, err)
 	}

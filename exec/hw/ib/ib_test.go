@@ -134,6 +134,8 @@ type pairOpt struct {
 	gid  ib.GIDConfig
 	// qpnBase is every soft device's first QPN (0: random).
 	qpnBase uint32
+	// settings are rank r's IB settings (nil: the defaults).
+	settings [2]*ib.Settings
 }
 
 func newPairWith(t *testing.T, o pairOpt) *pair {
@@ -165,7 +167,7 @@ func newPairWith(t *testing.T, o pairOpt) *pair {
 		if o.wrap != nil {
 			pv = o.wrap(r, p.provs[r])
 		}
-		p.plug[r] = ib.New(ib.Options{Provider: pv, QPsPerConn: qps, GID: o.gid})
+		p.plug[r] = ib.New(ib.Options{Provider: pv, QPsPerConn: qps, GID: o.gid, Settings: o.settings[r]})
 		if err := p.plug[r].Init(p.comms[r]); err != nil {
 			t.Fatal(err)
 		}

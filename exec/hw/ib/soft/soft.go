@@ -307,6 +307,13 @@ func (p *PD) RegMR(buf []byte, access verbs.Access) (verbs.MR, error) {
 // Addr is the region's virtual address.
 func (m *MR) Addr() uint64 { return m.addr }
 
+// Access is the access the region was registered with.
+func (m *MR) Access() verbs.Access { return m.access }
+
+// RelaxedOrdering: the soft device takes AccessRelaxedOrdering (and
+// records it; its copies are ordered anyway).
+func (d *Device) RelaxedOrdering() bool { return true }
+
 // Len is its length.
 func (m *MR) Len() int { return len(m.buf) }
 
@@ -410,6 +417,54 @@ type QP struct {
 	in     net.Conn
 	closed bool
 	wg     sync.WaitGroup
+	ece    verbs.ECE
+	eceSet bool
+}
+
+// softECE is the ECE the soft device advertises: a vendor id of its own
+// and two option bits, which a peer's SetECE may reduce.
+var softECE = verbs.ECE{VendorID: 0x50f7, Options: 0x3}
+
+// Attr is what the queue pair's transitions recorded (port and access of
+// INIT, the RTR address vector with SL and traffic class, the RTS
+// timeout and retry counts): the settings a test checks the plugin
+// passed.
+func (q *QP) Attr() verbs.QPAttr {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.attr
+}
+
+// QueryECE answers the QP's ECE: the device's own until SetECE reduced it.
+func (q *QP) QueryECE() (verbs.ECE, bool, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.eceSet {
+		return q.ece, true, nil
+	}
+	return softECE, true, nil
+}
+
+// SetECE sets the QP's ECE before RTR, as ibv_set_ece: the device keeps
+// the options it supports of those given; another vendor's is refused.
+func (q *QP) SetECE(e verbs.ECE) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.state != verbs.QPSInit && q.state != verbs.QPSReset {
+		return fmt.Errorf("soft verbs: QP %#x: set ECE in %s (before RTR only)", q.qpn, q.state)
+	}
+	if e.VendorID != softECE.VendorID {
+		return fmt.Errorf("soft verbs: QP %#x: ECE of vendor %#x", q.qpn, e.VendorID)
+	}
+	q.ece, q.eceSet = verbs.ECE{VendorID: e.VendorID, Options: e.Options & softECE.Options, CompMask: e.CompMask}, true
+	return nil
+}
+
+// ECESet reports the ECE SetECE gave the QP, if any.
+func (q *QP) ECESet() (verbs.ECE, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.ece, q.eceSet
 }
 
 // CreateQP creates a queue pair in RESET.
@@ -486,6 +541,9 @@ func (q *QP) Modify(a verbs.QPAttr) error {
 		}
 		q.attr.DestQPN, q.attr.DestLID, q.attr.DestGID, q.attr.PathMTU = a.DestQPN, a.DestLID, a.DestGID, a.PathMTU
 		q.attr.Global, q.attr.SGIDIndex = a.Global, a.SGIDIndex
+		q.attr.SL, q.attr.TrafficClass = a.SL, a.TrafficClass
+	case verbs.QPSRTS:
+		q.attr.SQPSN, q.attr.Timeout, q.attr.RetryCount, q.attr.RNRRetry = a.SQPSN, a.Timeout, a.RetryCount, a.RNRRetry
 	case verbs.QPSReset:
 		q.sq, q.rq = nil, nil
 		q.attr = verbs.QPAttr{}

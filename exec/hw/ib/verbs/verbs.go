@@ -21,6 +21,11 @@ const (
 	AccessRemoteWrite  Access = 2
 	AccessRemoteRead   Access = 4
 	AccessRemoteAtomic Access = 8
+	// AccessRelaxedOrdering is IBV_ACCESS_RELAXED_ORDERING (an optional
+	// flag: the HCA may reorder its PCIe writes into the region;
+	// NCCL_IB_PCI_RELAXED_ORDERING). Providers that do not implement
+	// RelaxedOrderer ignore it.
+	AccessRelaxedOrdering Access = 1 << 20
 )
 
 // QPState is a queue pair's state (ibv_qp_state).
@@ -232,6 +237,10 @@ type QPAttr struct {
 	SGIDIndex int
 	PathMTU   int
 	RQPSN     uint32
+	// SL is the service level of the address vector, TrafficClass the
+	// GRH's traffic class (global routes only): NCCL_IB_SL, NCCL_IB_TC.
+	SL           int
+	TrafficClass int
 	// RTS.
 	SQPSN      uint32
 	Timeout    int
@@ -309,6 +318,26 @@ type QP interface {
 	PostSend(wr SendWR) error
 	PostRecv(wr RecvWR) error
 	Close() error
+}
+
+// ECE is a queue pair's Enhanced Connection Establishment options
+// (struct ibv_ece).
+type ECE struct {
+	VendorID, Options, CompMask uint32
+}
+
+// ECEQP is implemented by queue pairs whose provider supports ECE
+// (ibv_query_ece, ibv_set_ece). QueryECE answers ok=false where the
+// device does not.
+type ECEQP interface {
+	QueryECE() (e ECE, ok bool, err error)
+	SetECE(e ECE) error
+}
+
+// RelaxedOrderer is implemented by devices (Context) that can register
+// memory with AccessRelaxedOrdering.
+type RelaxedOrderer interface {
+	RelaxedOrdering() bool
 }
 
 // ErrNoDevice is returned when a provider has no device.
