@@ -340,5 +340,32 @@ type RelaxedOrderer interface {
 	RelaxedOrdering() bool
 }
 
+// DeviceMemory is GPU memory that a NIC registers for GPUDirect RDMA.
+type DeviceMemory interface {
+	// Addr is the memory's device virtual address: the region's address,
+	// which work requests and FIFO entries name.
+	Addr() uint64
+	Len() int
+	// DmaBuf exports the memory as a dma-buf: a descriptor the caller
+	// closes and Addr's offset in it (ibv_reg_dmabuf_mr), or an error
+	// wrapping ErrNotSupported.
+	DmaBuf() (fd int, offset uint64, err error)
+	// ReadAt and WriteAt copy between the memory at off and host memory
+	// (cuMemcpyDtoH, cuMemcpyHtoD): how a provider without a path into
+	// the GPU (the software one) reaches it.
+	ReadAt(p []byte, off int64) (int, error)
+	WriteAt(p []byte, off int64) (int, error)
+}
+
+// DeviceRegistrar is implemented by protection domains that register
+// DeviceMemory (GPUDirect RDMA); access is as for RegMR.
+type DeviceRegistrar interface {
+	RegDevice(mem DeviceMemory, access Access) (MR, error)
+}
+
+// ErrNotSupported is wrapped by errors of operations a provider or device
+// does not support.
+var ErrNotSupported = errors.New("verbs: not supported")
+
 // ErrNoDevice is returned when a provider has no device.
 var ErrNoDevice = errors.New("verbs: no device")
