@@ -48,6 +48,13 @@ type endpoint struct {
 	nData  int
 	ar     bool
 
+	// GPUDirect (gdrcomm.go): GPU buffers' registrations, and (receiver)
+	// the flush QPs with the host bytes their reads land in.
+	devRegs  map[verbs.DeviceMemory]*devReg
+	flushQPs []verbs.QP
+	flushMRs []verbs.MR
+	flushBuf []byte
+
 	mu     sync.Mutex
 	err    error
 	closed bool
@@ -183,7 +190,7 @@ func (e *endpoint) setup(peerDevs int) error {
 	if e.hdrMR, err = pd.RegMR(e.hdrs, verbs.AccessLocalWrite|verbs.AccessRemoteWrite); err != nil {
 		return fmt.Errorf("ib plugin: register headers: %w", err)
 	}
-	return nil
+	return e.setupFlush()
 }
 
 // localMeta describes this side for the peer.
@@ -289,7 +296,7 @@ func (e *endpoint) close() error {
 	for _, r := range e.wrs {
 		r.release()
 	}
-	errs = append(errs, e.mrs.close())
+	errs = append(errs, e.mrs.close(), e.closeGDR())
 	e.mu.Unlock()
 	for _, mr := range []verbs.MR{e.fifoMR, e.hdrMR} {
 		if mr != nil {
@@ -317,6 +324,34 @@ type request struct {
 	need    int
 	mrs     []*mrEntry // per local device, from the endpoint's cache
 	done    bool
+	// dev is the GPU buffer of a GPUDirect transfer (data unused): its
+	// registrations and the bytes [doff, doff+dn) of it.
+	dev      *devReg
+	doff, dn int
+}
+
+// size is the payload's byte count.
+func (r *request) size() int {
+	if r.dev != nil {
+		return r.dn
+	}
+	return len(r.data)
+}
+
+// addr is the payload's local address (a device address for GPUDirect).
+func (r *request) addr() uint64 {
+	if r.dev != nil {
+		return r.dev.mem.Addr() + uint64(r.doff)
+	}
+	return addrOf(r.data)
+}
+
+// lkey is the payload's local key on local device d.
+func (r *request) lkey(d int) uint32 {
+	if r.dev != nil {
+		return r.dev.mrs[d].LKey()
+	}
+	return r.mrs[d].mr.LKey()
 }
 
 // Test reports whether the request completed, progressing the endpoint.
@@ -529,7 +564,7 @@ func (e *endpoint) entry(f int) (addr uint64, size uint32, msg uint64, kind uint
 func (e *endpoint) postSends() error {
 	for len(e.sendQ) > 0 {
 		r := e.sendQ[0]
-		if r.stage == 0 || r.stage == 1 && len(r.data) > 0 {
+		if r.stage == 0 || r.stage == 1 && r.size() > 0 {
 			f := int(e.fifoNext % fifoDepth)
 			if !e.arrived[f] {
 				return nil
@@ -554,40 +589,43 @@ func (e *endpoint) postSends() error {
 					return err
 				}
 			} else {
-				if int(size) != len(r.data) {
-					return fmt.Errorf("ib plugin: rank %d posted %d bytes for a %d-byte message", e.peer, size, len(r.data))
+				if int(size) != r.size() {
+					return fmt.Errorf("ib plugin: rank %d posted %d bytes for a %d-byte message", e.peer, size, r.size())
 				}
-				if err := e.register(r, r.data, 0); err != nil {
-					return err
+				if r.dev == nil {
+					if err := e.register(r, r.data, 0); err != nil {
+						return err
+					}
 				}
-				k := e.nchunks(len(r.data))
-				c := (len(r.data) + k - 1) / k
+				k := e.nchunks(r.size())
+				c := (r.size() + k - 1) / k
 				for i := 0; i < k; i++ {
-					lo, hi := i*c, min((i+1)*c, len(r.data))
+					lo, hi := i*c, min((i+1)*c, r.size())
 					qi := int((r.msg + uint64(i)) % uint64(len(e.qps)))
-					lkey := r.mrs[qi%len(e.p.devs)].mr.LKey()
+					lkey := r.lkey(qi % len(e.p.devs))
+					src := r.addr() + uint64(lo)
 					imm := kindData<<16 | uint32(f)
 					if e.ar && hi-lo > e.p.opt.Settings.ARThreshold {
 						// Adaptive routing may reorder the stripe's
 						// packets: the data goes as a plain write, and
 						// a zero-byte write with immediate after it on
 						// the same QP completes it.
-						if err := e.postWrite(qi, r, verbs.OpWrite, r.data[lo:hi], lkey, addr+uint64(lo), rkeys[e.remote.Dev[qi]], 0); err != nil {
+						if err := e.postWrite(qi, r, verbs.OpWrite, src, hi-lo, lkey, addr+uint64(lo), rkeys[e.remote.Dev[qi]], 0); err != nil {
 							return err
 						}
-						if err := e.postWrite(qi, r, verbs.OpWriteImm, nil, 0, addr+uint64(hi), rkeys[e.remote.Dev[qi]], imm); err != nil {
+						if err := e.postWrite(qi, r, verbs.OpWriteImm, 0, 0, 0, addr+uint64(hi), rkeys[e.remote.Dev[qi]], imm); err != nil {
 							return err
 						}
 						continue
 					}
-					if err := e.write(qi, r, r.data[lo:hi], lkey, addr+uint64(lo), rkeys[e.remote.Dev[qi]], imm); err != nil {
+					if err := e.postWrite(qi, r, verbs.OpWriteImm, src, hi-lo, lkey, addr+uint64(lo), rkeys[e.remote.Dev[qi]], imm); err != nil {
 						return err
 					}
 				}
 			}
 		}
 		r.stage++
-		if r.stage == 1 && len(r.data) == 0 {
+		if r.stage == 1 && r.size() == 0 {
 			r.stage = 2
 		}
 		if r.stage == 2 {
@@ -602,15 +640,16 @@ func (e *endpoint) postSends() error {
 
 // write posts an RDMA write with immediate from registered memory on QP qi.
 func (e *endpoint) write(qi int, r *request, b []byte, lkey uint32, raddr uint64, rkey, imm uint32) error {
-	return e.postWrite(qi, r, verbs.OpWriteImm, b, lkey, raddr, rkey, imm)
+	return e.postWrite(qi, r, verbs.OpWriteImm, addrOf(b), len(b), lkey, raddr, rkey, imm)
 }
 
-// postWrite posts a signaled RDMA write (with immediate for OpWriteImm) of b
-// (none when empty) on QP qi for request r.
-func (e *endpoint) postWrite(qi int, r *request, op verbs.Opcode, b []byte, lkey uint32, raddr uint64, rkey, imm uint32) error {
+// postWrite posts a signaled RDMA write (with immediate for OpWriteImm) of
+// the n bytes at local address src (none when n is 0) on QP qi for
+// request r.
+func (e *endpoint) postWrite(qi int, r *request, op verbs.Opcode, src uint64, n int, lkey uint32, raddr uint64, rkey, imm uint32) error {
 	wr := verbs.SendWR{ID: r.id, Op: op, Signaled: true, Imm: imm, RemoteAddr: raddr, RKey: rkey}
-	if len(b) > 0 {
-		wr.SGE = []verbs.SGE{{Addr: addrOf(b), Len: uint32(len(b)), LKey: lkey}}
+	if n > 0 {
+		wr.SGE = []verbs.SGE{{Addr: src, Len: uint32(n), LKey: lkey}}
 	}
 	if err := e.qps[qi].PostSend(wr); err != nil {
 		return fmt.Errorf("ib plugin: write to rank %d: %w", e.peer, err)

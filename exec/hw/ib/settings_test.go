@@ -132,6 +132,7 @@ type postLog struct {
 	verbs.Provider
 	mu    sync.Mutex
 	posts []post
+	reads []verbs.SendWR // the RDMA reads, whole
 }
 
 type post struct {
@@ -161,6 +162,16 @@ func (c *logCtx) AllocPD() (verbs.PD, error) {
 	pd, err := c.Context.AllocPD()
 	return &logPD{pd, c.l}, err
 }
+
+// RegDevice forwards GPU registrations (an optional interface the
+// embedding alone would hide).
+func (p *logPD) RegDevice(m verbs.DeviceMemory, a verbs.Access) (verbs.MR, error) {
+	dr, ok := p.PD.(verbs.DeviceRegistrar)
+	if !ok {
+		return nil, verbs.ErrNotSupported
+	}
+	return dr.RegDevice(m, a)
+}
 func (p *logPD) CreateQP(i verbs.QPInit) (verbs.QP, error) {
 	q, err := p.PD.CreateQP(i)
 	return &logQP{q, p.l}, err
@@ -172,6 +183,9 @@ func (q *logQP) PostSend(wr verbs.SendWR) error {
 	}
 	q.l.mu.Lock()
 	q.l.posts = append(q.l.posts, post{q.QPN(), wr.Op, n})
+	if wr.Op == verbs.OpRead {
+		q.l.reads = append(q.l.reads, wr)
+	}
 	q.l.mu.Unlock()
 	return q.QP.PostSend(wr)
 }
