@@ -241,7 +241,9 @@ func (e *endpoint) connectQPs(m *ctlMsg) error {
 		mtu := min(r.MTU[i], d.port.MTU)
 		if st.ECE && i < len(r.ECEOK) && r.ECEOK[i] {
 			if q, ok := qp.(verbs.ECEQP); ok {
-				if err := q.SetECE(r.ECE[i]); err != nil {
+				// A device that cannot take the peer's options runs
+				// without ECE, as NCCL's wrapper answers EOPNOTSUPP.
+				if err := q.SetECE(r.ECE[i]); err != nil && !errors.Is(err, verbs.ErrNotSupported) {
 					return fmt.Errorf("ib plugin: QP %d: set the ECE of rank %d: %w", i, e.peer, err)
 				}
 			}
