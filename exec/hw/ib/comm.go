@@ -523,6 +523,14 @@ func checkMeta(r *metadata, nqps int) error {
 			return fmt.Errorf("metadata names device %d", d)
 		}
 	}
+	switch {
+	case r.TC < 0 || r.TC > 255:
+		return fmt.Errorf("metadata names traffic class %d", r.TC)
+	case r.SL < 0 || r.SL > 15:
+		return fmt.Errorf("metadata names service level %d", r.SL)
+	case len(r.ECE) != len(r.ECEOK) || len(r.ECE) != 0 && len(r.ECE) != nqps:
+		return fmt.Errorf("metadata has %d ECE options and %d flags for %d QPs", len(r.ECE), len(r.ECEOK), nqps)
+	}
 	return nil
 }
 
