@@ -165,13 +165,14 @@ func (e *endpoint) setup(peerDevs int) error {
 	for i := 0; i < n; i++ {
 		d := i % len(devs)
 		if e.cqs[d] == nil {
-			cq, err := devs[d].ctx.CreateCQ(2 * qDepth * perDev)
+			// Every QP's sends and receives, and the flush reads.
+			cq, err := devs[d].ctx.CreateCQ((sendDepth+qDepth)*perDev + sendDepth)
 			if err != nil {
 				return fmt.Errorf("ib plugin: %s: create CQ: %w", devs[d].ctx.Name(), err)
 			}
 			e.cqs[d] = cq
 		}
-		qp, err := devs[d].pd.CreateQP(verbs.QPInit{SendCQ: e.cqs[d], RecvCQ: e.cqs[d], MaxSend: qDepth, MaxRecv: qDepth})
+		qp, err := devs[d].pd.CreateQP(verbs.QPInit{SendCQ: e.cqs[d], RecvCQ: e.cqs[d], MaxSend: sendDepth, MaxRecv: qDepth})
 		if err != nil {
 			return fmt.Errorf("ib plugin: %s: create QP: %w", devs[d].ctx.Name(), err)
 		}

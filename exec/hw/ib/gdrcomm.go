@@ -107,7 +107,7 @@ func (e *endpoint) setupFlush() error {
 			return fmt.Errorf("ib plugin: %s: register the flush buffer: %w", d.ctx.Name(), err)
 		}
 		e.flushMRs = append(e.flushMRs, mr)
-		qp, err := d.pd.CreateQP(verbs.QPInit{SendCQ: e.cqs[i], RecvCQ: e.cqs[i], MaxSend: qDepth, MaxRecv: 1})
+		qp, err := d.pd.CreateQP(verbs.QPInit{SendCQ: e.cqs[i], RecvCQ: e.cqs[i], MaxSend: sendDepth, MaxRecv: 1})
 		if err != nil {
 			return fmt.Errorf("ib plugin: %s: create the flush QP: %w", d.ctx.Name(), err)
 		}

@@ -31,6 +31,8 @@ type executor struct {
 	jobs  map[int]*hostdev.LocalJob
 	mu    sync.Mutex // Net runs on every rank's goroutine
 	provs []*soft.Provider
+	// settings are every rank's IB settings (nil: the defaults).
+	settings *ib.Settings
 }
 
 func (e *executor) Name() string { return "ib-soft" }
@@ -50,7 +52,7 @@ func (e *executor) Execute(p *model.Program, in [][]byte) ([][]byte, error) {
 				e.mu.Lock()
 				e.provs = append(e.provs, pv)
 				e.mu.Unlock()
-				var pl transport.Plugin = ib.New(ib.Options{Provider: pv, QPsPerConn: e.qps})
+				var pl transport.Plugin = ib.New(ib.Options{Provider: pv, QPsPerConn: e.qps, Settings: e.settings})
 				if e.wrap != nil {
 					pl = e.wrap(r, pl)
 				}

@@ -562,6 +562,10 @@ const (
 	entBytes  = 24 + 4*maxDevs
 	maxDevs   = 8
 	qDepth    = 2*fifoDepth + 8
+	// sendDepth bounds a QP's outstanding sends: a header and, with
+	// adaptive routing, two work requests per data stripe for each
+	// message in flight (NCCL likewise doubles its send queue).
+	sendDepth = 3*fifoDepth + 8
 	stripeMin = 16 << 10
 	kindFifo  = 1
 	kindHdr   = 2

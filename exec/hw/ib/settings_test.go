@@ -8,9 +8,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/twinccl/twinccl/exec/hw/hostdev"
 	"github.com/twinccl/twinccl/exec/hw/ib"
 	"github.com/twinccl/twinccl/exec/hw/ib/soft"
 	"github.com/twinccl/twinccl/exec/hw/ib/verbs"
+	"github.com/twinccl/twinccl/model"
+	"github.com/twinccl/twinccl/model/conformance"
 )
 
 func envMap(m map[string]string) func(string) (string, bool) {
@@ -289,5 +292,24 @@ func TestRelaxedOrderingForcedUnsupported(t *testing.T) {
 			require.NoError(t, err)
 		}
 		pl.Close()
+	}
+}
+
+// TestConformanceSplitAdaptiveRouting: collectives over connections of 3
+// QPs per device on ranks of 1 and 2 devices, striping every message over
+// all QPs, with adaptive routing's write-then-immediate pairs from 4 KiB
+// up (so that a proxy keeps many messages of three work requests per QP
+// in flight): the bytes are the reference interpreter's.
+func TestConformanceSplitAdaptiveRouting(t *testing.T) {
+	st := ib.DefaultSettings()
+	st.SplitDataOnQPs, st.AdaptiveRouting, st.ARThreshold = true, 1, 4096
+	e := &executor{t: t, qps: 3, devs: func(r int) int { return 1 + r%2 }, jobs: map[int]*hostdev.LocalJob{}, settings: &st}
+	defer e.close()
+	for _, c := range []conformance.Case{
+		{Coll: model.CollAllReduce, Algo: model.AlgoRing, Proto: model.ProtoSimple, Dtype: model.DtypeFP32, Op: model.RedSum, NRanks: 3, NChannels: 2, Count: 1 << 20},
+		{Coll: model.CollAllGather, Algo: model.AlgoRing, Proto: model.ProtoLL, Dtype: model.DtypeFP32, Op: model.RedSum, NRanks: 3, NChannels: 1, Count: 4099},
+		{Coll: model.CollReduceScatter, Algo: model.AlgoRing, Proto: model.ProtoSimple, Dtype: model.DtypeFP16, Op: model.RedMax, NRanks: 2, NChannels: 2, Count: 300001},
+	} {
+		require.NoError(t, conformance.Check(e, c))
 	}
 }
