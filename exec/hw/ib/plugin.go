@@ -26,6 +26,14 @@
 // registered with the access it needs reuses it, so the proxy's repeated
 // transfers from and into the same connection memory register it once;
 // the regions are deregistered when the connection closes.
+//
+// NCCL's IB settings (settings.go: traffic class, service level, timeout,
+// retry count, adaptive routing, ECE, relaxed ordering, striping over
+// QPs) reach the QPs, registrations and data path as in NCCL. GPU buffers
+// register with the NICs for GPUDirect RDMA (gdrcomm.go: dma-buf or
+// nvidia-peermem on an HCA, CUDA copies in the software provider), and a
+// receiving end flushes a GPUDirect receive by an RDMA read on its flush
+// QP where NCCL's rule asks for it (gdr.go).
 package ib
 
 import (
