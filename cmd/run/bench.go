@@ -114,6 +114,13 @@ NCCL_IB_ROCE_VERSION_NUM (or their TWINCCL_ names) apply as in NCCL:
 without a GID index, RoCE ports use the GID of the address family
 (IPv4-mapped by default) and RoCE version (2 by default), IB ports index 0
 (or NCCL_IB_ROUTABLE_FLID_GID_INDEX where that GID has a routable FLID).
+NCCL_IB_TC, NCCL_IB_SL (the sender's, which the receiver adopts),
+NCCL_IB_TIMEOUT, NCCL_IB_RETRY_CNT, NCCL_IB_ADAPTIVE_ROUTING,
+NCCL_IB_AR_THRESHOLD, NCCL_IB_ECE_ENABLE, NCCL_IB_PCI_RELAXED_ORDERING,
+NCCL_IB_SPLIT_DATA_ON_QPS and NCCL_GDR_FLUSH_DISABLE reach the queue
+pairs, registrations and data path as in NCCL (the software provider
+records them); a value out of its verbs field's range is refused before
+any rank starts.
 
 Every connection of a job proves a per-job secret. Ranks started here get
 it from the launcher; ranks of a Slurm, Open MPI or torchrun job read it
@@ -178,19 +185,28 @@ func parseBenchArgs(e *env, args []string) (benchOpts, error) {
 	case o.trace != "" && o.baseline:
 		return o, &usageError{"--trace and --baseline do not go together"}
 	}
-	switch o.net {
+	if err := checkNetFlag(o.net); err != nil {
+		return o, err
+	}
+	return o, nil
+}
+
+// checkNetFlag checks --net and, for ib, the variables its plugin reads
+// (run bench and run gpu alike), before any rank starts.
+func checkNetFlag(name string) error {
+	switch name {
 	case "socket":
 	case "ib":
 		if _, err := ib.ParseProviderChoice(os.Getenv(ib.ProviderEnv)); err != nil {
-			return o, &usageError{err.Error()}
+			return &usageError{err.Error()}
 		}
 		if _, err := ib.OptionsFromEnv(nil); err != nil {
-			return o, &usageError{err.Error()}
+			return &usageError{err.Error()}
 		}
 	default:
-		return o, &usageError{fmt.Sprintf("--net %q: want socket or ib", o.net)}
+		return &usageError{fmt.Sprintf("--net %q: want socket or ib", name)}
 	}
-	return o, nil
+	return nil
 }
 
 // runBench is `run bench` and the bare form of run: an nccl-tests sweep
@@ -203,18 +219,8 @@ func runBench(e *env, args []string) error {
 	if os.Getenv(envUID) != "" {
 		return benchRank(e, o) // a rank of the local launcher
 	}
-	if o.net == "ib" {
-		// A provider forced to rdma on a machine without a device fails
-		// here, once, rather than in every rank.
-		if c, _ := ib.ParseProviderChoice(os.Getenv(ib.ProviderEnv)); c == ib.ProviderRDMA {
-			devs, err := ib.RDMADevices(ib.HCAFromEnv())
-			if err == nil && len(devs) == 0 {
-				err = errors.New("libibverbs finds no RDMA device with an active port")
-			}
-			if err != nil {
-				return fmt.Errorf("--net ib with %s=rdma: %w", ib.ProviderEnv, err)
-			}
-		}
+	if err := checkRDMAForced(o.net); err != nil {
+		return err
 	}
 	if o.baseline {
 		if o.np > 0 {
@@ -245,6 +251,25 @@ func runBench(e *env, args []string) error {
 func checkHostRanks(np int) error {
 	if limit, why := hostRankLimit(); np > limit {
 		return &usageError{fmt.Sprintf("-np %d: this machine takes at most %d ranks of the host device (%s)", np, limit, why)}
+	}
+	return nil
+}
+
+// checkRDMAForced fails once, in the launcher rather than in every rank,
+// when --net ib is given with the provider forced to rdma on a machine
+// without an RDMA device.
+func checkRDMAForced(net string) error {
+	if net != "ib" {
+		return nil
+	}
+	if c, _ := ib.ParseProviderChoice(os.Getenv(ib.ProviderEnv)); c == ib.ProviderRDMA {
+		devs, err := ib.RDMADevices(ib.HCAFromEnv())
+		if err == nil && len(devs) == 0 {
+			err = errors.New("libibverbs finds no RDMA device with an active port")
+		}
+		if err != nil {
+			return fmt.Errorf("--net ib with %s=rdma: %w", ib.ProviderEnv, err)
+		}
 	}
 	return nil
 }

@@ -116,6 +116,7 @@ type gpuOpts struct {
 	jsonOut            string
 	trace              string
 	cpuProfile         string
+	net                string
 	timeout            time.Duration
 
 	// Parsed.
@@ -139,6 +140,7 @@ func gpuGroups(o *gpuOpts) []optGroup {
 		optSpec{[]string{"topo"}, "FILE", "Topology XML to plan on (default: live discovery, else the embedded H200 pair).", strVal{&o.topo}},
 		optSpec{[]string{"baseline"}, "nccl", "Run the same sweep through the system's libnccl and print both side by side (NCCL's columns, see --twinccl-columns).", strVal{&o.baseline}},
 		optSpec{[]string{"json"}, "FILE", "Also write the rows as JSON to FILE (atomically): every repetition, the in-place half under in_place, NCCL's columns.", strVal{&o.jsonOut}},
+		optSpec{[]string{"net"}, "socket|ib", "Net plugin of the net transport's connections: socket (default) or ib (the ib plugin over an RDMA device, else its software verbs provider; see run bench -h).", strVal{&o.net}},
 		optSpec{[]string{"cpuprofile"}, "PREFIX", "Write each rank's CPU profile (its proxy threads included) to PREFIX.rankR.prof, for go tool pprof.", strVal{&o.cpuProfile}},
 		optSpec{[]string{"gpu"}, "", "Accepted for symmetry with run --gpu (run gpu runs on GPUs anyway).", boolVal{new(bool)}},
 	)
@@ -182,7 +184,10 @@ own on one machine), or between every pair with NCCL_SHM_DISABLE=1 as
 well: the kernel stages slices in host memory and the rank's proxy sends
 them over TCP sockets, one socket per connection moved by the proxy
 itself unless NCCL_SOCKET_NTHREADS asks for helper threads (see "run
-bench -h").
+bench -h"). --net ib carries them over the ib plugin instead: an RDMA
+device through libibverbs where one exists, else the software verbs
+provider (TCP, a test vehicle; TWINCCL_IB_PROVIDER picks), from the same
+host staging buffers.
 
 Timing follows nccl-tests and shared/baselines/h200x2-nvswitch: after the
 warm-up, -G N (N >= 1) captures a loop of ITERS calls in a CUDA graph and
@@ -258,6 +263,7 @@ const maxRanksPerGPU = 8
 // parseGPUArgs reads and checks the flags of run gpu.
 func parseGPUArgs(e *env, args []string) (gpuOpts, error) {
 	var o gpuOpts
+	o.net = "socket"
 	o.nt.defaults()
 	o.nt.iters = 20
 	o.retries = -1
@@ -293,6 +299,9 @@ func parseGPUArgs(e *env, args []string) (gpuOpts, error) {
 		return bad("--retries must be from 0 to %d (-1: the default)", maxPasses)
 	case o.baseline != "" && o.baseline != "nccl":
 		return bad("--baseline %q: the only baseline is nccl", o.baseline)
+	}
+	if err := checkNetFlag(o.net); err != nil {
+		return o, err
 	}
 	if o.topo != "" {
 		if _, err := os.Stat(o.topo); err != nil {
@@ -333,6 +342,9 @@ func runGPU(e *env, args []string) error {
 	}
 	if os.Getenv(envUID) != "" {
 		return gpuRank(e, o) // a rank of the local launcher
+	}
+	if err := checkRDMAForced(o.net); err != nil {
+		return err
 	}
 	np, err := o.nt.ranksToLaunch()
 	if err != nil {
@@ -453,6 +465,9 @@ type gpuJob struct {
 	table   *ntTable       // rank 0's
 	prog    *sweepProgress // rank 0's; nil without progress
 	gin     *gin.Comm      // --op alltoall only
+	// releaseNet lets go of --net's verbs provider once the device
+	// (which closes the plugin) is closed; nil until there is one.
+	releaseNet func()
 }
 
 // gpuRank is one rank of the sweep.
@@ -506,6 +521,11 @@ func gpuRank(e *env, o gpuOpts) (err error) {
 	go j.watchdog()
 	defer close(j.stopDog)
 	defer func() {
+		if j.releaseNet != nil {
+			// After the device and the barrier: no peer still talks
+			// to this rank's verbs provider.
+			defer j.releaseNet()
+		}
 		if err != nil {
 			j.release(true)
 			j.comm.Abort()
@@ -524,7 +544,15 @@ func gpuRank(e *env, o gpuOpts) (err error) {
 		return fmt.Errorf("rank %d: no CUDA device: %w", rank, err)
 	}
 	j.ctx = ctxs[localRank(rank)%len(ctxs)]
-	if j.dev, err = gpudev.New(j.comm, j.ctx); err != nil {
+	plugin, netName, releaseNet, err := netPlugin(e, o.net, host, id.Secret)
+	if err != nil {
+		return fmt.Errorf("rank %d: --net %s: %w", rank, o.net, err)
+	}
+	// The device closes the plugin; the provider goes after it (release).
+	j.releaseNet = releaseNet
+	e.log.Debug("net plugin", "rank", rank, "net", netName)
+	if j.dev, err = gpudev.NewWithOptions(j.comm, j.ctx, gpudev.Options{Net: plugin}); err != nil {
+		plugin.Close()
 		return err
 	}
 	j.dev.Timeout = o.timeout

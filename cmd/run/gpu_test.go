@@ -42,6 +42,7 @@ func TestGPUUsageErrors(t *testing.T) {
 		{[]string{"-G", "-1"}, "-G -1: graph launches must not be negative"},
 		{[]string{"-c", "-1"}, "-c -1: check iterations must not be negative"},
 		{[]string{"--baseline", "mpi"}, "only baseline is nccl"},
+		{[]string{"--net", "verbs"}, `--net "verbs": want socket or ib`},
 		{[]string{"--dtype", "fp128"}, "unknown datatype"},
 		{[]string{"--redop", "xor"}, "unknown reduction"},
 		{[]string{"--algo", "nvls2"}, "unknown algorithm"},

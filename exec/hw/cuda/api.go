@@ -78,6 +78,9 @@ type driverAPI interface {
 	graphLaunch(ctx, ge, s uintptr) Result
 	graphExecDestroy(ctx, ge uintptr) Result
 	graphDestroy(ctx, g uintptr) Result
+	// memGetHandleForAddressRange is resolved at its first call;
+	// resultNotResolved where the driver lacks it.
+	memGetHandleForAddressRange(ctx uintptr, p DevicePtr, n uint64) (int, Result)
 }
 
 // Driver is the loaded CUDA driver.

@@ -343,3 +343,9 @@ func (cgoDriver) graphExecDestroy(ctx, ge uintptr) Result {
 }
 
 func (cgoDriver) graphDestroy(ctx, g uintptr) Result { return res(C.twcGraphDestroy(hnd(ctx), hnd(g))) }
+
+func (cgoDriver) memGetHandleForAddressRange(ctx uintptr, p DevicePtr, n uint64) (int, Result) {
+	var fd C.int
+	r := res(C.twcMemGetHandleForAddressRange(hnd(ctx), &fd, dp(p), C.size_t(n)))
+	return int(fd), r
+}

@@ -85,6 +85,8 @@ typedef twResult (*pfnGetProcAddress)(const char*, void**, int, unsigned long lo
 TWC_FUNCS(TWC_DECLARE)
 
 static void* twcLib;
+static pfnGetProcAddress twcGPA; // kept for the entry points resolved lazily
+static int twcABI;
 
 // CU_GET_PROC_ADDRESS_LEGACY_STREAM: the legacy default stream semantics for
 // stream 0, whatever the entry point's per-thread variant.
@@ -102,6 +104,8 @@ int twcOpen(const char* libPath, int abi, char* err, int errlen) {
 		snprintf(err, errlen, "cuGetProcAddress_v2");
 		return 2;
 	}
+	twcGPA = gpa;
+	twcABI = abi;
 	int status;
 	twResult r;
 #define TWC_RESOLVE(name, params) \
@@ -289,3 +293,23 @@ twResult twcGraphInstantiate(twHandle ctx, twHandle* ge, twHandle g, unsigned lo
 twResult twcGraphLaunch(twHandle ctx, twHandle ge, twHandle s) { SETCTX(ctx); return p_cuGraphLaunch((H)ge, (H)s); }
 twResult twcGraphExecDestroy(twHandle ctx, twHandle ge) { SETCTX(ctx); return p_cuGraphExecDestroy((H)ge); }
 twResult twcGraphDestroy(twHandle ctx, twHandle g) { SETCTX(ctx); return p_cuGraphDestroy((H)g); }
+
+// Entry points resolved at their first use, for drivers that may lack
+// them: TWC_NOT_RESOLVED when the driver has none.
+typedef twResult (*pfnMemGetHandleForAddressRange)(void*, twDevPtr, size_t, int, unsigned long long);
+static pfnMemGetHandleForAddressRange p_cuMemGetHandleForAddressRange;
+static int triedMemGetHandle;
+
+twResult twcMemGetHandleForAddressRange(twHandle ctx, int* fd, twDevPtr p, size_t n) {
+	if (!triedMemGetHandle) {
+		int status = 0;
+		void* f = NULL;
+		if (twcGPA == NULL || twcGPA("cuMemGetHandleForAddressRange", &f, twcABI, TWC_PROC_FLAGS, &status) != 0 || status != 0) f = NULL;
+		p_cuMemGetHandleForAddressRange = (pfnMemGetHandleForAddressRange)f;
+		triedMemGetHandle = 1;
+	}
+	if (p_cuMemGetHandleForAddressRange == NULL) return TWC_NOT_RESOLVED;
+	SETCTX(ctx);
+	// CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD = 1; the handle is an int fd.
+	return p_cuMemGetHandleForAddressRange((void*)fd, p, n, 1, 0);
+}

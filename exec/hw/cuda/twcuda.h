@@ -122,4 +122,12 @@ int twnGetPTXSize(uintptr_t prog, size_t* n);
 int twnGetPTX(uintptr_t prog, char* buf);
 int twnDestroyProgram(uintptr_t prog);
 
+// TWC_NOT_RESOLVED is what a lazily resolved entry point answers when
+// the driver does not have it (no CUresult is negative).
+#define TWC_NOT_RESOLVED (-2)
+
+// twcMemGetHandleForAddressRange exports [p, p+n) as a dma-buf file
+// descriptor (cuMemGetHandleForAddressRange, CUDA 11.7 and later).
+twResult twcMemGetHandleForAddressRange(twHandle ctx, int* fd, twDevPtr p, size_t n);
+
 #endif

@@ -74,6 +74,7 @@ type Device struct {
 	links   []Link                    // the topology's transports (SetCluster), nlinks x nlinks; nil without one
 	nlinks  int
 	set     *transport.Set             // the proxy and the net connections; nil until needed
+	net     transport.Plugin           // the net plugin of the proxy (Options.Net); nil: socket
 	netMem  []*cuda.HostMem            // net connections' memory registered with CUDA
 	netConn map[endKey]*transport.Conn // net connection ends
 	batches map[int]uint32             // exchanges with each peer so far
@@ -93,6 +94,20 @@ type endKey struct {
 // when some peer is reached through the net transport, it starts the
 // rank's proxy.
 func New(comm *bootstrap.Comm, ctx *cuda.Context) (*Device, error) {
+	return NewWithOptions(comm, ctx, Options{})
+}
+
+// Options choose what New leaves at its default.
+type Options struct {
+	// Net is the net plugin the rank's proxy carries net connections
+	// over (run gpu --net: the socket plugin when nil, the ib plugin of
+	// exec/hw/ib for --net ib). The proxy closes it when the device
+	// closes.
+	Net transport.Plugin
+}
+
+// NewWithOptions is New with opt.
+func NewWithOptions(comm *bootstrap.Comm, ctx *cuda.Context, opt Options) (*Device, error) {
 	me := comm.Rank()
 	s, err := ctx.NewStream(cuda.StreamNonBlocking)
 	if err != nil {
@@ -105,7 +120,7 @@ func New(comm *bootstrap.Comm, ctx *cuda.Context) (*Device, error) {
 	}
 	clear(ctrl.Bytes())
 	d := &Device{comm: comm, ctx: ctx, stream: s, ends: map[endKey]cuda.DevicePtr{},
-		batches: map[int]uint32{}, ctrl: ctrl, stop: make(chan struct{}), netConn: map[endKey]*transport.Conn{}}
+		batches: map[int]uint32{}, ctrl: ctrl, stop: make(chan struct{}), netConn: map[endKey]*transport.Conn{}, net: opt.Net}
 	if err := d.startNet(); err != nil {
 		_ = s.Destroy()
 		_ = ctrl.Free()

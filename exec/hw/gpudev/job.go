@@ -9,6 +9,7 @@ import (
 
 	"github.com/twinccl/twinccl/exec/hw/bootstrap"
 	"github.com/twinccl/twinccl/exec/hw/cuda"
+	"github.com/twinccl/twinccl/exec/hw/transport"
 	"github.com/twinccl/twinccl/model"
 )
 
@@ -66,6 +67,18 @@ type LocalJob struct {
 
 // NewLocalJob starts a bootstrap root and n ranks on ctxs.
 func NewLocalJob(n int, ctxs []*cuda.Context, timeout time.Duration, log *slog.Logger) (*LocalJob, error) {
+	return NewLocalJobOptions(n, ctxs, timeout, log, LocalOptions{})
+}
+
+// LocalOptions choose what NewLocalJob leaves at its default.
+type LocalOptions struct {
+	// Net, when set, gives rank r's net plugin (Options.Net); nil
+	// plugins and a nil Net leave the socket plugin.
+	Net func(rank int) (transport.Plugin, error)
+}
+
+// NewLocalJobOptions is NewLocalJob with opt.
+func NewLocalJobOptions(n int, ctxs []*cuda.Context, timeout time.Duration, log *slog.Logger, opt LocalOptions) (*LocalJob, error) {
 	root, err := bootstrap.StartRoot("127.0.0.1", bootstrap.RandomMagic(), n, timeout, log)
 	if err != nil {
 		return nil, err
@@ -83,7 +96,16 @@ func NewLocalJob(n int, ctxs []*cuda.Context, timeout time.Duration, log *slog.L
 				return
 			}
 			j.Comms[r] = c
-			j.Devices[r], errs[r] = New(c, ctxs[r%len(ctxs)])
+			var o Options
+			if opt.Net != nil {
+				if o.Net, err = opt.Net(r); err != nil {
+					errs[r] = fmt.Errorf("gpudev rank %d: net plugin: %w", r, err)
+					return
+				}
+			}
+			if j.Devices[r], errs[r] = NewWithOptions(c, ctxs[r%len(ctxs)], o); errs[r] != nil && o.Net != nil {
+				o.Net.Close()
+			}
 		}()
 	}
 	wg.Wait()

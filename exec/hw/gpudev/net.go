@@ -15,9 +15,10 @@ import (
 // transport.HostID, differ; TWINCCL_HOSTID=split:K splits one machine), or
 // between any two ranks when both P2P and SHM are disabled
 // (NCCL_P2P_DISABLE=1 and NCCL_SHM_DISABLE=1, or the TWINCCL_ names), a
-// connection goes through the ranks' proxies and the socket net plugin,
-// the machinery of the host device (exec/hw/transport): Set.Connect sets
-// it up, and the proxy's progress loop moves its steps.
+// connection goes through the ranks' proxies and their net plugin (the
+// socket plugin, or the one Options.Net gives: the ib plugin for run gpu
+// --net ib), the machinery of the host device (exec/hw/transport):
+// Set.Connect sets it up, and the proxy's progress loop moves its steps.
 //
 // Each side of a net connection has its own transport.Mem (counters,
 // connFifo and one slot ring per protocol) in host memory, which the device
@@ -186,7 +187,7 @@ func (d *Device) ensureSet() error {
 		return nil
 	}
 	me := d.comm.Rank()
-	set, err := transport.NewSet(d.comm, transport.Config{HostIDs: d.hosts, ForceNet: true})
+	set, err := transport.NewSet(d.comm, transport.Config{HostIDs: d.hosts, ForceNet: true, Net: d.net})
 	if err != nil {
 		return fmt.Errorf("gpudev rank %d: start the proxy: %w", me, err)
 	}
@@ -294,7 +295,11 @@ func (d *Device) closeNet() error {
 			errs = append(errs, fmt.Errorf("gpudev rank %d: stop the proxy: %w", d.comm.Rank(), err))
 		}
 		d.set = nil
+	} else if d.net != nil {
+		// The proxy never started: the plugin is still ours to close.
+		errs = append(errs, d.net.Close())
 	}
+	d.net = nil
 	d.netConn = nil
 	return errors.Join(errs...)
 }

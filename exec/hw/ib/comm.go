@@ -39,6 +39,22 @@ type endpoint struct {
 	remote *metadata
 	mrs    *mrCache // data buffers' registrations
 
+	// Connection settings: the traffic class and service level of the
+	// QPs (the sender's), whether a message stripes over every QP
+	// (split) or one per device (nData of them), and (sender) adaptive
+	// routing.
+	tc, sl int
+	split  bool
+	nData  int
+	ar     bool
+
+	// GPUDirect (gdrcomm.go): GPU buffers' registrations, and (receiver)
+	// the flush QPs with the host bytes their reads land in.
+	devRegs  map[verbs.DeviceMemory]*devReg
+	flushQPs []verbs.QP
+	flushMRs []verbs.MR
+	flushBuf []byte
+
 	mu     sync.Mutex
 	err    error
 	closed bool
@@ -134,18 +150,29 @@ func (e *endpoint) setup(peerDevs int) error {
 		return fmt.Errorf("ib plugin: rank %d announces %d devices", e.peer, peerDevs)
 	}
 	n := e.p.opt.QPsPerConn * max(len(devs), peerDevs)
+	st := e.p.opt.Settings
+	e.nData = max(len(devs), peerDevs)
+	if e.sender {
+		e.tc, e.sl, e.split = st.TC, st.SL, st.SplitDataOnQPs
+		// As NCCL: adaptive routing when every local device has it.
+		e.ar = true
+		for _, d := range devs {
+			e.ar = e.ar && st.adaptiveRouting(d.port.LinkLayer)
+		}
+	}
 	e.cqs = make([]verbs.CQ, len(devs))
 	perDev := (n + len(devs) - 1) / len(devs)
 	for i := 0; i < n; i++ {
 		d := i % len(devs)
 		if e.cqs[d] == nil {
-			cq, err := devs[d].ctx.CreateCQ(2 * qDepth * perDev)
+			// Every QP's sends and receives, and the flush reads.
+			cq, err := devs[d].ctx.CreateCQ((sendDepth+qDepth)*perDev + sendDepth)
 			if err != nil {
 				return fmt.Errorf("ib plugin: %s: create CQ: %w", devs[d].ctx.Name(), err)
 			}
 			e.cqs[d] = cq
 		}
-		qp, err := devs[d].pd.CreateQP(verbs.QPInit{SendCQ: e.cqs[d], RecvCQ: e.cqs[d], MaxSend: qDepth, MaxRecv: qDepth})
+		qp, err := devs[d].pd.CreateQP(verbs.QPInit{SendCQ: e.cqs[d], RecvCQ: e.cqs[d], MaxSend: sendDepth, MaxRecv: qDepth})
 		if err != nil {
 			return fmt.Errorf("ib plugin: %s: create QP: %w", devs[d].ctx.Name(), err)
 		}
@@ -164,7 +191,7 @@ func (e *endpoint) setup(peerDevs int) error {
 	if e.hdrMR, err = pd.RegMR(e.hdrs, verbs.AccessLocalWrite|verbs.AccessRemoteWrite); err != nil {
 		return fmt.Errorf("ib plugin: register headers: %w", err)
 	}
-	return nil
+	return e.setupFlush()
 }
 
 // localMeta describes this side for the peer.
@@ -181,6 +208,19 @@ func (e *endpoint) localMeta() ctlMsg {
 	if e.sender {
 		m.Fifo, m.RKey = e.fifoMR.Addr(), e.fifoMR.RKey()
 	}
+	m.TC, m.SL, m.Split = e.tc, e.sl, e.split
+	if e.p.opt.Settings.ECE {
+		// The sender's own options; the receiver's, reduced by the
+		// sender's that connectQPs set.
+		m.ECE, m.ECEOK = make([]verbs.ECE, len(e.qps)), make([]bool, len(e.qps))
+		for i, qp := range e.qps {
+			if q, ok := qp.(verbs.ECEQP); ok {
+				if ece, ok, err := q.QueryECE(); err == nil && ok {
+					m.ECE[i], m.ECEOK[i] = ece, true
+				}
+			}
+		}
+	}
 	return ctlMsg{Meta: m}
 }
 
@@ -192,17 +232,31 @@ func (e *endpoint) connectQPs(m *ctlMsg) error {
 	}
 	r := m.Meta
 	e.remote = r
+	if !e.sender {
+		// The receiver takes the sender's settings, as NCCL's accept.
+		e.tc, e.sl, e.split = r.TC, r.SL, r.Split
+	}
+	st := e.p.opt.Settings
 	for i, qp := range e.qps {
 		d := e.p.devs[i%len(e.p.devs)]
 		mtu := min(r.MTU[i], d.port.MTU)
+		if st.ECE && i < len(r.ECEOK) && r.ECEOK[i] {
+			if q, ok := qp.(verbs.ECEQP); ok {
+				// A device that cannot take the peer's options runs
+				// without ECE, as NCCL's wrapper answers EOPNOTSUPP.
+				if err := q.SetECE(r.ECE[i]); err != nil && !errors.Is(err, verbs.ErrNotSupported) {
+					return fmt.Errorf("ib plugin: QP %d: set the ECE of rank %d: %w", i, e.peer, err)
+				}
+			}
+		}
 		// As NCCL: RoCE always routes by GID, InfiniBand only to a GID
 		// with a routable FLID (else by LID).
 		global := d.port.LinkLayer == verbs.LinkEthernet || gidFLID(r.GID[i]) != 0
 		if err := qp.Modify(verbs.QPAttr{State: verbs.QPSRTR, DestQPN: r.QPN[i], DestLID: r.LID[i], DestGID: r.GID[i],
-			Global: global, SGIDIndex: d.gidIndex, PathMTU: mtu}); err != nil {
+			Global: global, SGIDIndex: d.gidIndex, PathMTU: mtu, SL: e.sl, TrafficClass: e.tc}); err != nil {
 			return fmt.Errorf("ib plugin: QP %d to RTR (rank %d): %w", i, e.peer, err)
 		}
-		if err := qp.Modify(verbs.QPAttr{State: verbs.QPSRTS, Timeout: 20, RetryCount: 7, RNRRetry: 7}); err != nil {
+		if err := qp.Modify(verbs.QPAttr{State: verbs.QPSRTS, Timeout: st.Timeout, RetryCount: st.RetryCnt, RNRRetry: 7}); err != nil {
 			return fmt.Errorf("ib plugin: QP %d to RTS (rank %d): %w", i, e.peer, err)
 		}
 		for k := 0; k < qDepth; k++ {
@@ -245,7 +299,7 @@ func (e *endpoint) close() error {
 	for _, r := range e.wrs {
 		r.release()
 	}
-	errs = append(errs, e.mrs.close())
+	errs = append(errs, e.mrs.close(), e.closeGDR())
 	e.mu.Unlock()
 	for _, mr := range []verbs.MR{e.fifoMR, e.hdrMR} {
 		if mr != nil {
@@ -273,6 +327,34 @@ type request struct {
 	need    int
 	mrs     []*mrEntry // per local device, from the endpoint's cache
 	done    bool
+	// dev is the GPU buffer of a GPUDirect transfer (data unused): its
+	// registrations and the bytes [doff, doff+dn) of it.
+	dev      *devReg
+	doff, dn int
+}
+
+// size is the payload's byte count.
+func (r *request) size() int {
+	if r.dev != nil {
+		return r.dn
+	}
+	return len(r.data)
+}
+
+// addr is the payload's local address (a device address for GPUDirect).
+func (r *request) addr() uint64 {
+	if r.dev != nil {
+		return r.dev.mem.Addr() + uint64(r.doff)
+	}
+	return addrOf(r.data)
+}
+
+// lkey is the payload's local key on local device d.
+func (r *request) lkey(d int) uint32 {
+	if r.dev != nil {
+		return r.dev.mrs[d].LKey()
+	}
+	return r.mrs[d].mr.LKey()
 }
 
 // Test reports whether the request completed, progressing the endpoint.
@@ -286,9 +368,14 @@ func (r *request) Test() (bool, error) {
 	return r.done, nil
 }
 
-// nchunks is how many stripes an n-byte payload takes.
+// nchunks is how many stripes an n-byte payload takes: over every QP
+// with NCCL_IB_SPLIT_DATA_ON_QPS, else over one QP per device.
 func (e *endpoint) nchunks(n int) int {
-	return min(len(e.qps), max(1, (n+stripeMin-1)/stripeMin))
+	q := e.nData
+	if e.split {
+		q = len(e.qps)
+	}
+	return min(q, max(1, (n+stripeMin-1)/stripeMin))
 }
 
 // failLocked records the first error of the connection.
@@ -408,8 +495,12 @@ func (r *request) release() {
 
 // register gets b registered on every local device, from the cache.
 func (e *endpoint) register(r *request, b []byte, access verbs.Access) error {
-	for d := range e.p.devs {
-		m, err := e.mrs.get(d, b, access)
+	for d, dev := range e.p.devs {
+		acc := access
+		if dev.relaxed {
+			acc |= verbs.AccessRelaxedOrdering
+		}
+		m, err := e.mrs.get(d, b, acc)
 		if m != nil {
 			r.mrs = append(r.mrs, m)
 		}
@@ -432,6 +523,14 @@ func checkMeta(r *metadata, nqps int) error {
 		if d < 0 || d >= maxDevs {
 			return fmt.Errorf("metadata names device %d", d)
 		}
+	}
+	switch {
+	case r.TC < 0 || r.TC > 255:
+		return fmt.Errorf("metadata names traffic class %d", r.TC)
+	case r.SL < 0 || r.SL > 15:
+		return fmt.Errorf("metadata names service level %d", r.SL)
+	case len(r.ECE) != len(r.ECEOK) || len(r.ECE) != 0 && len(r.ECE) != nqps:
+		return fmt.Errorf("metadata has %d ECE options and %d flags for %d QPs", len(r.ECE), len(r.ECEOK), nqps)
 	}
 	return nil
 }
@@ -476,7 +575,7 @@ func (e *endpoint) entry(f int) (addr uint64, size uint32, msg uint64, kind uint
 func (e *endpoint) postSends() error {
 	for len(e.sendQ) > 0 {
 		r := e.sendQ[0]
-		if r.stage == 0 || r.stage == 1 && len(r.data) > 0 {
+		if r.stage == 0 || r.stage == 1 && r.size() > 0 {
 			f := int(e.fifoNext % fifoDepth)
 			if !e.arrived[f] {
 				return nil
@@ -501,26 +600,43 @@ func (e *endpoint) postSends() error {
 					return err
 				}
 			} else {
-				if int(size) != len(r.data) {
-					return fmt.Errorf("ib plugin: rank %d posted %d bytes for a %d-byte message", e.peer, size, len(r.data))
+				if int(size) != r.size() {
+					return fmt.Errorf("ib plugin: rank %d posted %d bytes for a %d-byte message", e.peer, size, r.size())
 				}
-				if err := e.register(r, r.data, 0); err != nil {
-					return err
+				if r.dev == nil {
+					if err := e.register(r, r.data, 0); err != nil {
+						return err
+					}
 				}
-				k := e.nchunks(len(r.data))
-				c := (len(r.data) + k - 1) / k
+				k := e.nchunks(r.size())
+				c := (r.size() + k - 1) / k
 				for i := 0; i < k; i++ {
-					lo, hi := i*c, min((i+1)*c, len(r.data))
+					lo, hi := i*c, min((i+1)*c, r.size())
 					qi := int((r.msg + uint64(i)) % uint64(len(e.qps)))
-					lkey := r.mrs[qi%len(e.p.devs)].mr.LKey()
-					if err := e.write(qi, r, r.data[lo:hi], lkey, addr+uint64(lo), rkeys[e.remote.Dev[qi]], kindData<<16|uint32(f)); err != nil {
+					lkey := r.lkey(qi % len(e.p.devs))
+					src := r.addr() + uint64(lo)
+					imm := kindData<<16 | uint32(f)
+					if e.ar && hi-lo > e.p.opt.Settings.ARThreshold {
+						// Adaptive routing may reorder the stripe's
+						// packets: the data goes as a plain write, and
+						// a zero-byte write with immediate after it on
+						// the same QP completes it.
+						if err := e.postWrite(qi, r, verbs.OpWrite, src, hi-lo, lkey, addr+uint64(lo), rkeys[e.remote.Dev[qi]], 0); err != nil {
+							return err
+						}
+						if err := e.postWrite(qi, r, verbs.OpWriteImm, 0, 0, 0, addr+uint64(hi), rkeys[e.remote.Dev[qi]], imm); err != nil {
+							return err
+						}
+						continue
+					}
+					if err := e.postWrite(qi, r, verbs.OpWriteImm, src, hi-lo, lkey, addr+uint64(lo), rkeys[e.remote.Dev[qi]], imm); err != nil {
 						return err
 					}
 				}
 			}
 		}
 		r.stage++
-		if r.stage == 1 && len(r.data) == 0 {
+		if r.stage == 1 && r.size() == 0 {
 			r.stage = 2
 		}
 		if r.stage == 2 {
@@ -535,8 +651,17 @@ func (e *endpoint) postSends() error {
 
 // write posts an RDMA write with immediate from registered memory on QP qi.
 func (e *endpoint) write(qi int, r *request, b []byte, lkey uint32, raddr uint64, rkey, imm uint32) error {
-	wr := verbs.SendWR{ID: r.id, Op: verbs.OpWriteImm, Signaled: true, Imm: imm, RemoteAddr: raddr, RKey: rkey,
-		SGE: []verbs.SGE{{Addr: addrOf(b), Len: uint32(len(b)), LKey: lkey}}}
+	return e.postWrite(qi, r, verbs.OpWriteImm, addrOf(b), len(b), lkey, raddr, rkey, imm)
+}
+
+// postWrite posts a signaled RDMA write (with immediate for OpWriteImm) of
+// the n bytes at local address src (none when n is 0) on QP qi for
+// request r.
+func (e *endpoint) postWrite(qi int, r *request, op verbs.Opcode, src uint64, n int, lkey uint32, raddr uint64, rkey, imm uint32) error {
+	wr := verbs.SendWR{ID: r.id, Op: op, Signaled: true, Imm: imm, RemoteAddr: raddr, RKey: rkey}
+	if n > 0 {
+		wr.SGE = []verbs.SGE{{Addr: src, Len: uint32(n), LKey: lkey}}
+	}
 	if err := e.qps[qi].PostSend(wr); err != nil {
 		return fmt.Errorf("ib plugin: write to rank %d: %w", e.peer, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/twinccl/twinccl/exec/hw/bootstrap"
+	"github.com/twinccl/twinccl/exec/hw/ib/verbs"
 )
 
 // FuzzIBControl: a control frame as a peer sends it during connection
@@ -23,6 +24,8 @@ func FuzzIBControl(f *testing.F) {
 	}
 	f.Add(frame(ctlMsg{NDev: 2}), uint8(2))
 	f.Add(frame(ctlMsg{Meta: &metadata{QPN: []uint32{7, 8}, Dev: []int{0, 1}, LID: []uint16{1, 2}, GID: make([][16]byte, 2), MTU: []int{4096, 4096}, Fifo: 1 << 20, RKey: 5}}), uint8(2))
+	f.Add(frame(ctlMsg{Meta: &metadata{QPN: []uint32{7}, Dev: []int{0}, LID: []uint16{1}, GID: make([][16]byte, 1), MTU: []int{4096}, TC: 106, SL: 3,
+		ECE: []verbs.ECE{{VendorID: 1, Options: 3}}, ECEOK: []bool{true}}}), uint8(1))
 	f.Add(frame(ctlMsg{Ready: true}), uint8(1))
 	f.Fuzz(func(t *testing.T, b []byte, nqps uint8) {
 		p, err := bootstrap.DecodeFrame(bytes.NewReader(b), maxCtl)
@@ -38,7 +41,11 @@ func FuzzIBControl(f *testing.F) {
 		var rkeys [maxDevs]uint32
 		for i := 0; i < int(nqps); i++ {
 			_, _, _, _, _ = r.QPN[i], r.LID[i], r.GID[i], r.MTU[i], rkeys[r.Dev[i]]
+			if i < len(r.ECEOK) && r.ECEOK[i] {
+				_ = r.ECE[i]
+			}
 		}
+		require.True(t, r.TC >= 0 && r.TC <= 255 && r.SL >= 0 && r.SL <= 15, "TC %d SL %d", r.TC, r.SL)
 	})
 }
 

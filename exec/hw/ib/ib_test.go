@@ -31,6 +31,8 @@ type executor struct {
 	jobs  map[int]*hostdev.LocalJob
 	mu    sync.Mutex // Net runs on every rank's goroutine
 	provs []*soft.Provider
+	// settings are every rank's IB settings (nil: the defaults).
+	settings *ib.Settings
 }
 
 func (e *executor) Name() string { return "ib-soft" }
@@ -50,7 +52,7 @@ func (e *executor) Execute(p *model.Program, in [][]byte) ([][]byte, error) {
 				e.mu.Lock()
 				e.provs = append(e.provs, pv)
 				e.mu.Unlock()
-				var pl transport.Plugin = ib.New(ib.Options{Provider: pv, QPsPerConn: e.qps})
+				var pl transport.Plugin = ib.New(ib.Options{Provider: pv, QPsPerConn: e.qps, Settings: e.settings})
 				if e.wrap != nil {
 					pl = e.wrap(r, pl)
 				}
@@ -134,6 +136,8 @@ type pairOpt struct {
 	gid  ib.GIDConfig
 	// qpnBase is every soft device's first QPN (0: random).
 	qpnBase uint32
+	// settings are rank r's IB settings (nil: the defaults).
+	settings [2]*ib.Settings
 }
 
 func newPairWith(t *testing.T, o pairOpt) *pair {
@@ -165,7 +169,7 @@ func newPairWith(t *testing.T, o pairOpt) *pair {
 		if o.wrap != nil {
 			pv = o.wrap(r, p.provs[r])
 		}
-		p.plug[r] = ib.New(ib.Options{Provider: pv, QPsPerConn: qps, GID: o.gid})
+		p.plug[r] = ib.New(ib.Options{Provider: pv, QPsPerConn: qps, GID: o.gid, Settings: o.settings[r]})
 		if err := p.plug[r].Init(p.comms[r]); err != nil {
 			t.Fatal(err)
 		}

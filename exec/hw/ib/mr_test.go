@@ -294,3 +294,10 @@ func pollOne(t *testing.T, cq verbs.CQ) verbs.WC {
 	t.Fatal("no completion")
 	return verbs.WC{}
 }
+
+// RelaxedOrdering forwards the wrapped device's answer (an optional
+// interface the embedding alone would hide).
+func (c *countCtx) RelaxedOrdering() bool {
+	ro, ok := c.Context.(verbs.RelaxedOrderer)
+	return ok && ro.RelaxedOrdering()
+}

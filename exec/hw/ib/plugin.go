@@ -26,6 +26,14 @@
 // registered with the access it needs reuses it, so the proxy's repeated
 // transfers from and into the same connection memory register it once;
 // the regions are deregistered when the connection closes.
+//
+// NCCL's IB settings (settings.go: traffic class, service level, timeout,
+// retry count, adaptive routing, ECE, relaxed ordering, striping over
+// QPs) reach the QPs, registrations and data path as in NCCL. GPU buffers
+// register with the NICs for GPUDirect RDMA (gdrcomm.go: dma-buf or
+// nvidia-peermem on an HCA, CUDA copies in the software provider), and a
+// receiving end flushes a GPUDirect receive by an RDMA read on its flush
+// QP where NCCL's rule asks for it (gdr.go).
 package ib
 
 import (
@@ -62,6 +70,9 @@ type Options struct {
 	// DefaultGIDConfig, and a zero Family or RoCEVersion for its
 	// default.
 	GID GIDConfig
+	// Settings are NCCL's IB tunables (SettingsFromEnv); nil stands for
+	// DefaultSettings.
+	Settings *Settings
 }
 
 // OptionsFromEnv reads TWINCCL_IB_QPS_PER_CONNECTION, TWINCCL_IB_HCA and
@@ -78,7 +89,11 @@ func OptionsFromEnv(p verbs.Provider) (Options, error) {
 		o.QPsPerConn = min(n, 128)
 	}
 	var err error
-	o.GID, err = GIDConfigFromEnv(nil)
+	if o.GID, err = GIDConfigFromEnv(nil); err != nil {
+		return o, err
+	}
+	st, err := SettingsFromEnv(nil)
+	o.Settings = &st
 	return o, err
 }
 
@@ -130,6 +145,9 @@ type device struct {
 	// gidIndex is the chosen entry of port 1's GID table, gid its GID.
 	gidIndex int
 	gid      [16]byte
+	// relaxed: data buffers are registered with relaxed ordering
+	// (Settings.RelaxedOrdering and the device's support).
+	relaxed bool
 }
 
 // Plugin is the ib net plugin.
@@ -157,6 +175,10 @@ func New(opt Options) *Plugin {
 	}
 	if opt.GID.RoCEVersion == 0 {
 		opt.GID.RoCEVersion = def.RoCEVersion
+	}
+	if opt.Settings == nil {
+		st := DefaultSettings()
+		opt.Settings = &st
 	}
 	return &Plugin{opt: opt, pending: map[uint64]*listener{}}
 }
@@ -202,6 +224,9 @@ func (p *Plugin) Init(comm *bootstrap.Comm) error {
 		}
 		if err == nil {
 			d.gid = table[d.gidIndex].GID
+			d.relaxed, err = relaxedOrdering(ctx, p.opt.Settings.RelaxedOrdering)
+		}
+		if err == nil {
 			d.pd, err = ctx.AllocPD()
 		}
 		if err != nil {
@@ -222,6 +247,23 @@ func (p *Plugin) Init(comm *bootstrap.Comm) error {
 	p.comm = comm
 	comm.Handle(bootstrap.TypeNet, p.handle)
 	return nil
+}
+
+// relaxedOrdering decides whether ctx registers data buffers with
+// relaxed ordering for NCCL_IB_PCI_RELAXED_ORDERING=mode: 0 never, 2
+// where the device supports it, 1 always (an error where it cannot).
+func relaxedOrdering(ctx verbs.Context, mode int) (bool, error) {
+	ro, ok := ctx.(verbs.RelaxedOrderer)
+	can := ok && ro.RelaxedOrdering()
+	switch mode {
+	case 0:
+		return false, nil
+	case 1:
+		if !can {
+			return false, fmt.Errorf("NCCL_IB_PCI_RELAXED_ORDERING=1: device %s cannot register memory with relaxed ordering", ctx.Name())
+		}
+	}
+	return can, nil
 }
 
 // Close releases pending listeners and the devices.
@@ -510,6 +552,16 @@ type metadata struct {
 	MTU  []int
 	Fifo uint64 // sender: FIFO address
 	RKey uint32 // sender: FIFO rkey
+	// TC and SL: the sender's NCCL_IB_TC and NCCL_IB_SL, echoed by the
+	// receiver; both ends' QPs use them.
+	TC, SL int
+	// Split is the sender's NCCL_IB_SPLIT_DATA_ON_QPS, which the
+	// receiver adopts (both ends must count the same stripes).
+	Split bool `json:",omitempty"`
+	// ECE of each QP where its provider supports it (ECEOK), the
+	// sender's own, the receiver's reduced by the sender's.
+	ECE   []verbs.ECE `json:",omitempty"`
+	ECEOK []bool      `json:",omitempty"`
 }
 
 // Protocol constants.
@@ -518,6 +570,10 @@ const (
 	entBytes  = 24 + 4*maxDevs
 	maxDevs   = 8
 	qDepth    = 2*fifoDepth + 8
+	// sendDepth bounds a QP's outstanding sends: a header and, with
+	// adaptive routing, two work requests per data stripe for each
+	// message in flight (NCCL likewise doubles its send queue).
+	sendDepth = 3*fifoDepth + 8
 	stripeMin = 16 << 10
 	kindFifo  = 1
 	kindHdr   = 2

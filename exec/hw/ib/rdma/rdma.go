@@ -323,7 +323,9 @@ func (q *QP) Modify(v verbs.QPAttr) error {
 			C.twibvSetDGID(&a, (*C.uint8_t)(unsafe.Pointer(&v.DestGID[0])))
 			a.ah_attr.grh.sgid_index = C.uint8_t(v.SGIDIndex)
 			a.ah_attr.grh.hop_limit = 255
+			a.ah_attr.grh.traffic_class = C.uint8_t(v.TrafficClass)
 		}
+		a.ah_attr.sl = C.uint8_t(v.SL)
 		mask |= C.IBV_QP_AV | C.IBV_QP_PATH_MTU | C.IBV_QP_DEST_QPN | C.IBV_QP_RQ_PSN | C.IBV_QP_MAX_DEST_RD_ATOMIC | C.IBV_QP_MIN_RNR_TIMER
 	case verbs.QPSRTS:
 		a.sq_psn, a.timeout, a.retry_cnt, a.rnr_retry, a.max_rd_atomic = C.uint32_t(v.SQPSN), C.uint8_t(v.Timeout), C.uint8_t(v.RetryCount), C.uint8_t(v.RNRRetry), 1

@@ -33,6 +33,11 @@ static struct {
 	int (*destroyQP)(struct ibv_qp*);
 	int (*modifyQP)(struct ibv_qp*, struct ibv_qp_attr*, int);
 	int (*queryQP)(struct ibv_qp*, struct ibv_qp_attr*, int, struct ibv_qp_init_attr*);
+	// Optional (NULL where this libibverbs predates them): dma-buf
+	// registration (IBVERBS_1.12) and ECE (IBVERBS_1.10).
+	struct ibv_mr* (*regDmabufMR)(struct ibv_pd*, uint64_t, size_t, uint64_t, int, int);
+	int (*queryECE)(struct ibv_qp*, struct twibv_ece*);
+	int (*setECE)(struct ibv_qp*, struct twibv_ece*);
 } tw;
 
 static void* handle;
@@ -74,6 +79,9 @@ int twibvOpen(const char* path, char* err, int errlen) {
 	LOAD(modifyQP, "ibv_modify_qp");
 	LOAD(queryQP, "ibv_query_qp");
 #undef LOAD
+	*(void**)&tw.regDmabufMR = dlsym(handle, "ibv_reg_dmabuf_mr");
+	*(void**)&tw.queryECE = dlsym(handle, "ibv_query_ece");
+	*(void**)&tw.setECE = dlsym(handle, "ibv_set_ece");
 	return 0;
 }
 
@@ -108,6 +116,15 @@ struct ibv_pd* twibvAllocPD(struct ibv_context* c) { return tw.allocPD(c); }
 int twibvDeallocPD(struct ibv_pd* p) { return tw.deallocPD(p); }
 struct ibv_mr* twibvRegMR(struct ibv_pd* p, void* addr, size_t len, int access) { return tw.regMR(p, addr, len, access); }
 int twibvDeregMR(struct ibv_mr* m) { return tw.deregMR(m); }
+
+int twibvHasDmabuf(void) { return tw.regDmabufMR != NULL; }
+struct ibv_mr* twibvRegDmabufMR(struct ibv_pd* p, uint64_t offset, size_t len, uint64_t iova, int fd, int access) {
+	if (tw.regDmabufMR == NULL) return NULL;
+	return tw.regDmabufMR(p, offset, len, iova, fd, access);
+}
+struct ibv_mr* twibvRegAddrMR(struct ibv_pd* p, uint64_t addr, size_t len, int access) { return tw.regMR(p, (void*)(uintptr_t)addr, len, access); }
+int twibvQueryECE(struct ibv_qp* q, struct twibv_ece* e) { return tw.queryECE ? tw.queryECE(q, e) : -1; }
+int twibvSetECE(struct ibv_qp* q, struct twibv_ece* e) { return tw.setECE ? tw.setECE(q, e) : -1; }
 struct ibv_cq* twibvCreateCQ(struct ibv_context* c, int depth) { return tw.createCQ(c, depth, NULL, NULL, 0); }
 int twibvDestroyCQ(struct ibv_cq* q) { return tw.destroyCQ(q); }
 struct ibv_qp* twibvCreateQP(struct ibv_pd* p, struct ibv_qp_init_attr* a) { return tw.createQP(p, a); }

@@ -37,6 +37,22 @@ int twibvDestroyQP(struct ibv_qp* q);
 int twibvModifyQP(struct ibv_qp* q, struct ibv_qp_attr* a, int mask);
 int twibvQueryQPState(struct ibv_qp* q, int* state);
 
+// struct ibv_ece.
+struct twibv_ece {
+	uint32_t vendor_id;
+	uint32_t options;
+	uint32_t comp_mask;
+};
+
+// GPUDirect registrations: dma-buf (NULL without ibv_reg_dmabuf_mr;
+// twibvHasDmabuf tells), and ibv_reg_mr on a device address, which
+// nvidia-peermem resolves. ECE: -1 without the entry point.
+int twibvHasDmabuf(void);
+struct ibv_mr* twibvRegDmabufMR(struct ibv_pd* p, uint64_t offset, size_t len, uint64_t iova, int fd, int access);
+struct ibv_mr* twibvRegAddrMR(struct ibv_pd* p, uint64_t addr, size_t len, int access);
+int twibvQueryECE(struct ibv_qp* q, struct twibv_ece* e);
+int twibvSetECE(struct ibv_qp* q, struct twibv_ece* e);
+
 // Data path (inline verbs).
 int twibvPostSend(struct ibv_qp* qp, struct ibv_send_wr* wr);
 int twibvPostRecv(struct ibv_qp* qp, struct ibv_recv_wr* wr);

@@ -42,7 +42,7 @@ func FuzzSoftRequest(f *testing.F) {
 		if !ok {
 			return
 		}
-		require.Equal(t, int(w.n), len(mem))
+		require.Equal(t, int(w.n), len(mem.b))
 		require.GreaterOrEqual(t, w.raddr, mr.Addr())
 		require.LessOrEqual(t, w.raddr+w.n, mr.Addr()+uint64(len(buf)))
 	})

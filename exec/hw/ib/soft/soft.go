@@ -272,11 +272,14 @@ type PD struct {
 	dev *Device
 }
 
-// MR is a memory region.
+// MR is a memory region: host memory (buf), or device memory (dev) that
+// the device stages through host copies.
 type MR struct {
 	pd     *PD
 	buf    []byte
+	dev    verbs.DeviceMemory
 	addr   uint64
+	n      uint64
 	access verbs.Access
 	key    uint32
 }
@@ -287,6 +290,22 @@ func (p *PD) RegMR(buf []byte, access verbs.Access) (verbs.MR, error) {
 	if len(buf) == 0 {
 		return nil, errors.New("soft verbs: register an empty buffer")
 	}
+	return p.register(&MR{pd: p, buf: buf, addr: uint64(uintptr(unsafe.Pointer(&buf[0]))), n: uint64(len(buf)), access: access})
+}
+
+// RegDevice registers GPU memory: the device reaches it through
+// mem.ReadAt and mem.WriteAt (cuMemcpyDtoH/HtoD) at the moment a work
+// request touches it, under the same keys, bounds and access rules as
+// host memory.
+func (p *PD) RegDevice(mem verbs.DeviceMemory, access verbs.Access) (verbs.MR, error) {
+	if mem == nil || mem.Len() <= 0 {
+		return nil, errors.New("soft verbs: register empty device memory")
+	}
+	return p.register(&MR{pd: p, dev: mem, addr: mem.Addr(), n: uint64(mem.Len()), access: access})
+}
+
+func (p *PD) register(m *MR) (verbs.MR, error) {
+	access := m.access
 	if access&(verbs.AccessRemoteWrite|verbs.AccessRemoteAtomic) != 0 && access&verbs.AccessLocalWrite == 0 {
 		return nil, fmt.Errorf("soft verbs: access %#x: remote write or atomic needs local write", access)
 	}
@@ -299,7 +318,7 @@ func (p *PD) RegMR(buf []byte, access verbs.Access) (verbs.MR, error) {
 	// Keys are an index and a random byte, like an HCA's.
 	d.nextKey++
 	key := d.nextKey<<8 | uint32(rand.IntN(256))
-	m := &MR{pd: p, buf: buf, addr: uint64(uintptr(unsafe.Pointer(&buf[0]))), access: access, key: key}
+	m.key = key
 	d.mrs[key] = m
 	return m, nil
 }
@@ -307,8 +326,15 @@ func (p *PD) RegMR(buf []byte, access verbs.Access) (verbs.MR, error) {
 // Addr is the region's virtual address.
 func (m *MR) Addr() uint64 { return m.addr }
 
+// Access is the access the region was registered with.
+func (m *MR) Access() verbs.Access { return m.access }
+
+// RelaxedOrdering: the soft device takes AccessRelaxedOrdering (and
+// records it; its copies are ordered anyway).
+func (d *Device) RelaxedOrdering() bool { return true }
+
 // Len is its length.
-func (m *MR) Len() int { return len(m.buf) }
+func (m *MR) Len() int { return int(m.n) }
 
 // LKey is its local key.
 func (m *MR) LKey() uint32 { return m.key }
@@ -328,20 +354,48 @@ func (m *MR) Close() error {
 // Close of a PD is a no-op.
 func (p *PD) Close() error { return nil }
 
-// lookup returns the bytes [addr, addr+n) of the region key of pd, if it
+// span is the bytes [off, off+len(b)) of a region an operation touches:
+// host memory itself, or for device memory a host copy that load fills
+// from the GPU and store writes back.
+type span struct {
+	b   []byte
+	dev verbs.DeviceMemory
+	off int64
+}
+
+func (s span) load() error {
+	if s.dev == nil || len(s.b) == 0 {
+		return nil
+	}
+	_, err := s.dev.ReadAt(s.b, s.off)
+	return err
+}
+
+func (s span) store() error {
+	if s.dev == nil || len(s.b) == 0 {
+		return nil
+	}
+	_, err := s.dev.WriteAt(s.b, s.off)
+	return err
+}
+
+// lookup returns the span [addr, addr+n) of the region key of pd, if it
 // has the access need.
-func (d *Device) lookup(pd *PD, key uint32, addr uint64, n uint64, need verbs.Access) ([]byte, bool) {
+func (d *Device) lookup(pd *PD, key uint32, addr uint64, n uint64, need verbs.Access) (span, bool) {
 	d.mu.Lock()
 	m := d.mrs[key]
 	d.mu.Unlock()
 	if m == nil || m.pd != pd || m.access&need != need {
-		return nil, false
+		return span{}, false
 	}
-	if addr < m.addr || addr+n < addr || addr+n > m.addr+uint64(len(m.buf)) {
-		return nil, false
+	if addr < m.addr || addr+n < addr || addr+n > m.addr+m.n {
+		return span{}, false
 	}
 	off := addr - m.addr
-	return m.buf[off : off+n], true
+	if m.dev != nil {
+		return span{b: make([]byte, n), dev: m.dev, off: int64(off)}, true
+	}
+	return span{b: m.buf[off : off+n]}, true
 }
 
 // CQ is a completion queue.
@@ -410,6 +464,54 @@ type QP struct {
 	in     net.Conn
 	closed bool
 	wg     sync.WaitGroup
+	ece    verbs.ECE
+	eceSet bool
+}
+
+// softECE is the ECE the soft device advertises: a vendor id of its own
+// and two option bits, which a peer's SetECE may reduce.
+var softECE = verbs.ECE{VendorID: 0x50f7, Options: 0x3}
+
+// Attr is what the queue pair's transitions recorded (port and access of
+// INIT, the RTR address vector with SL and traffic class, the RTS
+// timeout and retry counts): the settings a test checks the plugin
+// passed.
+func (q *QP) Attr() verbs.QPAttr {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.attr
+}
+
+// QueryECE answers the QP's ECE: the device's own until SetECE reduced it.
+func (q *QP) QueryECE() (verbs.ECE, bool, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.eceSet {
+		return q.ece, true, nil
+	}
+	return softECE, true, nil
+}
+
+// SetECE sets the QP's ECE before RTR, as ibv_set_ece: the device keeps
+// the options it supports of those given; another vendor's is refused.
+func (q *QP) SetECE(e verbs.ECE) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.state != verbs.QPSInit && q.state != verbs.QPSReset {
+		return fmt.Errorf("soft verbs: QP %#x: set ECE in %s (before RTR only)", q.qpn, q.state)
+	}
+	if e.VendorID != softECE.VendorID {
+		return fmt.Errorf("soft verbs: QP %#x: ECE of vendor %#x", q.qpn, e.VendorID)
+	}
+	q.ece, q.eceSet = verbs.ECE{VendorID: e.VendorID, Options: e.Options & softECE.Options, CompMask: e.CompMask}, true
+	return nil
+}
+
+// ECESet reports the ECE SetECE gave the QP, if any.
+func (q *QP) ECESet() (verbs.ECE, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.ece, q.eceSet
 }
 
 // CreateQP creates a queue pair in RESET.
@@ -486,6 +588,9 @@ func (q *QP) Modify(a verbs.QPAttr) error {
 		}
 		q.attr.DestQPN, q.attr.DestLID, q.attr.DestGID, q.attr.PathMTU = a.DestQPN, a.DestLID, a.DestGID, a.PathMTU
 		q.attr.Global, q.attr.SGIDIndex = a.Global, a.SGIDIndex
+		q.attr.SL, q.attr.TrafficClass = a.SL, a.TrafficClass
+	case verbs.QPSRTS:
+		q.attr.SQPSN, q.attr.Timeout, q.attr.RetryCount, q.attr.RNRRetry = a.SQPSN, a.Timeout, a.RetryCount, a.RNRRetry
 	case verbs.QPSReset:
 		q.sq, q.rq = nil, nil
 		q.attr = verbs.QPAttr{}
@@ -691,8 +796,8 @@ func (q *QP) sender() {
 }
 
 // local resolves the scatter/gather list of wr.
-func (q *QP) local(sges []verbs.SGE, need verbs.Access) ([][]byte, uint64, bool) {
-	var bufs [][]byte
+func (q *QP) local(sges []verbs.SGE, need verbs.Access) ([]span, uint64, bool) {
+	var bufs []span
 	var total uint64
 	for _, s := range sges {
 		if s.Len == 0 {
@@ -724,13 +829,31 @@ func (q *QP) execute(wr verbs.SendWR) (verbs.WCStatus, uint32) {
 	if err != nil {
 		return verbs.WCRetryExcErr, 0
 	}
+	inbound := wr.Op == verbs.OpRead || wr.Op == verbs.OpAtomicFetchAdd
+	raw := make([][]byte, len(bufs))
+	for i, b := range bufs {
+		if !inbound {
+			// The NIC reads device memory as it sends: stage it now.
+			if err := b.load(); err != nil {
+				return verbs.WCLocProtErr, 0
+			}
+		}
+		raw[i] = b.b
+	}
 	h := encodeReq(wireReq{op: wr.Op, rkey: wr.RKey, raddr: wr.RemoteAddr, n: total, imm: wr.Imm, add: wr.Add})
-	if err := q.exchange(c, h[:], wr, bufs); err != nil {
+	if err := q.exchange(c, h[:], wr, raw); err != nil {
 		var st wcErr
 		if errors.As(err, &st) {
 			return verbs.WCStatus(st), 0
 		}
 		return verbs.WCRetryExcErr, 0
+	}
+	if inbound {
+		for _, b := range bufs {
+			if err := b.store(); err != nil {
+				return verbs.WCLocProtErr, 0
+			}
+		}
 	}
 	return verbs.WCSuccess, uint32(total)
 }
@@ -945,18 +1068,23 @@ func (q *QP) respond(c net.Conn, src uint32, r []byte) bool {
 		st = verbs.WCRemInvReqErr
 	}
 	q.mu.Unlock()
-	var mem []byte
+	var sp span
 	if st == verbs.WCSuccess {
 		var ok bool
-		if mem, ok = q.dev.lookup(q.pd, rkey, raddr, n, mrNeed); !ok {
+		if sp, ok = q.dev.lookup(q.pd, rkey, raddr, n, mrNeed); !ok {
 			st = verbs.WCRemAccessErr
+		} else if op != verbs.OpWrite && op != verbs.OpWriteImm && sp.load() != nil {
+			st = verbs.WCRemOpErr // the device memory could not be read
 		}
 	}
+	mem := sp.b
 	isWrite := op == verbs.OpWrite || op == verbs.OpWriteImm
 	if isWrite {
 		var err error
 		if st == verbs.WCSuccess {
-			_, err = io.ReadFull(c, mem)
+			if _, err = io.ReadFull(c, mem); err == nil && sp.store() != nil {
+				st = verbs.WCRemOpErr // the device memory could not be written
+			}
 		} else {
 			_, err = io.CopyN(io.Discard, c, int64(n))
 		}
@@ -989,8 +1117,14 @@ func (q *QP) respond(c net.Conn, src uint32, r []byte) bool {
 			payload = mem
 		case verbs.OpAtomicFetchAdd:
 			q.dev.atomic.Lock()
+			if sp.dev != nil && sp.load() != nil { // again, under the lock
+				st = verbs.WCRemOpErr
+			}
 			old := binary.LittleEndian.Uint64(mem)
 			binary.LittleEndian.PutUint64(mem, old+add)
+			if sp.store() != nil {
+				st = verbs.WCRemOpErr
+			}
 			q.dev.atomic.Unlock()
 			payload = binary.LittleEndian.AppendUint64(nil, old)
 		}

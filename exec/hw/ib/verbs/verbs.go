@@ -21,6 +21,11 @@ const (
 	AccessRemoteWrite  Access = 2
 	AccessRemoteRead   Access = 4
 	AccessRemoteAtomic Access = 8
+	// AccessRelaxedOrdering is IBV_ACCESS_RELAXED_ORDERING (an optional
+	// flag: the HCA may reorder its PCIe writes into the region;
+	// NCCL_IB_PCI_RELAXED_ORDERING). Providers that do not implement
+	// RelaxedOrderer ignore it.
+	AccessRelaxedOrdering Access = 1 << 20
 )
 
 // QPState is a queue pair's state (ibv_qp_state).
@@ -232,6 +237,10 @@ type QPAttr struct {
 	SGIDIndex int
 	PathMTU   int
 	RQPSN     uint32
+	// SL is the service level of the address vector, TrafficClass the
+	// GRH's traffic class (global routes only): NCCL_IB_SL, NCCL_IB_TC.
+	SL           int
+	TrafficClass int
 	// RTS.
 	SQPSN      uint32
 	Timeout    int
@@ -310,6 +319,53 @@ type QP interface {
 	PostRecv(wr RecvWR) error
 	Close() error
 }
+
+// ECE is a queue pair's Enhanced Connection Establishment options
+// (struct ibv_ece).
+type ECE struct {
+	VendorID, Options, CompMask uint32
+}
+
+// ECEQP is implemented by queue pairs whose provider supports ECE
+// (ibv_query_ece, ibv_set_ece). QueryECE answers ok=false where the
+// device does not.
+type ECEQP interface {
+	QueryECE() (e ECE, ok bool, err error)
+	SetECE(e ECE) error
+}
+
+// RelaxedOrderer is implemented by devices (Context) that can register
+// memory with AccessRelaxedOrdering.
+type RelaxedOrderer interface {
+	RelaxedOrdering() bool
+}
+
+// DeviceMemory is GPU memory that a NIC registers for GPUDirect RDMA.
+type DeviceMemory interface {
+	// Addr is the memory's device virtual address: the region's address,
+	// which work requests and FIFO entries name.
+	Addr() uint64
+	Len() int
+	// DmaBuf exports the memory as a dma-buf: a descriptor the caller
+	// closes and Addr's offset in it (ibv_reg_dmabuf_mr), or an error
+	// wrapping ErrNotSupported.
+	DmaBuf() (fd int, offset uint64, err error)
+	// ReadAt and WriteAt copy between the memory at off and host memory
+	// (cuMemcpyDtoH, cuMemcpyHtoD): how a provider without a path into
+	// the GPU (the software one) reaches it.
+	ReadAt(p []byte, off int64) (int, error)
+	WriteAt(p []byte, off int64) (int, error)
+}
+
+// DeviceRegistrar is implemented by protection domains that register
+// DeviceMemory (GPUDirect RDMA); access is as for RegMR.
+type DeviceRegistrar interface {
+	RegDevice(mem DeviceMemory, access Access) (MR, error)
+}
+
+// ErrNotSupported is wrapped by errors of operations a provider or device
+// does not support.
+var ErrNotSupported = errors.New("verbs: not supported")
 
 // ErrNoDevice is returned when a provider has no device.
 var ErrNoDevice = errors.New("verbs: no device")
