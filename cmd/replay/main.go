@@ -45,7 +45,7 @@ var commands = []command{
 	{"compare", "compare hardware timings (call trace or run gpu --json) with the simulator", runCompare},
 	{"calibrate", "fit the simulator's calibration to measured timings", runCalibrate},
 	{"accuracy", "regenerate docs/accuracy.md: the simulator's errors on the manifest's eval recordings", runAccuracy},
-	{"trace", "inspect, print and export call and event traces (info, cat, export)", runTrace},
+	{"trace", "inspect, print, export, merge and import call and event traces (info, cat, export, merge, import)", runTrace},
 }
 
 const usageHeader = `replay: inspect and replay NCCL topologies offline (no GPU needed).
