@@ -15,12 +15,19 @@ import (
 // hold rows of the same rank of a communicator, is an error naming both
 // (their rows would be merged twice).
 func MergeCallFiles(w io.Writer, paths []string) error {
-	return mergeFiles(w, paths, NewCallWriter, OpenCallFile, func(r *CallRow) rankKey { return rankKey{r.Comm, r.Rank} })
+	return MergeCallFilesMeta(w, paths, nil)
+}
+
+// MergeCallFilesMeta is MergeCallFiles with metadata added to (or
+// replacing keys of) the first file's: what only the parts together say,
+// such as the job's communicators (MetaComms).
+func MergeCallFilesMeta(w io.Writer, paths []string, extra map[string]string) error {
+	return mergeFiles(w, paths, NewCallWriter, OpenCallFile, func(r *CallRow) rankKey { return rankKey{r.Comm, r.Rank} }, extra)
 }
 
 // MergeEventFiles is MergeCallFiles for event traces.
 func MergeEventFiles(w io.Writer, paths []string) error {
-	return mergeFiles(w, paths, NewEventWriter, OpenEventFile, func(r *EventRow) rankKey { return rankKey{r.Comm, r.Rank} })
+	return mergeFiles(w, paths, NewEventWriter, OpenEventFile, func(r *EventRow) rankKey { return rankKey{r.Comm, r.Rank} }, nil)
 }
 
 // rankKey is a rank of a communicator.
@@ -70,7 +77,7 @@ type rowReader[R any] interface {
 // empty trace. A file given twice, or a rank (key) found in two files, is
 // an error.
 func mergeFiles[R any, W rowWriter[R], D rowReader[R]](w io.Writer, paths []string,
-	create func(io.Writer, WriterOptions) (W, error), open func(string) (D, error), key func(*R) rankKey) error {
+	create func(io.Writer, WriterOptions) (W, error), open func(string) (D, error), key func(*R) rankKey, extra map[string]string) error {
 	if err := CheckDistinctFiles(paths); err != nil {
 		return err
 	}
@@ -91,6 +98,9 @@ func mergeFiles[R any, W rowWriter[R], D rowReader[R]](w io.Writer, paths []stri
 		if !strings.HasPrefix(k, metaReserved) {
 			meta[k] = v
 		}
+	}
+	for k, v := range extra {
+		meta[k] = v
 	}
 	tw, err := create(w, WriterOptions{Metadata: meta})
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/twinccl/twinccl/exec/hw/profiler"
 	"github.com/twinccl/twinccl/traces"
 )
 
@@ -44,6 +45,9 @@ version %s; files of another major version are refused).
           each part, where every part has one) into OUT.events.parquet;
           written atomically, both or neither. A part given twice, or
           two parts holding the same rank of a communicator, is refused.
+          Parts the NCCL profiler plugin wrote (one per process) also give
+          the job's communicators (twinccl.comms), so that replay run
+          replays communicators of fewer than all ranks.
   import  reads other tools' traces of one job into a call trace, written
           atomically, with each communicator's global ranks in its
           metadata (twinccl.comms):
@@ -194,7 +198,11 @@ func traceMerge(w io.Writer, parts []string, out string) error {
 	if len(events) != 0 && len(events) != len(parts) {
 		return fmt.Errorf("%d of %d parts have an event trace beside them: all or none must", len(events), len(parts))
 	}
-	if err := writeOutput(out, w, func(f io.Writer) error { return traces.MergeCallFiles(f, parts) }); err != nil {
+	extra, err := profiledComms(parts)
+	if err != nil {
+		return fmt.Errorf("merge %s: %w", out, err)
+	}
+	if err := writeOutput(out, w, func(f io.Writer) error { return traces.MergeCallFilesMeta(f, parts, extra) }); err != nil {
 		return fmt.Errorf("merge %s: %w", out, err)
 	}
 	fmt.Fprintf(w, "wrote %s (%d parts)\n", out, len(parts))
@@ -208,6 +216,46 @@ func traceMerge(w io.Writer, parts []string, out string) error {
 	}
 	fmt.Fprintf(w, "wrote %s\n", evOut)
 	return nil
+}
+
+// profiledComms is the merged trace's communicators (traces.MetaComms)
+// when every part was written by the NCCL profiler plugin, each knowing
+// only its own process's ranks (profiler.MetaComms): the job's
+// communicators, which replay run needs for communicators that span
+// fewer than all ranks. nil when no part is a profiler trace.
+func profiledComms(parts []string) (map[string]string, error) {
+	metas := make([]map[string]string, len(parts))
+	profiled := 0
+	for i, p := range parts {
+		r, err := traces.OpenCallFile(p)
+		if err != nil {
+			return nil, err
+		}
+		metas[i] = r.Info().Metadata
+		r.Close()
+		if _, ok := metas[i][profiler.MetaComms]; ok {
+			profiled++
+		}
+	}
+	switch {
+	case profiled == 0:
+		return nil, nil
+	case profiled < len(parts):
+		return nil, fmt.Errorf("%d of %d parts were written by the profiler plugin: merge all of a job's parts or none", profiled, len(parts))
+	}
+	jc, err := profiler.JobComms(parts, metas)
+	if err != nil {
+		return nil, err
+	}
+	comms := make([]traces.CommInfo, len(jc))
+	for i, c := range jc {
+		comms[i] = traces.CommInfo{ID: c.Comm, Name: c.Name, Ranks: c.Ranks}
+	}
+	enc, err := traces.EncodeComms(comms)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]string{traces.MetaComms: enc}, nil
 }
 
 // openTraces opens each path with the reader its kind needs.
