@@ -224,21 +224,6 @@ func firstError(errs []error) error {
 	return nil
 }
 
-// fittedKernels are the kernels of the recordings a calibration's last
-// fit used (FitReport.Tables).
-func fittedKernels(c *sim.Calib) []string {
-	var out []string
-	if c.Fit == nil {
-		return nil
-	}
-	for _, tf := range c.Fit.Tables {
-		if tf.Fitted && tf.Kernel != "" && !slices.Contains(out, tf.Kernel) {
-			out = append(out, tf.Kernel)
-		}
-	}
-	return out
-}
-
 // reportTopology reads the topology of a report option ("embedded": the
 // default one) and names it as the report does.
 func reportTopology(root, topo string) (*model.Element, string, error) {
@@ -297,31 +282,6 @@ func openEntry(root string, e manifest.Entry) (*accInput, error) {
 	return a, nil
 }
 
-// calibCache parses each embedded calibration once; every user gets a
-// clone of its own.
-type calibCache struct {
-	mu sync.Mutex
-	m  map[string]*sim.Calib
-}
-
-// get returns a clone of the embedded calibration name.
-func (cc *calibCache) get(name string) (*sim.Calib, error) {
-	cc.mu.Lock()
-	defer cc.mu.Unlock()
-	if cc.m == nil {
-		cc.m = map[string]*sim.Calib{}
-	}
-	c, ok := cc.m[name]
-	if !ok {
-		var err error
-		if c, err = sim.LoadCalib(sim.EmbeddedPrefix + name); err != nil {
-			return nil, err
-		}
-		cc.m[name] = c
-	}
-	return c.Clone(), nil
-}
-
 // compareEntries simulates the reported recordings hw into r.files (in
 // hw's order): each recording as its report options say (topology,
 // hosts), under the NCCL_* settings it recorded, with the embedded
@@ -351,7 +311,7 @@ func compareEntries(root string, hw []manifest.Entry, r *accuracyReport) error {
 	}
 	slices.Sort(keys)
 	r.files = make([]*accFile, len(hw))
-	var cc calibCache
+	var cc hwcmp.CalibCache
 	parallel(len(keys), func(g int) {
 		idx := groups[keys[g]]
 		cp, f0, err := newAccComparer(root, inputs[idx[0]], &cc)
@@ -379,7 +339,7 @@ func compareEntries(root string, hw []manifest.Entry, r *accuracyReport) error {
 
 // newAccComparer builds the comparer of a's group, and the file record
 // its members share (calibrations, our calibration's fitted kernels).
-func newAccComparer(root string, a *accInput, cc *calibCache) (*hwcmp.Comparer, *accFile, error) {
+func newAccComparer(root string, a *accInput, cc *hwcmp.CalibCache) (*hwcmp.Comparer, *accFile, error) {
 	el, topo, err := reportTopology(root, a.topo)
 	if err != nil {
 		return nil, nil, err
@@ -387,7 +347,7 @@ func newAccComparer(root string, a *accInput, cc *calibCache) (*hwcmp.Comparer, 
 	if a.nodes > 1 && a.in.NRanks%a.nodes == 0 {
 		model.KeepRanks(el, a.in.NRanks/a.nodes)
 	}
-	c, err := cc.get(a.calib)
+	c, err := cc.Get(a.calib)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -400,8 +360,8 @@ func newAccComparer(root string, a *accInput, cc *calibCache) (*hwcmp.Comparer, 
 	}
 	cp.Sim.Loop = sim.DefaultLoopCalls
 	f := &accFile{ncclCalib: sim.EmbeddedPrefix + a.calib}
-	if ours := strings.TrimSuffix(a.calib, ".json") + "-twinccl.json"; slices.Contains(sim.EmbeddedCalibNames(), ours) {
-		oc, err := cc.get(ours)
+	if ours := hwcmp.OursCalibName(a.calib); ours != "" {
+		oc, err := cc.Get(ours)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -409,7 +369,7 @@ func newAccComparer(root string, a *accInput, cc *calibCache) (*hwcmp.Comparer, 
 			return nil, nil, err
 		}
 		f.oursCalib = sim.EmbeddedPrefix + ours
-		f.kernels = fittedKernels(oc)
+		f.kernels = hwcmp.FittedBuilds(oc)
 	}
 	return cp, f, nil
 }
@@ -434,10 +394,6 @@ func parallel(n int, do func(i int)) {
 	wg.Wait()
 }
 
-// compareTable simulates a timing table (NCCL's timings, or a published
-// table) as its report options say: replay calibrate's table options, on
-// topo= (embedded: the default topology), with calib= (default: the
-// embedded h200.json, the default calibration of sm90).
 // reportNodes is an entry's nodes= option: the hosts of one topology a
 // table or recording ran on (1 without it).
 func reportNodes(e manifest.Entry) (int, error) {
@@ -452,6 +408,10 @@ func reportNodes(e manifest.Entry) (int, error) {
 	return n, nil
 }
 
+// compareTable simulates a timing table (NCCL's timings, or a published
+// table) as its report options say: replay calibrate's table options, on
+// topo= (embedded: the default topology), with calib= (default: the
+// embedded h200.json, the default calibration of sm90).
 func compareTable(root string, e manifest.Entry) (accTable, error) {
 	fail := func(err error) (accTable, error) {
 		return accTable{}, fmt.Errorf("%s (%s:%d): %w", e.Path, manifest.Path, e.Line, err)

@@ -273,59 +273,11 @@ func readAccTopology(root, topo string) (*model.Element, string, error) {
 	return el, topo, err
 }
 
-// accCalibs parses each embedded calibration once; users get clones.
-type accCalibs struct {
-	mu sync.Mutex
-	m  map[string]*sim.Calib
-}
-
-func (cc *accCalibs) get(name string) (*sim.Calib, error) {
-	cc.mu.Lock()
-	defer cc.mu.Unlock()
-	if cc.m == nil {
-		cc.m = map[string]*sim.Calib{}
-	}
-	c, ok := cc.m[name]
-	if !ok {
-		var err error
-		if c, err = sim.LoadCalib(sim.EmbeddedPrefix + name); err != nil {
-			return nil, err
-		}
-		cc.m[name] = c
-	}
-	return c.Clone(), nil
-}
-
-// oursCalibName is the embedded calibration of our executor on the GPUs
-// of NCCL's calibration name ("" where there is none).
-func oursCalibName(name string) string {
-	ours := strings.TrimSuffix(name, ".json") + "-twinccl.json"
-	if slices.Contains(sim.EmbeddedCalibNames(), ours) {
-		return ours
-	}
-	return ""
-}
-
-// fittedBuilds are the kernels of the recordings a calibration's last fit
-// used: the builds whose rows our column counts.
-func fittedBuilds(c *sim.Calib) []string {
-	var out []string
-	if c.Fit == nil {
-		return nil
-	}
-	for _, tf := range c.Fit.Tables {
-		if tf.Fitted && tf.Kernel != "" && !slices.Contains(out, tf.Kernel) {
-			out = append(out, tf.Kernel)
-		}
-	}
-	return out
-}
-
 // newAccComparer is the comparer of recordings like r: NCCL's column with
 // r's calibration, ours with the calibration of our kernels on those
 // GPUs, each call simulated as the graph loop that timed it; and the
 // builds our column counts.
-func newAccComparer(root string, r *accRecording, cc *accCalibs) (*Comparer, []string, error) {
+func newAccComparer(root string, r *accRecording, cc *CalibCache) (*Comparer, []string, error) {
 	el, topo, err := readAccTopology(root, r.topo)
 	if err != nil {
 		return nil, nil, err
@@ -333,7 +285,7 @@ func newAccComparer(root string, r *accRecording, cc *accCalibs) (*Comparer, []s
 	if r.nodes > 1 && r.in.NRanks%r.nodes == 0 {
 		model.KeepRanks(el, r.in.NRanks/r.nodes)
 	}
-	c, err := cc.get(r.calib)
+	c, err := cc.Get(r.calib)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -342,18 +294,18 @@ func newAccComparer(root string, r *accRecording, cc *accCalibs) (*Comparer, []s
 		return nil, nil, err
 	}
 	cp.Sim.Loop = sim.DefaultLoopCalls
-	ours := oursCalibName(r.calib)
+	ours := OursCalibName(r.calib)
 	if ours == "" {
 		return cp, nil, nil
 	}
-	oc, err := cc.get(ours)
+	oc, err := cc.Get(ours)
 	if err != nil {
 		return nil, nil, err
 	}
 	if cp, err = cp.WithOursCalib(oc, sim.EmbeddedPrefix+ours); err != nil {
 		return nil, nil, err
 	}
-	return cp, fittedBuilds(oc), nil
+	return cp, FittedBuilds(oc), nil
 }
 
 // accParallel runs do(0..n-1) on GOMAXPROCS workers.
@@ -424,7 +376,7 @@ func measureRecordings(root string, entries []manifest.Entry, acc *accAccumulato
 		groups[k] = append(groups[k], i)
 	}
 	slices.Sort(keys)
-	var cc accCalibs
+	var cc CalibCache
 	var buildsMu sync.Mutex
 	var builds []string
 	accParallel(len(keys), func(g int) {
@@ -500,7 +452,7 @@ func colLabel(col string) string {
 // measureGIN compares NCCL's column of a recording whose own column ran
 // GPU-initiated networking, as a timing table (Table) on the recording's
 // topology and settings.
-func measureGIN(root string, r *accRecording, acc *accAccumulator, cc *accCalibs) error {
+func measureGIN(root string, r *accRecording, acc *accAccumulator, cc *CalibCache) error {
 	tb, err := Table(r.in, ColNCCL, nil)
 	if err != nil {
 		return err
@@ -509,7 +461,7 @@ func measureGIN(root string, r *accRecording, acc *accAccumulator, cc *accCalibs
 	if err != nil {
 		return err
 	}
-	c, err := cc.get(r.calib)
+	c, err := cc.Get(r.calib)
 	if err != nil {
 		return err
 	}
@@ -530,7 +482,7 @@ var accTableOptions = map[string]string{
 // repetition are left out.
 func measureTables(root string, entries []manifest.Entry, acc *accAccumulator) error {
 	errs := make([]error, len(entries))
-	var cc accCalibs
+	var cc CalibCache
 	accParallel(len(entries), func(i int) {
 		errs[i] = measureTable(root, entries[i], acc, &cc)
 		if errs[i] != nil {
@@ -540,7 +492,7 @@ func measureTables(root string, entries []manifest.Entry, acc *accAccumulator) e
 	return firstErr(errs)
 }
 
-func measureTable(root string, e manifest.Entry, acc *accAccumulator, cc *accCalibs) error {
+func measureTable(root string, e manifest.Entry, acc *accAccumulator, cc *CalibCache) error {
 	opts := e.ReportOptions()
 	if !e.Reported() {
 		o, ok := accTableOptions[e.Machine]
@@ -575,7 +527,7 @@ func measureTable(root string, e manifest.Entry, acc *accAccumulator, cc *accCal
 	if err != nil {
 		return err
 	}
-	c, err := cc.get(calib)
+	c, err := cc.Get(calib)
 	if err != nil {
 		return err
 	}
