@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/twinccl/twinccl/exec/hw/cuda"
+	"github.com/twinccl/twinccl/internal/depstest"
 )
 
 // repoRoot is the repository root, two levels above exec/hw/ncclapi.
@@ -129,12 +130,11 @@ func TestExportsEveryHeaderFunction(t *testing.T) {
 // (exec/sim) or the test harness (model/conformance pulls in testing),
 // which an application loading libnccl.so.2 would pay for.
 func TestDeps(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", ".").Output()
-	require.NoError(t, err)
-	for _, dep := range regexp.MustCompile(`\s+`).Split(string(out), -1) {
+	depstest.Forbid(t, func(dep string) bool {
 		switch dep {
 		case "github.com/twinccl/twinccl/exec/sim", "github.com/twinccl/twinccl/model/conformance", "testing":
-			t.Errorf("the library depends on %s", dep)
+			return true
 		}
-	}
+		return false
+	})
 }
