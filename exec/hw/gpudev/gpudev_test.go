@@ -38,6 +38,9 @@ func gpus(t testing.TB) []*cuda.Context {
 type jobExecutor struct {
 	ctxs []*cuda.Context
 	jobs map[int]*LocalJob
+	// timeout and opts are the jobs' NewLocalJobOptions arguments (0: 5 s).
+	timeout time.Duration
+	opts    LocalOptions
 }
 
 func (e *jobExecutor) Name() string { return "gpudev" }
@@ -46,7 +49,11 @@ func (e *jobExecutor) Execute(p *model.Program, inputs [][]byte) ([][]byte, erro
 	j := e.jobs[p.NRanks]
 	if j == nil {
 		var err error
-		if j, err = NewLocalJob(p.NRanks, e.ctxs, 5*time.Second, nil); err != nil {
+		timeout := e.timeout
+		if timeout == 0 {
+			timeout = 5 * time.Second
+		}
+		if j, err = NewLocalJobOptions(p.NRanks, e.ctxs, timeout, nil, e.opts); err != nil {
 			return nil, err
 		}
 		e.jobs[p.NRanks] = j

@@ -16,7 +16,6 @@ import (
 	"github.com/twinccl/twinccl/exec/hw/ib/soft"
 	"github.com/twinccl/twinccl/exec/hw/ib/verbs"
 	"github.com/twinccl/twinccl/exec/hw/transport"
-	"github.com/twinccl/twinccl/model"
 	"github.com/twinccl/twinccl/model/conformance"
 )
 
@@ -41,8 +40,7 @@ func requireGPU(t *testing.T) []*cuda.Context {
 // host of its own (every connection a net one) with the ib plugin over its
 // own software verbs provider: GPU ranks over --net ib on one GPU.
 type ibExecutor struct {
-	ctxs  []*cuda.Context
-	jobs  map[int]*LocalJob
+	jobExecutor
 	mu    sync.Mutex
 	provs []*soft.Provider
 }
@@ -64,27 +62,8 @@ func (e *ibExecutor) plugin(int) (transport.Plugin, error) {
 	return ib.New(opt), nil
 }
 
-func (e *ibExecutor) Execute(p *model.Program, inputs [][]byte) ([][]byte, error) {
-	j := e.jobs[p.NRanks]
-	if j == nil {
-		var err error
-		if j, err = NewLocalJobOptions(p.NRanks, e.ctxs, 10*time.Second, nil, LocalOptions{Net: e.plugin}); err != nil {
-			return nil, err
-		}
-		e.jobs[p.NRanks] = j
-	}
-	out, err := j.Execute(p, inputs)
-	if err != nil {
-		j.Close()
-		delete(e.jobs, p.NRanks)
-	}
-	return out, err
-}
-
 func (e *ibExecutor) close(t *testing.T) {
-	for _, j := range e.jobs {
-		require.NoError(t, j.Close())
-	}
+	e.jobExecutor.close(t)
 	for _, p := range e.provs {
 		p.Close()
 	}
@@ -99,7 +78,8 @@ func TestConformanceIB(t *testing.T) {
 	ctxs := requireGPU(t)
 	allowP2P(t)
 	t.Setenv("TWINCCL_HOSTID", "split:1")
-	e := &ibExecutor{ctxs: ctxs, jobs: map[int]*LocalJob{}}
+	e := &ibExecutor{jobExecutor: jobExecutor{ctxs: ctxs, jobs: map[int]*LocalJob{}, timeout: 10 * time.Second}}
+	e.opts = LocalOptions{Net: e.plugin}
 	defer e.close(t)
 	cases := netCases(4, 1)
 	t.Logf("%d conformance cases over the ib plugin (soft provider) on %d GPU(s)", len(cases), len(ctxs))
