@@ -1079,8 +1079,10 @@ func (j *gpuJob) transports() string {
 	}
 	var order []string
 	peers := map[string][]int{}
+	// NICs as the simulator takes them: the plan's graphs, NCCL_CROSS_NIC.
+	planner := j.res.Cluster.PlannerFor(j.res.Plan, j.res.Options.Search.CrossNic == 0)
 	for r := 1; r < j.n; r++ {
-		c, err := j.res.Cluster.Conn(0, r, 0)
+		c, err := planner.Conn(0, r, 0)
 		if err != nil {
 			return ""
 		}
